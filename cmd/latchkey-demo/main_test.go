@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestPercentileNearestRank(t *testing.T) {
+	s := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for _, c := range []struct {
+		p    float64
+		want int64
+	}{{0, 1}, {10, 1}, {11, 2}, {50, 5}, {99, 10}, {100, 10}} {
+		if got := percentile(s, c.p); got != c.want {
+			t.Errorf("percentile(1..10, %v) = %d, want %d", c.p, got, c.want)
+		}
+	}
+	if got := percentile([]int64{42}, 99); got != 42 {
+		t.Errorf("one sample: got %d", got)
+	}
+	if got := fmtWait(nil, 99); got != "-" {
+		t.Errorf("no samples: got %q", got)
+	}
+}
+
+func TestFormatting(t *testing.T) {
+	for us, want := range map[int64]string{0: "0µs", 999: "999µs", 1000: "1.0ms", 12345: "12.3ms", 2_500_000: "2.50s"} {
+		if got := fmtUS(us); got != want {
+			t.Errorf("fmtUS(%d) = %q, want %q", us, got, want)
+		}
+	}
+	for _, c := range []struct {
+		a, b float64
+		want string
+	}{{14, 10, "1.4x"}, {2, 10, "0.2x"}, {1, 47, "0.021x"}, {250, 10, "25x"}, {1, 0, "n/a"}, {0, 0, "n/a"}} {
+		if got := ratio(c.a, c.b); got != c.want {
+			t.Errorf("ratio(%v, %v) = %q, want %q", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+func TestParseInfo(t *testing.T) {
+	info := parseInfo("# Commandstats\r\ncmdstat_get:calls=12,usec=34,usec_per_call=2.83,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_config|resetstat:calls=1,usec=5\r\n\r\n# CPU\r\nused_cpu_sys:1.500000\r\n")
+	if info["used_cpu_sys"] != "1.500000" {
+		t.Errorf("used_cpu_sys = %q", info["used_cpu_sys"])
+	}
+	got := parseCommandStats(info)
+	want := map[string]int64{"get": 12, "config|resetstat": 1}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("parseCommandStats = %v, want %v", got, want)
+	}
+}
+
+// TestAggregator feeds two workers' reports of a 1.5 s phase out of order: a
+// second is printed only once both have reported it, and the last, partial
+// second's rate is over its 0.5 s.
+func TestAggregator(t *testing.T) {
+	var out bytes.Buffer
+	res := &phaseResult{mode: "spin", dur: 1500 * time.Millisecond}
+	cmds := int64(0)
+	a := newAggregator(&out, false, res, 2, func() (int64, error) { cmds += 100; return cmds, nil })
+	if err := a.start(); err != nil {
+		t.Fatal(err)
+	}
+	reports := []report{
+		{Worker: 1, Second: 1, Acquired: 2, WaitsUS: []int64{10, 3000}, Attempts: 3},
+		{Worker: 1, Second: 2, Acquired: 1, WaitsUS: []int64{7}, Attempts: 1, Errors: 1, LastErr: "boom"},
+		{Worker: 2, Second: 1, Acquired: 1, WaitsUS: []int64{20}, Attempts: 1},
+		{Worker: 2, Second: 2, Acquired: 1, WaitsUS: []int64{5}, Attempts: 3, Overlaps: 1},
+	}
+	for i, r := range reports {
+		if err := a.add(r); err != nil {
+			t.Fatal(err)
+		}
+		if lines := strings.Count(out.String(), "\n"); lines != []int{0, 0, 1, 2}[i] {
+			t.Fatalf("after report %d: %d lines:\n%s", i, lines, out.String())
+		}
+	}
+	if !a.complete() {
+		t.Fatal("not complete after every report")
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	for i, want := range [][]string{
+		{"spin", "1.0s", " 3 acq/s", "p99 wait   3.0ms", "total       3", "1.33 attempts/acq"},
+		{"spin", "1.5s", " 4 acq/s", "p99 wait     7µs", "total       5", "2.00 attempts/acq"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(lines[i], w) {
+				t.Errorf("line %d %q lacks %q", i+1, lines[i], w)
+			}
+		}
+	}
+	if res.acquired != 5 || res.attempts != 8 || res.errors != 1 || res.overlaps != 1 || res.lastErr != "boom" {
+		t.Errorf("totals: %+v", res)
+	}
+	if want := []int64{5, 7, 10, 20, 3000}; !reflect.DeepEqual(res.waits, want) {
+		t.Errorf("waits = %v, want sorted %v", res.waits, want)
+	}
+	if err := a.add(report{Worker: 1, Second: 3}); err == nil {
+		t.Error("a second past the end was accepted")
+	}
+}
+
+func TestAggregatorSampleError(t *testing.T) {
+	res := &phaseResult{mode: "pubsub", dur: time.Second}
+	a := newAggregator(&bytes.Buffer{}, false, res, 1, func() (int64, error) { return 0, errors.New("down") })
+	if err := a.add(report{Worker: 1, Second: 1}); err == nil {
+		t.Error("a failed INFO was not reported")
+	}
+}
+
+func TestCompareAndVerdict(t *testing.T) {
+	ps := &phaseResult{mode: "pubsub", dur: 10 * time.Second, acquired: 1400, commands: 1400 * 5, cpuSeconds: 0.14, waits: []int64{100, 200}, counter: 1400}
+	sp := &phaseResult{mode: "spin", dur: 10 * time.Second, acquired: 1000, commands: 1000 * 25, cpuSeconds: 0.4, waits: []int64{100, 1000}, counter: 999}
+	want := "pub/sub: 1.4x the throughput, 0.2x the Redis commands and 0.25x the Redis CPU per acquisition, and 0.2x the p99 wait of spin."
+	if got := compare(ps, sp); got != want {
+		t.Errorf("compare:\n got %s\nwant %s", got, want)
+	}
+	if !ps.ok() || sp.exclusionOK() {
+		t.Error("exclusion check: a lost increment must be a violation")
+	}
+	var out bytes.Buffer
+	printSummary(&out, config{cs: time.Millisecond}, ps, sp)
+	for _, w := range []string{"% of 1/cs (1000/s)", "14.0%", "VIOLATION", want} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("summary lacks %q:\n%s", w, out.String())
+		}
+	}
+}

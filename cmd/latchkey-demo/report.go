@@ -1,0 +1,321 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// phaseResult is everything measured in one phase.
+type phaseResult struct {
+	mode                         string
+	dur                          time.Duration
+	acquired, attempts, overlaps int64
+	errors                       int64
+	lastErr                      string
+	waits                        []int64 // µs, one per acquisition; sorted once the phase is over
+	counter                      int64   // the counter's final value
+	commands                     int64   // total_commands_processed since CONFIG RESETSTAT
+	cmdstats                     map[string]int64
+	cpu0, cpuSeconds             float64 // Redis' used_cpu_sys+used_cpu_user at the start, and its increase
+}
+
+func (r *phaseResult) exclusionOK() bool { return r.counter == r.acquired && r.overlaps == 0 }
+func (r *phaseResult) ok() bool          { return r.exclusionOK() && r.errors == 0 }
+func (r *phaseResult) rate() float64     { return float64(r.acquired) / r.dur.Seconds() }
+func (r *phaseResult) perAcq(x float64) float64 {
+	if r.acquired == 0 {
+		return math.NaN()
+	}
+	return x / float64(r.acquired)
+}
+
+// interval is all workers' reports for one second.
+type interval struct {
+	reports            int
+	acquired, attempts int64
+	waits              []int64
+}
+
+// aggregator merges the workers' reports into the phase result and prints
+// one line per second once every worker has reported that second.
+type aggregator struct {
+	out      io.Writer
+	tty      bool // overwrite the line in place
+	res      *phaseResult
+	procs    int
+	secs     []interval // secs[k-1] is second k
+	next     int        // the next second to print
+	total    int64      // acquisitions printed so far
+	sample   func() (int64, error)
+	lastCmds int64
+	lastAt   time.Time
+}
+
+// newAggregator returns an aggregator for res; sample reads Redis'
+// total_commands_processed.
+func newAggregator(out io.Writer, tty bool, res *phaseResult, procs int, sample func() (int64, error)) *aggregator {
+	return &aggregator{out: out, tty: tty, res: res, procs: procs, secs: make([]interval, seconds(res.dur)), next: 1, sample: sample}
+}
+
+// start takes the baseline of the commands/s column.
+func (a *aggregator) start() (err error) {
+	a.lastCmds, err = a.sample()
+	a.lastAt = time.Now()
+	return err
+}
+
+func (a *aggregator) add(r report) error {
+	if r.Second < 1 || r.Second > len(a.secs) {
+		return fmt.Errorf("worker %d reported second %d of %d", r.Worker, r.Second, len(a.secs))
+	}
+	iv := &a.secs[r.Second-1]
+	iv.reports++
+	iv.acquired += r.Acquired
+	iv.attempts += r.Attempts
+	iv.waits = append(iv.waits, r.WaitsUS...)
+	res := a.res
+	res.acquired += r.Acquired
+	res.attempts += r.Attempts
+	res.overlaps += r.Overlaps
+	res.errors += r.Errors
+	res.waits = append(res.waits, r.WaitsUS...)
+	if r.LastErr != "" {
+		res.lastErr = r.LastErr
+	}
+	for ; a.next <= len(a.secs) && a.secs[a.next-1].reports == a.procs; a.next++ {
+		if err := a.print(a.next); err != nil {
+			return err
+		}
+	}
+	if a.complete() {
+		slices.Sort(res.waits)
+	}
+	return nil
+}
+
+func (a *aggregator) complete() bool { return a.next > len(a.secs) }
+
+func (a *aggregator) print(k int) error {
+	iv := &a.secs[k-1]
+	cmds, err := a.sample()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	cmdRate := float64(cmds-a.lastCmds) / now.Sub(a.lastAt).Seconds()
+	a.lastCmds, a.lastAt = cmds, now
+	a.total += iv.acquired
+	elapsed := min(time.Duration(k)*time.Second, a.res.dur)
+	length := elapsed - time.Duration(k-1)*time.Second // the last second may be partial
+	slices.Sort(iv.waits)
+	line := fmt.Sprintf("%-6s %5.1fs %7.0f acq/s  p99 wait %7s  total %7d  redis %7.0f cmd/s  %6s attempts/acq",
+		a.res.mode, elapsed.Seconds(), float64(iv.acquired)/length.Seconds(), fmtWait(iv.waits, 99),
+		a.total, cmdRate, fmtFloat(float64(iv.attempts)/float64(iv.acquired), 2))
+	iv.waits = nil // the phase result keeps its own copy
+	if a.tty {
+		fmt.Fprintf(a.out, "\r%s\x1b[K", line) // \x1b[K clears what a longer line left
+		if k == len(a.secs) {
+			fmt.Fprintln(a.out)
+		}
+		return nil
+	}
+	_, err = fmt.Fprintln(a.out, line)
+	return err
+}
+
+// percentile is the nearest-rank p-th percentile of sorted, which must not be empty.
+func percentile(sorted []int64, p float64) int64 {
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+// fmtWait formats the p-th percentile of sorted µs samples, "-" for none.
+func fmtWait(sorted []int64, p float64) string {
+	if len(sorted) == 0 {
+		return "-"
+	}
+	return fmtUS(percentile(sorted, p))
+}
+
+func fmtUS(us int64) string {
+	switch {
+	case us < 1000:
+		return fmt.Sprintf("%dµs", us)
+	case us < 1000_000:
+		return fmt.Sprintf("%.1fms", float64(us)/1e3)
+	}
+	return fmt.Sprintf("%.2fs", float64(us)/1e6)
+}
+
+// fmtFloat prints NaN and infinities (a division by zero acquisitions) as "-".
+func fmtFloat(x float64, prec int) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "-"
+	}
+	return strconv.FormatFloat(x, 'f', prec, 64)
+}
+
+// ratio formats a/b as "1.4x", with two significant digits below 1.
+func ratio(a, b float64) string {
+	x := a / b
+	switch {
+	case math.IsNaN(x) || math.IsInf(x, 0):
+		return "n/a"
+	case x >= 10:
+		return fmt.Sprintf("%.0fx", x)
+	case x >= 1:
+		return fmt.Sprintf("%.1fx", x)
+	}
+	return strconv.FormatFloat(x, 'g', 2, 64) + "x"
+}
+
+func printPhaseEnd(w io.Writer, r *phaseResult) {
+	if r.exclusionOK() {
+		fmt.Fprintf(w, "%s: counter %d = %d acquisitions: exclusion OK\n", r.mode, r.counter, r.acquired)
+	} else {
+		fmt.Fprintf(w, "\n!!!!!! %s: EXCLUSION VIOLATION: counter %d after %d acquisitions (%d increments lost), %d in-process overlaps !!!!!!\n\n",
+			r.mode, r.counter, r.acquired, r.acquired-r.counter, r.overlaps)
+	}
+	if r.errors > 0 {
+		fmt.Fprintf(w, "%s: %d ERRORS, the last: %s\n", r.mode, r.errors, r.lastErr)
+	}
+	// Largest first; the rest (client set-up, INFO, the barrier) lumped
+	// together. Redis 7 also counts the commands that Lua scripts run.
+	names := make([]string, 0, len(r.cmdstats))
+	var other int64
+	for name, calls := range r.cmdstats {
+		if r.perAcq(float64(calls)) >= 0.01 {
+			names = append(names, name)
+		} else {
+			other += calls
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(r.cmdstats[b], r.cmdstats[a]) })
+	parts := make([]string, 0, len(names)+1)
+	for _, name := range names {
+		parts = append(parts, name+" "+fmtFloat(r.perAcq(float64(r.cmdstats[name])), 2))
+	}
+	if other > 0 {
+		parts = append(parts, "other "+fmtFloat(r.perAcq(float64(other)), 3))
+	}
+	fmt.Fprintf(w, "%s: Redis calls per acquisition (scripts' included): %s\n\n", r.mode, strings.Join(parts, ", "))
+}
+
+func printSummary(w io.Writer, cfg config, ps, sp *phaseResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', tabwriter.AlignRight)
+	row := func(label string, f func(r *phaseResult) string) {
+		fmt.Fprintf(tw, "%-22s\t%s\t%s\t\n", label, f(ps), f(sp))
+	}
+	ideal := "% of 1/cs"
+	if cfg.cs > 0 {
+		ideal = fmt.Sprintf("%% of 1/cs (%.0f/s)", 1/cfg.cs.Seconds())
+	}
+	row("", func(r *phaseResult) string { return r.mode })
+	row("acquisitions", func(r *phaseResult) string { return strconv.FormatInt(r.acquired, 10) })
+	row("acquisitions/s", func(r *phaseResult) string { return fmtFloat(r.rate(), 0) })
+	row(ideal, func(r *phaseResult) string { return fmtFloat(r.rate()*cfg.cs.Seconds()*100, 1) + "%" })
+	row("wait p50", func(r *phaseResult) string { return fmtWait(r.waits, 50) })
+	row("wait p99", func(r *phaseResult) string { return fmtWait(r.waits, 99) })
+	row("wait max", func(r *phaseResult) string { return fmtWait(r.waits, 100) })
+	row("Redis commands/acq", func(r *phaseResult) string { return fmtFloat(r.perAcq(float64(r.commands)), 2) })
+	row("Redis CPU µs/acq", func(r *phaseResult) string { return fmtFloat(r.perAcq(r.cpuSeconds*1e6), 1) })
+	row("attempts/acq", func(r *phaseResult) string { return fmtFloat(r.perAcq(float64(r.attempts)), 2) })
+	row("errors", func(r *phaseResult) string { return strconv.FormatInt(r.errors, 10) })
+	row("exclusion", func(r *phaseResult) string { return map[bool]string{true: "OK", false: "VIOLATION"}[r.exclusionOK()] })
+	tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, compare(ps, sp))
+}
+
+// compare is the one-sentence verdict, pub/sub relative to spin.
+func compare(ps, sp *phaseResult) string {
+	p99 := func(r *phaseResult) float64 {
+		if len(r.waits) == 0 {
+			return math.NaN()
+		}
+		return float64(percentile(r.waits, 99))
+	}
+	return fmt.Sprintf("pub/sub: %s the throughput, %s the Redis commands and %s the Redis CPU per acquisition, and %s the p99 wait of spin.",
+		ratio(ps.rate(), sp.rate()),
+		ratio(ps.perAcq(float64(ps.commands)), sp.perAcq(float64(sp.commands))),
+		ratio(ps.perAcq(ps.cpuSeconds), sp.perAcq(sp.cpuSeconds)),
+		ratio(p99(ps), p99(sp)))
+}
+
+// parseInfo turns an INFO reply into its fields.
+func parseInfo(s string) map[string]string {
+	m := make(map[string]string)
+	for line := range strings.Lines(s) {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// parseCommandStats extracts the calls of each command from INFO commandstats
+// ("cmdstat_get:calls=12,usec=34,...").
+func parseCommandStats(info map[string]string) map[string]int64 {
+	calls := make(map[string]int64)
+	for k, v := range info {
+		name, ok := strings.CutPrefix(k, "cmdstat_")
+		if !ok {
+			continue
+		}
+		for field := range strings.SplitSeq(v, ",") {
+			if n, ok := strings.CutPrefix(field, "calls="); ok {
+				calls[name], _ = strconv.ParseInt(n, 10, 64)
+			}
+		}
+	}
+	return calls
+}
+
+func info(ctx context.Context, rc rueidis.Client, section string) (map[string]string, error) {
+	s, err := rc.Do(ctx, rc.B().Info().Section(section).Build()).ToString()
+	if err != nil {
+		return nil, fmt.Errorf("INFO %s: %w", section, err)
+	}
+	return parseInfo(s), nil
+}
+
+func totalCommands(ctx context.Context, rc rueidis.Client) (int64, error) {
+	m, err := info(ctx, rc, "stats")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(m["total_commands_processed"], 10, 64)
+}
+
+// redisCPU is the CPU time the Redis server has used, in seconds.
+func redisCPU(ctx context.Context, rc rueidis.Client) (float64, error) {
+	m, err := info(ctx, rc, "cpu")
+	if err != nil {
+		return 0, err
+	}
+	sys, err1 := strconv.ParseFloat(m["used_cpu_sys"], 64)
+	user, err2 := strconv.ParseFloat(m["used_cpu_user"], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("INFO cpu: no used_cpu_sys/used_cpu_user in %v", m)
+	}
+	return sys + user, nil
+}
+
+// isTerminal reports whether f is a character device: enough to decide
+// between overwriting the live line and printing one line per second.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,192 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/rlock"
+)
+
+// The exclusion test re-executes this test binary as worker processes; these
+// variables tell a child what to do.
+const (
+	childRoleEnv  = "LATCHKEY_CHILD_ROLE"
+	childAddrsEnv = "LATCHKEY_CHILD_ADDRS"
+	childArgsEnv  = "LATCHKEY_CHILD_ARGS" // cluster,spin,lock,counter,barrier,goroutines,acquisitions
+)
+
+const (
+	exclusionProcs        = 4
+	exclusionGoroutines   = 8
+	exclusionAcquisitions = 500
+)
+
+// TestExclusion is the lock's reason to exist: 4 processes × 8 goroutines
+// each do 500 unprotected read-modify-write cycles (GET, +1, SET) of one
+// Redis counter under the lock. Any overlap of two critical sections loses an
+// increment, so the counter must end exactly at 16000.
+func TestExclusion(t *testing.T) {
+	cases := []struct {
+		name string
+		tp   topology
+		spin bool
+	}{
+		{"standalone/pubsub", topologies()[0], false},
+		{"standalone/spin", topologies()[0], true},
+		{"cluster/pubsub", topologies()[1], false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := redisClient(t, tc.tp)
+			ctx := context.Background()
+			name := lockName(t)
+			counter, barrier := "test:{"+name+"}:counter", "test:{"+name+"}:barrier"
+			t.Cleanup(func() {
+				rc.Do(ctx, rc.B().Del().Key(counter).Build())
+				rc.Do(ctx, rc.B().Del().Key(barrier+":ready").Build())
+				rc.Do(ctx, rc.B().Del().Key(barrier+":go").Build())
+			})
+
+			args := strings.Join([]string{strconv.FormatBool(tc.tp.cluster), strconv.FormatBool(tc.spin), name, counter, barrier,
+				strconv.Itoa(exclusionGoroutines), strconv.Itoa(exclusionAcquisitions)}, ",")
+			var wg sync.WaitGroup
+			errs := make(chan error, exclusionProcs)
+			for p := 0; p < exclusionProcs; p++ {
+				cmd := exec.Command(os.Args[0], "-test.run=^$")
+				cmd.Env = append(os.Environ(), childRoleEnv+"=exclusion", childAddrsEnv+"="+strings.Join(tc.tp.addrs, ","), childArgsEnv+"="+args)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					out, err := cmd.CombinedOutput()
+					if err != nil {
+						errs <- fmt.Errorf("worker: %v\n%s", err, out)
+					}
+				}()
+			}
+			// Start every worker at once, so they contend from the first
+			// acquisition: each reports ready, then waits for "go".
+			for p := 0; p < exclusionProcs; p++ {
+				_, err := rc.Do(ctx, rc.B().Blpop().Key(barrier+":ready").Timeout(60).Build()).AsStrSlice()
+				require.NoError(t, err, "worker %d never got ready", p)
+			}
+			start := time.Now()
+			for p := 0; p < exclusionProcs; p++ {
+				require.NoError(t, rc.Do(ctx, rc.B().Rpush().Key(barrier+":go").Element("1").Build()).Error())
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			got, err := rc.Do(ctx, rc.B().Get().Key(counter).Build()).AsInt64()
+			require.NoError(t, err)
+			want := int64(exclusionProcs * exclusionGoroutines * exclusionAcquisitions)
+			require.Equal(t, want, got, "lost increments mean two holders overlapped")
+			t.Logf("%d acquisitions by %d processes × %d goroutines in %v (%.0f/s)", want, exclusionProcs, exclusionGoroutines,
+				elapsed.Round(time.Millisecond), float64(want)/elapsed.Seconds())
+		})
+	}
+}
+
+// runChild is a worker process's main; it returns the exit code.
+func runChild(role string) int {
+	if role != "exclusion" {
+		fmt.Fprintln(os.Stderr, "unknown child role", role)
+		return 2
+	}
+	if err := exclusionWorker(); err != nil {
+		fmt.Fprintln(os.Stderr, "exclusion worker:", err)
+		return 1
+	}
+	return 0
+}
+
+func exclusionWorker() error {
+	a := strings.Split(os.Getenv(childArgsEnv), ",")
+	if len(a) != 7 {
+		return fmt.Errorf("bad %s %q", childArgsEnv, os.Getenv(childArgsEnv))
+	}
+	spin := a[1] == "true"
+	name, counter, barrier := a[2], a[3], a[4]
+	goroutines, _ := strconv.Atoi(a[5])
+	acquisitions, _ := strconv.Atoi(a[6])
+
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: strings.Split(os.Getenv(childAddrsEnv), ","), DisableCache: true})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	c, err := rlock.NewClient(rc, rlock.Options{})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := rc.Do(ctx, rc.B().Rpush().Key(barrier+":ready").Element("1").Build()).Error(); err != nil {
+		return err
+	}
+	if err := rc.Do(ctx, rc.B().Blpop().Key(barrier+":go").Timeout(60).Build()).Error(); err != nil {
+		return fmt.Errorf("waiting at the barrier: %w", err)
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := c.Mutex(name)
+			if spin {
+				m = c.SpinMutex(name)
+			}
+			for i := 0; i < acquisitions; i++ {
+				if err := increment(ctx, rc, m, counter); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return errors.Join(func() (all []error) {
+		for err := range errs {
+			all = append(all, err)
+		}
+		return
+	}()...)
+}
+
+// increment is the deliberately unsafe read-modify-write that only the lock
+// makes correct.
+func increment(ctx context.Context, rc rueidis.Client, m *rlock.Mutex, counter string) error {
+	lctx, err := m.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	n, err := rc.Do(lctx, rc.B().Get().Key(counter).Build()).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		n, err = 0, nil
+	}
+	if err == nil {
+		err = rc.Do(lctx, rc.B().Set().Key(counter).Value(strconv.FormatInt(n+1, 10)).Build()).Error()
+	}
+	if uerr := m.Unlock(lctx); err == nil {
+		err = uerr
+	}
+	return err
+}

@@ -1,0 +1,201 @@
+package integration
+
+import (
+	"context"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/rlock"
+)
+
+// TestReconnect: killing the pub/sub connections while waiters wait loses
+// whatever was published meanwhile; the resubscription wakes every waiter,
+// and all of them still get the lock after the unlock, well inside the TTL.
+func TestReconnect(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		name := lockName(t)
+		const waiters = 5
+		holder := lockClient(t, tp, rlock.Options{}).Mutex(name) // TTL 30s
+		hctx := mustLock(t, ctx, holder)
+		att := newAttempts()
+		c := lockClient(t, tp, rlock.Options{OnAttempt: att.hook})
+
+		var wg sync.WaitGroup
+		blockWaiters(t, att, name, waiters, &wg, func() {
+			m := c.Mutex(name)
+			lctx, err := m.Lock(ctx)
+			if err == nil {
+				err = m.Unlock(lctx)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+		before := att.count(name)
+		killed := killPubSubClients(t, tp)
+		require.Positive(t, killed, "no pub/sub connection to kill")
+		// The resubscription wakes all waiters; each tries again and waits anew.
+		await(t, att.reached(name, before+waiters), 20*time.Second, "the waiters to be woken by the resubscription")
+
+		start := time.Now()
+		require.NoError(t, holder.Unlock(hctx))
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		await(t, done, 15*time.Second, "every waiter to acquire after the reconnect")
+		t.Logf("killed %d connection(s); %d waiters done %v after the unlock", killed, waiters, time.Since(start).Round(time.Millisecond))
+	})
+}
+
+// killPubSubClients kills every connection that holds a subscription, on
+// every node of tp, and returns how many it killed.
+func killPubSubClients(t *testing.T, tp topology) int {
+	t.Helper()
+	ctx := context.Background()
+	total := 0
+	for _, addr := range tp.addrs {
+		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableCache: true})
+		require.NoError(t, err)
+		// RESP3 connections that subscribed are type pubsub in Redis 7.
+		n, err := rc.Do(ctx, rc.B().ClientKill().TypePubsub().Build()).AsInt64()
+		rc.Close()
+		require.NoError(t, err)
+		total += int(n)
+	}
+	return total
+}
+
+// TestUnknownOutcome: an acquire whose reply never comes (the server is
+// frozen, the caller's context ends) may still run on the server later. The
+// client undoes it, so no lock is left that nobody knows it holds.
+func TestUnknownOutcome(t *testing.T) {
+	ctx := context.Background()
+	srv, err := redistest.StartProcess(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close() })
+	tp := topology{name: "frozen", addrs: []string{srv.Addr}}
+	rc := redisClient(t, tp)
+	pid, err := redistest.ProcessID(ctx, rc)
+	require.NoError(t, err)
+	c := lockClient(t, tp, rlock.Options{})
+	m := c.Mutex(lockName(t))
+
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	lctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = m.Lock(lctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+
+	// The queued acquire runs now, then the undo behind it.
+	require.Eventually(t, func() bool { return !exists(t, rc, m.Key()) }, 10*time.Second, 20*time.Millisecond)
+	n, err := m.HoldCount(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	// And the lock is usable at once.
+	lctx2 := mustLock(t, ctx, m)
+	require.NoError(t, m.Unlock(lctx2))
+}
+
+// TestClose: Close wakes waiters with ErrClosed, ends holders' contexts with
+// ErrClosed, refuses new work, and leaves no goroutine (checked by TestMain).
+func TestClose(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		name := lockName(t)
+		other := lockClient(t, tp, rlock.Options{})
+		holder := other.Mutex(name)
+		hctx := mustLock(t, ctx, holder)
+
+		rc := redisClient(t, tp)
+		att := newAttempts()
+		c, err := rlock.NewClient(rc, rlock.Options{OnAttempt: att.hook})
+		require.NoError(t, err)
+		mine := c.Mutex(lockName(t))
+		mctx := mustLock(t, ctx, mine)
+
+		errs := make(chan error, 2)
+		for _, m := range []*rlock.Mutex{c.Mutex(name), c.SpinMutex(name)} {
+			go func() {
+				_, err := m.Lock(ctx)
+				errs <- err
+			}()
+		}
+		await(t, att.reached(name, 3), 10*time.Second, "the waiters to block")
+		require.NoError(t, c.Close())
+		for i := 0; i < 2; i++ {
+			select {
+			case err := <-errs:
+				require.ErrorIs(t, err, rlock.ErrClosed)
+			case <-time.After(5 * time.Second):
+				t.Fatal("a waiter did not return after Close")
+			}
+		}
+		require.ErrorIs(t, context.Cause(mctx), rlock.ErrClosed)
+		_, err = c.Mutex(name).Lock(ctx)
+		require.ErrorIs(t, err, rlock.ErrClosed)
+		require.NoError(t, c.Close(), "Close is idempotent")
+		// Close does no I/O; Unlock still releases what was held.
+		require.NoError(t, mine.Unlock(ctx))
+		require.NoError(t, holder.Unlock(hctx))
+	})
+}
+
+// TestTryLock covers the two TryLock forms and the spin variant's waits.
+func TestTryLock(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		name := lockName(t)
+		holder := lockClient(t, tp, rlock.Options{}).Mutex(name)
+		hctx := mustLock(t, ctx, holder)
+		c := lockClient(t, tp, rlock.Options{})
+
+		for _, m := range []*rlock.Mutex{c.Mutex(name), c.SpinMutex(name)} {
+			lctx, ok, err := m.TryLock(ctx)
+			require.NoError(t, err)
+			require.False(t, ok)
+			require.Nil(t, lctx)
+			start := time.Now()
+			_, ok, err = m.TryLock(ctx, rlock.WithWait(200*time.Millisecond))
+			require.NoError(t, err)
+			require.False(t, ok)
+			require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond)
+		}
+
+		// A bounded wait that the release falls inside succeeds.
+		att := newAttempts()
+		waiter := lockClient(t, tp, rlock.Options{OnAttempt: att.hook}).SpinMutex(name)
+		got := make(chan bool, 1)
+		go func() {
+			lctx, ok, err := waiter.TryLock(ctx, rlock.WithWait(20*time.Second), rlock.WithLease(10*time.Second))
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				ttl, err := waiter.TTL(lctx)
+				if err != nil || ttl <= 0 || ttl > 10*time.Second {
+					t.Errorf("TTL of a 10s lease: %v, %v", ttl, err)
+				}
+				if err := waiter.Unlock(lctx); err != nil {
+					t.Error(err)
+				}
+			}
+			got <- ok
+		}()
+		await(t, att.reached(name, 2), 10*time.Second, "the spin waiter to poll")
+		require.NoError(t, holder.Unlock(hctx))
+		select {
+		case ok := <-got:
+			require.True(t, ok)
+		case <-time.After(20 * time.Second):
+			t.Fatal("TryLock with wait did not return")
+		}
+	})
+}

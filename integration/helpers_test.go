@@ -1,0 +1,221 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/rlock"
+)
+
+// topology is one kind of Redis deployment a test runs against.
+type topology struct {
+	name    string
+	addrs   []string
+	cluster bool
+}
+
+func topologies() []topology {
+	return []topology{
+		{name: "standalone", addrs: []string{standalone.Addr}},
+		{name: "cluster", addrs: cluster.Addrs, cluster: true},
+	}
+}
+
+// forEachTopology runs f as a subtest on standalone Redis and on the Cluster.
+func forEachTopology(t *testing.T, f func(t *testing.T, tp topology)) {
+	for _, tp := range topologies() {
+		t.Run(tp.name, func(t *testing.T) { f(t, tp) })
+	}
+}
+
+// redisClient opens a rueidis client on tp, closed when the test ends.
+func redisClient(t testing.TB, tp topology) rueidis.Client {
+	t.Helper()
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: tp.addrs, DisableCache: true})
+	require.NoError(t, err)
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// lockClient opens a latchkey client (over a rueidis client of its own, as
+// a separate process would have), closed when the test ends.
+func lockClient(t testing.TB, tp topology, opts rlock.Options) *rlock.Client {
+	t.Helper()
+	c, err := rlock.NewClient(redisClient(t, tp), opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return c
+}
+
+var nameSeq atomic.Int64
+
+// lockName returns a lock name no other test uses.
+func lockName(t testing.TB) string {
+	n := strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
+	return fmt.Sprintf("%s-%d", n, nameSeq.Add(1))
+}
+
+// attempts counts acquire attempts per lock name through Options.OnAttempt
+// and lets a test await a count.
+type attempts struct {
+	mu    sync.Mutex
+	n     map[string]int
+	wants []want
+}
+
+type want struct {
+	name string
+	n    int
+	ch   chan struct{}
+}
+
+func newAttempts() *attempts { return &attempts{n: make(map[string]int)} }
+
+func (a *attempts) hook(name string, _ bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n[name]++
+	kept := a.wants[:0]
+	for _, w := range a.wants {
+		if a.n[w.name] >= w.n {
+			close(w.ch)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	a.wants = kept
+}
+
+func (a *attempts) count(name string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n[name]
+}
+
+// reached returns a channel closed once name has had n attempts.
+func (a *attempts) reached(name string, n int) <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ch := make(chan struct{})
+	if a.n[name] >= n {
+		close(ch)
+	} else {
+		a.wants = append(a.wants, want{name, n, ch})
+	}
+	return ch
+}
+
+// await fails the test if ch is not closed within d.
+func await(t testing.TB, ch <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+}
+
+// rawSubscriber listens on a lock's channel with a plain rueidis Receive, the
+// way an outside observer would, to check what the scripts publish.
+type rawSubscriber struct {
+	msgs chan string
+	stop func()
+}
+
+func subscribeRaw(t *testing.T, tp topology, channel string) *rawSubscriber {
+	t.Helper()
+	rc := redisClient(t, tp)
+	cmd := rc.B().Subscribe().Channel(channel).Build()
+	if tp.cluster {
+		cmd = rc.B().Ssubscribe().Channel(channel).Build()
+	}
+	confirmed := make(chan struct{})
+	var once sync.Once
+	ctx, cancel := context.WithCancel(context.Background())
+	ctx = rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
+		if s.Kind == "subscribe" || s.Kind == "ssubscribe" {
+			once.Do(func() { close(confirmed) })
+		}
+	})
+	s := &rawSubscriber{msgs: make(chan string, 100)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = rc.Receive(ctx, cmd, func(m rueidis.PubSubMessage) { s.msgs <- m.Message })
+	}()
+	s.stop = func() {
+		cancel()
+		<-done
+		unsub := rc.B().Unsubscribe().Channel(channel).Build()
+		if tp.cluster {
+			unsub = rc.B().Sunsubscribe().Channel(channel).Build()
+		}
+		_ = rc.Do(context.Background(), unsub).Error()
+	}
+	t.Cleanup(s.stop)
+	await(t, confirmed, 10*time.Second, "raw subscription confirmed")
+	return s
+}
+
+// publish sends a message on a lock's channel the way the scripts would.
+func publish(t *testing.T, rc rueidis.Client, tp topology, channel, msg string) {
+	t.Helper()
+	cmd := rc.B().Publish().Channel(channel).Message(msg).Build()
+	if tp.cluster {
+		cmd = rc.B().Spublish().Channel(channel).Message(msg).Build()
+	}
+	require.NoError(t, rc.Do(context.Background(), cmd).Error())
+}
+
+// mustLock takes m with a bounded wait, failing the test on error.
+func mustLock(t testing.TB, ctx context.Context, m *rlock.Mutex, opts ...rlock.LockOption) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	t.Cleanup(cancel)
+	lctx, err := m.Lock(ctx, opts...)
+	require.NoError(t, err)
+	return lctx
+}
+
+func holdCount(t testing.TB, ctx context.Context, m *rlock.Mutex) int {
+	t.Helper()
+	n, err := m.HoldCount(ctx)
+	require.NoError(t, err)
+	return n
+}
+
+func exists(t testing.TB, rc rueidis.Client, key string) bool {
+	t.Helper()
+	n, err := rc.Do(context.Background(), rc.B().Exists().Key(key).Build()).AsInt64()
+	require.NoError(t, err)
+	return n == 1
+}
+
+// blockWaiters starts n goroutines running lock (each should call Lock on its
+// own handle) and returns once all of them wait. The first waiter tries, then
+// subscribes and tries again; the others find the subscription confirmed and
+// join it, trying once each. Starting them in that order makes the number of
+// attempts that means "everyone waits" exact: 2 + (n-1).
+func blockWaiters(t *testing.T, att *attempts, name string, n int, wg *sync.WaitGroup, lock func()) {
+	t.Helper()
+	base := att.count(name)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lock()
+		}()
+		if i == 0 {
+			await(t, att.reached(name, base+2), 20*time.Second, "the first waiter to block")
+		}
+	}
+	await(t, att.reached(name, base+2+(n-1)), 20*time.Second, "all waiters to block")
+}

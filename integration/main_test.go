@@ -1,0 +1,67 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/latchkey/latchkey/integration/redistest"
+)
+
+// The servers every test in this package shares. Tests use unique lock names,
+// so they do not interfere; the leak check at the end looks at all of them.
+var (
+	standalone *redistest.Server
+	cluster    *redistest.Cluster
+)
+
+// TestMain runs a worker role when this binary was re-executed as one;
+// otherwise it gets the servers from the harness, whose RunTests ends with a
+// goleak check, after checkServersClean.
+func TestMain(m *testing.M) {
+	if role := os.Getenv(childRoleEnv); role != "" {
+		os.Exit(runChild(role))
+	}
+	os.Exit(redistest.RunTests(m, "integration", true, func(e redistest.Env) {
+		standalone, cluster = e.Standalone, e.Cluster
+		fmt.Printf("integration: standalone Redis %s (%s), cluster %v\n", standalone.Addr, standalone.Kind, cluster.Addrs)
+	}, func(redistest.Env) error { return checkServersClean() }))
+}
+
+// checkServersClean asserts what the suite must leave behind: no latchkey
+// key and no subscribed latchkey channel, on any server.
+func checkServersClean() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	addrs := append([]string{standalone.Addr}, cluster.Addrs...)
+	for _, addr := range addrs {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableCache: true})
+		if err != nil {
+			return err
+		}
+		var problems []string
+		for _, cmd := range []rueidis.Completed{
+			c.B().Keys().Pattern("latchkey:*").Build(),
+			c.B().PubsubChannels().Pattern("latchkey:*").Build(),
+			c.B().PubsubShardchannels().Pattern("latchkey:*").Build(),
+		} {
+			name := strings.Join(cmd.Commands(), " ")
+			got, err := c.Do(ctx, cmd).AsStrSlice()
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+			} else if len(got) > 0 {
+				problems = append(problems, fmt.Sprintf("%s: %v", name, got))
+			}
+		}
+		c.Close()
+		if len(problems) > 0 {
+			return fmt.Errorf("%s left behind: %s", addr, strings.Join(problems, "; "))
+		}
+	}
+	return nil
+}

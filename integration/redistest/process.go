@@ -1,0 +1,243 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Binary returns the path of the redis-server executable: $REDIS_SERVER when
+// set (to test against a locally built Redis), else "redis-server" on PATH.
+//
+// The path is returned unresolved on purpose: Debian ships redis-server as a
+// symlink to redis-check-rdb and picks its mode from argv[0], so executing
+// the resolved target would run the RDB checker instead of a server.
+func Binary() (string, error) {
+	if p := os.Getenv("REDIS_SERVER"); p != "" {
+		st, err := os.Stat(p)
+		if err != nil {
+			return "", fmt.Errorf("redistest: REDIS_SERVER=%q is not usable: %w; point it at a redis-server executable or unset it", p, err)
+		}
+		if st.IsDir() || st.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("redistest: REDIS_SERVER=%q is not an executable file; point it at a redis-server executable or unset it", p)
+		}
+		return p, nil
+	}
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", fmt.Errorf("redistest: redis-server not found on PATH (%w); install it with `apt-get install redis-server`, set REDIS_SERVER to its path, or set REDIS_ADDR to a running loopback Redis", err)
+	}
+	return p, nil
+}
+
+// FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+// Another process may grab it before the caller binds it, so callers that
+// start servers on it must be ready to retry.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("redistest: cannot find a free loopback port (is the loopback interface up?): %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// maxPortAttempts bounds retries when a port picked by FreePort is taken by
+// someone else before redis-server binds it.
+const maxPortAttempts = 5
+
+// StartProcess starts a redis-server child process on 127.0.0.1 at a free
+// port, without persistence, using a fresh temporary directory as its working
+// dir. extraArgs are appended to the command line (as "--name", "value"
+// pairs), so they override the defaults.
+//
+// ctx only bounds start-up: the server keeps running after ctx is cancelled
+// until Close, so a TestMain may use a short start-up deadline.
+//
+// The child is killed by the kernel (Pdeathsig) if the test binary dies
+// without calling Close, so aborted test runs do not leave servers behind.
+func StartProcess(ctx context.Context, extraArgs ...string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for range maxPortAttempts {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		p, err := startRedisProcess(ctx, bin, port, extraArgs)
+		if err == nil {
+			return &Server{Addr: p.addr, Kind: KindProcess, pid: p.cmd.Process.Pid, stop: p.close}, nil
+		}
+		lastErr = err
+		if !errors.Is(err, errPortInUse) || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+// errPortInUse marks start-up failures worth retrying on another port.
+var errPortInUse = errors.New("port already in use")
+
+// redisProcess is one running redis-server child.
+//
+// No goroutine waits on the child in the background: callers (like the
+// integration suite) run goleak while servers are still up, and a
+// cmd.Wait goroutine per server would show up as a leak there. Liveness is
+// read from /proc instead, and the child is reaped synchronously in close.
+type redisProcess struct {
+	addr     string
+	dir      string
+	logPath  string // redis's own log (--logfile)
+	outPath  string // stdout/stderr, where config errors go before the log is open
+	cmd      *exec.Cmd
+	waitOnce sync.Once
+	waitErr  error
+}
+
+// startRedisProcess starts redis-server on 127.0.0.1:port and waits until it
+// answers PING. On failure nothing is left running and the temp dir is gone.
+func startRedisProcess(ctx context.Context, bin string, port int, extraArgs []string) (*redisProcess, error) {
+	dir, err := os.MkdirTemp("", "latchkey-redis-*")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: cannot create a temp dir for redis-server (check $TMPDIR): %w", err)
+	}
+	p := &redisProcess{
+		addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		dir:     dir,
+		logPath: filepath.Join(dir, "redis.log"),
+		outPath: filepath.Join(dir, "output.log"),
+	}
+	args := []string{
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", dir,
+		// Files instead of pipes: pipes would need copier goroutines, and
+		// files survive for the error message if start-up fails.
+		"--logfile", p.logPath,
+		"--daemonize", "no",
+	}
+	args = append(args, extraArgs...)
+	// exec.Command, not CommandContext: ctx bounds start-up only and must
+	// not kill a server the caller keeps using.
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Dir = dir
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Go delivers Pdeathsig when the OS thread that forked the child
+		// exits, not only the process; the Go runtime only retires threads
+		// whose goroutine exited while locked with runtime.LockOSThread, so
+		// this is reliable unless test code leaks locked threads.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	out, err := os.Create(p.outPath)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("redistest: cannot create %s (check $TMPDIR): %w", p.outPath, err)
+	}
+	// An *os.File is handed to the child as is, without a copier goroutine.
+	p.cmd.Stdout, p.cmd.Stderr = out, out
+	err = p.cmd.Start()
+	out.Close() // the child holds its own descriptor
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("redistest: cannot start %s: %w; install redis-server (`apt-get install redis-server`) or set REDIS_SERVER", bin, err)
+	}
+
+	alive := func() error {
+		if p.exited() {
+			return p.exitError()
+		}
+		return nil
+	}
+	if err := waitPing(ctx, p.addr, alive); err != nil {
+		tail := p.logTail()
+		p.close()
+		if strings.Contains(tail, "Address already in use") {
+			return nil, fmt.Errorf("redistest: redis-server could not bind %s: %w", p.addr, errPortInUse)
+		}
+		return nil, fmt.Errorf("redistest: redis-server on %s did not become ready: %w\nredis-server output:\n%s", p.addr, err, tail)
+	}
+	return p, nil
+}
+
+// exited reports whether the child has terminated (it is then a zombie
+// until reaped). It peeks at /proc rather than waiting, to avoid reaping the
+// child behind exec.Cmd's back.
+func (p *redisProcess) exited() bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	// The state follows the command name, which is in parentheses and may
+	// itself contain spaces or parentheses.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	switch s[i+2] {
+	case 'Z', 'X':
+		return true
+	}
+	return false
+}
+
+// wait reaps the child once and remembers how it ended.
+func (p *redisProcess) wait() error {
+	p.waitOnce.Do(func() { p.waitErr = p.cmd.Wait() })
+	return p.waitErr
+}
+
+// exitError reaps a child that died during start-up and describes how.
+func (p *redisProcess) exitError() error {
+	return fmt.Errorf("redis-server exited during start-up (%v); its output is below", p.wait())
+}
+
+// logTail returns the end of the server's output and log, which is where
+// start-up errors such as "Address already in use" or a bad option appear.
+func (p *redisProcess) logTail() string {
+	var b []byte
+	for _, path := range []string{p.outPath, p.logPath} {
+		if c, err := os.ReadFile(path); err == nil {
+			b = append(b, c...)
+		}
+	}
+	if len(b) == 0 {
+		return "(no output)"
+	}
+	const max = 4096
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
+}
+
+// close kills the server, reaps it and removes its directory. SIGKILL is
+// fine because nothing is persisted, and a wedged server cannot ignore it.
+// It is safe to call more than once.
+func (p *redisProcess) close() error {
+	var errs []error
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		errs = append(errs, fmt.Errorf("redistest: kill redis-server pid %d: %w", p.cmd.Process.Pid, err))
+	} else {
+		// The error only reports the SIGKILL we just sent.
+		p.wait()
+	}
+	if err := os.RemoveAll(p.dir); err != nil {
+		errs = append(errs, fmt.Errorf("redistest: remove %s: %w", p.dir, err))
+	}
+	return errors.Join(errs...)
+}

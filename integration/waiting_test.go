@@ -1,0 +1,151 @@
+package integration
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/rlock"
+)
+
+// TestLossSignal: deleting a watchdog-kept lock behind the holder's back
+// cancels its context with ErrLockLost within one renewal period.
+func TestLossSignal(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		rc := redisClient(t, tp)
+		const timeout = 900 * time.Millisecond // renewal period 300ms
+		m := lockClient(t, tp, rlock.Options{WatchdogTimeout: timeout}).Mutex(lockName(t))
+		lctx := mustLock(t, ctx, m)
+
+		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(m.Key()).Build()).Error())
+		deleted := time.Now()
+		select {
+		case <-lctx.Done():
+		case <-time.After(10 * timeout):
+			t.Fatal("no loss signal")
+		}
+		took := time.Since(deleted)
+		require.ErrorIs(t, context.Cause(lctx), rlock.ErrLockLost)
+		// One period, plus slack for a loaded machine running -race.
+		require.Less(t, took, timeout/3+time.Second)
+		t.Logf("loss signalled %v after the DEL", took.Round(time.Millisecond))
+		require.ErrorIs(t, m.Unlock(ctx), rlock.ErrNotHeld)
+	})
+}
+
+// TestWakeUp: a blocked waiter acquires promptly after Unlock, long before
+// the holder's TTL would have let it; and if the lock vanishes without a
+// message (a raw DEL), the waiter still gets it by the TTL bound.
+func TestWakeUp(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		t.Run("unlock", func(t *testing.T) {
+			name := lockName(t)
+			holder := lockClient(t, tp, rlock.Options{}).Mutex(name) // TTL 30s
+			hctx := mustLock(t, ctx, holder)
+			att := newAttempts()
+			waiter := lockClient(t, tp, rlock.Options{OnAttempt: att.hook}).Mutex(name)
+
+			var seq atomic.Int64
+			var unlockedAt, acquiredAt int64
+			acquired := make(chan time.Time, 1)
+			go func() {
+				wctx, err := waiter.Lock(ctx)
+				if err == nil {
+					acquiredAt = seq.Add(1)
+					acquired <- time.Now()
+					err = waiter.Unlock(wctx)
+				}
+				if err != nil {
+					t.Error(err)
+					close(acquired)
+				}
+			}()
+			// First try, then the try after subscribing: now it waits.
+			await(t, att.reached(name, 2), 10*time.Second, "the waiter to block")
+			unlockedAt = seq.Add(1)
+			start := time.Now()
+			require.NoError(t, holder.Unlock(hctx))
+			at, ok := <-acquired
+			require.True(t, ok)
+			require.Equal(t, int64(1), unlockedAt)
+			require.Equal(t, int64(2), acquiredAt, "acquired before the unlock")
+			// Prompt: far inside the 30s TTL that a missed message would cost.
+			require.Less(t, at.Sub(start), 5*time.Second)
+			require.Equal(t, 3, att.count(name), "one try after the wake-up")
+			t.Logf("handoff took %v", at.Sub(start).Round(time.Microsecond))
+		})
+
+		t.Run("silent-delete", func(t *testing.T) {
+			name := lockName(t)
+			rc := redisClient(t, tp)
+			const ttl = 1500 * time.Millisecond
+			holder := lockClient(t, tp, rlock.Options{}).Mutex(name)
+			mustLock(t, ctx, holder, rlock.WithLease(ttl))
+			att := newAttempts()
+			waiter := lockClient(t, tp, rlock.Options{OnAttempt: att.hook}).Mutex(name)
+			acquired := make(chan error, 1)
+			go func() {
+				wctx, err := waiter.Lock(ctx)
+				if err == nil {
+					err = waiter.Unlock(wctx)
+				}
+				acquired <- err
+			}()
+			await(t, att.reached(name, 2), 10*time.Second, "the waiter to block")
+			// No message: the waiter must fall back on the TTL it was given.
+			require.NoError(t, rc.Do(ctx, rc.B().Del().Key(holder.Key()).Build()).Error())
+			select {
+			case err := <-acquired:
+				require.NoError(t, err)
+			case <-time.After(ttl + 5*time.Second):
+				t.Fatal("the waiter hung past the TTL bound")
+			}
+		})
+	})
+}
+
+// TestWakeOne: 20 waiters in one process hand the lock on one by one. Each
+// release wakes one local waiter, so each handoff costs about one acquire
+// attempt, not one per waiter.
+func TestWakeOne(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		name := lockName(t)
+		const waiters = 20
+		holder := lockClient(t, tp, rlock.Options{}).Mutex(name)
+		hctx := mustLock(t, ctx, holder)
+		att := newAttempts()
+		c := lockClient(t, tp, rlock.Options{OnAttempt: att.hook})
+
+		var wg sync.WaitGroup
+		var inside atomic.Int32
+		blockWaiters(t, att, name, waiters, &wg, func() {
+			m := c.Mutex(name)
+			lctx, err := m.Lock(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if inside.Add(1) != 1 {
+				t.Error("two holders at once")
+			}
+			inside.Add(-1)
+			if err := m.Unlock(lctx); err != nil {
+				t.Error(err)
+			}
+		})
+		before := att.count(name)
+		require.NoError(t, holder.Unlock(hctx))
+		wg.Wait()
+		during := att.count(name) - before
+		perHandoff := float64(during) / waiters
+		t.Logf("%d attempts for %d handoffs: %.2f per handoff", during, waiters, perHandoff)
+		require.LessOrEqual(t, perHandoff, 2.0)
+	})
+}

@@ -1,0 +1,197 @@
+package luascripts_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
+)
+
+func TestParseAcquire(t *testing.T) {
+	valid := []struct {
+		in   []int64
+		want luascripts.AcquireReply
+	}{
+		{[]int64{1, 1}, luascripts.AcquireReply{Acquired: true, Count: 1}},
+		{[]int64{1, 7}, luascripts.AcquireReply{Acquired: true, Count: 7}},
+		{[]int64{0, 1500}, luascripts.AcquireReply{PTTL: 1500 * time.Millisecond}},
+		{[]int64{0, 0}, luascripts.AcquireReply{PTTL: 0}},
+		{[]int64{0, -1}, luascripts.AcquireReply{PTTL: -time.Millisecond}},     // holder without expiry
+		{[]int64{0, -2}, luascripts.AcquireReply{PTTL: -2 * time.Millisecond}}, // vanished
+	}
+	for _, tc := range valid {
+		t.Run(fmt.Sprint(tc.in), func(t *testing.T) {
+			got, err := luascripts.ParseAcquire(tc.in)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	invalid := [][]int64{
+		nil,
+		{},
+		{1},
+		{1, 1, 1},
+		{1, 0},  // acquired with no hold
+		{1, -1}, // acquired with a negative hold
+		{0, -3}, // PTTL below -2 does not exist
+		{2, 1},
+		{-1, 0},
+	}
+	for _, in := range invalid {
+		t.Run(fmt.Sprintf("invalid %v", in), func(t *testing.T) {
+			got, err := luascripts.ParseAcquire(in)
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, luascripts.ErrUnexpectedReply), "err = %v", err)
+			assert.Contains(t, err.Error(), "acquire")
+			assert.Equal(t, luascripts.AcquireReply{}, got)
+		})
+	}
+}
+
+func TestParseRelease(t *testing.T) {
+	valid := []struct {
+		in   int64
+		want luascripts.ReleaseStatus
+	}{
+		{-2, luascripts.ReleaseCountMismatch},
+		{-1, luascripts.ReleaseNotHeld},
+		{0, luascripts.Released},
+		{1, luascripts.ReleaseStatus(1)},
+		{42, luascripts.ReleaseStatus(42)},
+	}
+	for _, tc := range valid {
+		t.Run(fmt.Sprint(tc.in), func(t *testing.T) {
+			got, err := luascripts.ParseRelease(tc.in)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	for _, in := range []int64{-3, -100} {
+		t.Run(fmt.Sprintf("invalid %d", in), func(t *testing.T) {
+			_, err := luascripts.ParseRelease(in)
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, luascripts.ErrUnexpectedReply), "err = %v", err)
+			assert.Contains(t, err.Error(), "release")
+		})
+	}
+}
+
+func TestParseRenew(t *testing.T) {
+	valid := []struct {
+		in   []int64
+		n    int
+		want []bool
+	}{
+		{[]int64{}, 0, []bool{}},
+		{nil, 0, []bool{}},
+		{[]int64{1}, 1, []bool{true}},
+		{[]int64{0}, 1, []bool{false}},
+		{[]int64{1, 0, 1, 1, 0}, 5, []bool{true, false, true, true, false}},
+	}
+	for _, tc := range valid {
+		t.Run(fmt.Sprint(tc.in), func(t *testing.T) {
+			got, err := luascripts.ParseRenew(tc.in, tc.n)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	invalid := []struct {
+		in []int64
+		n  int
+	}{
+		{nil, 1},            // fewer replies than keys
+		{[]int64{1, 1}, 1},  // more replies than keys
+		{[]int64{1}, 2},     // fewer
+		{[]int64{2}, 1},     // not 0/1
+		{[]int64{1, -1}, 2}, // not 0/1
+	}
+	for _, tc := range invalid {
+		t.Run(fmt.Sprintf("invalid %v n=%d", tc.in, tc.n), func(t *testing.T) {
+			got, err := luascripts.ParseRenew(tc.in, tc.n)
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, luascripts.ErrUnexpectedReply), "err = %v", err)
+			assert.Contains(t, err.Error(), "renew")
+			assert.Nil(t, got)
+		})
+	}
+}
+
+func TestParseInspect(t *testing.T) {
+	valid := []struct {
+		in   []int64
+		want luascripts.InspectReply
+	}{
+		{[]int64{0, 0, -2}, luascripts.InspectReply{PTTL: -2 * time.Millisecond}},
+		{[]int64{1, 0, 2500}, luascripts.InspectReply{Held: true, PTTL: 2500 * time.Millisecond}},
+		{[]int64{1, 3, 2500}, luascripts.InspectReply{Held: true, Count: 3, PTTL: 2500 * time.Millisecond}},
+		{[]int64{1, 1, -1}, luascripts.InspectReply{Held: true, Count: 1, PTTL: -time.Millisecond}},
+	}
+	for _, tc := range valid {
+		t.Run(fmt.Sprint(tc.in), func(t *testing.T) {
+			got, err := luascripts.ParseInspect(tc.in)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	invalid := [][]int64{
+		nil,
+		{},
+		{1, 1},
+		{1, 1, 1, 1},
+		{2, 0, 100},  // held is 0/1
+		{-1, 0, 100}, // held is 0/1
+		{1, -1, 100}, // negative count
+		{1, 1, -3},   // PTTL below -2
+		{0, 1, -2},   // a count on a lock nobody holds
+	}
+	for _, in := range invalid {
+		t.Run(fmt.Sprintf("invalid %v", in), func(t *testing.T) {
+			got, err := luascripts.ParseInspect(in)
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, luascripts.ErrUnexpectedReply), "err = %v", err)
+			assert.Contains(t, err.Error(), "inspect")
+			assert.Equal(t, luascripts.InspectReply{}, got)
+		})
+	}
+}
+
+func TestMillis(t *testing.T) {
+	for _, tc := range []struct {
+		in   time.Duration
+		want string
+	}{
+		{time.Nanosecond, "1"},
+		{500 * time.Microsecond, "1"},
+		{time.Millisecond, "1"},
+		{time.Millisecond + time.Nanosecond, "2"},
+		{1500 * time.Microsecond, "2"},
+		{2 * time.Millisecond, "2"},
+		{30 * time.Second, "30000"},
+		{0, "0"},
+	} {
+		assert.Equal(t, tc.want, luascripts.Millis(tc.in), "Millis(%v)", tc.in)
+	}
+}
+
+func TestScriptNames(t *testing.T) {
+	for _, tc := range []struct {
+		s    *luascripts.Script
+		name string
+	}{
+		{luascripts.Acquire, "acquire"},
+		{luascripts.Release, "release"},
+		{luascripts.Renew, "renew"},
+		{luascripts.ForceUnlock, "forceunlock"},
+		{luascripts.Inspect, "inspect"},
+	} {
+		assert.Equal(t, tc.name, tc.s.Name())
+		// The embedded source is the script itself, header included.
+		assert.Contains(t, tc.s.Source(), "-- "+tc.name+":")
+		assert.Contains(t, tc.s.Source(), "redis.call")
+	}
+}

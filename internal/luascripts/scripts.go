@@ -1,0 +1,123 @@
+// Package luascripts holds latchkey's Lua scripts and the thin layer that runs
+// them over rueidis.
+//
+// Every change to a lock goes through one of these scripts, so a lock's state
+// moves only in single atomic steps on the server. Each .lua file starts with a
+// header that states its KEYS, its ARGV and what it returns; the Parse
+// functions in reply.go turn those returns into Go values.
+package luascripts
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+var (
+	//go:embed acquire.lua
+	acquireSrc string
+	//go:embed release.lua
+	releaseSrc string
+	//go:embed renew.lua
+	renewSrc string
+	//go:embed forceunlock.lua
+	forceUnlockSrc string
+	//go:embed inspect.lua
+	inspectSrc string
+)
+
+// The scripts. They are safe for concurrent use.
+var (
+	Acquire     = New("acquire", acquireSrc)
+	Release     = New("release", releaseSrc)
+	Renew       = New("renew", renewSrc)
+	ForceUnlock = New("forceunlock", forceUnlockSrc)
+	Inspect     = New("inspect", inspectSrc)
+)
+
+// Notify values for the release and forceunlock scripts' notify argument.
+const (
+	NotifySharded = "s" // SPUBLISH: Redis 7 Cluster, the message stays on the slot's shard
+	NotifyClassic = "p" // PUBLISH
+)
+
+// Script is one Lua script with its SHA-1 computed once.
+type Script struct {
+	name string
+	src  string
+	sha  string
+	lua  *rueidis.Lua
+}
+
+// New wraps src. Exported so tests can run scripts of their own through the
+// same path.
+func New(name, src string) *Script {
+	sum := sha1.Sum([]byte(src))
+	return &Script{name: name, src: src, sha: hex.EncodeToString(sum[:]), lua: rueidis.NewLuaScript(src)}
+}
+
+// Name is the script's file name without .lua, for errors and logs.
+func (s *Script) Name() string { return s.name }
+
+// Source is the script's Lua text.
+func (s *Script) Source() string { return s.src }
+
+// Exec runs the script once: EVALSHA, then EVAL when the server answers
+// NOSCRIPT (a restarted or flushed Redis). On Cluster every key must share a
+// slot, which latchkey's hash-tagged names guarantee.
+func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
+	return s.lua.Exec(ctx, c, keys, args)
+}
+
+// Call is one execution in a pipelined ExecMulti.
+type Call struct {
+	Keys []string
+	Args []string
+}
+
+// ExecMulti sends every call in one pipeline (rueidis splits it per node on
+// Cluster) and returns the replies in order. Calls answered NOSCRIPT are sent
+// again with EVAL in a second pipeline. rueidis' own Lua.ExecMulti loads the
+// script on every node on each call, which would double the watchdog's round
+// trips; NOSCRIPT is rare, so paying for it only when it happens is cheaper.
+func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, calls []Call) []rueidis.RedisResult {
+	if len(calls) == 0 {
+		return nil
+	}
+	cmds := make(rueidis.Commands, len(calls))
+	for i, call := range calls {
+		cmds[i] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(call.Keys))).Key(call.Keys...).Arg(call.Args...).Build()
+	}
+	out := c.DoMulti(ctx, cmds...)
+	var retry []int
+	for i, r := range out {
+		if err, ok := rueidis.IsRedisErr(r.Error()); ok && err.IsNoScript() {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) == 0 {
+		return out
+	}
+	cmds = cmds[:0]
+	for _, i := range retry {
+		call := calls[i]
+		cmds = append(cmds, c.B().Eval().Script(s.src).Numkeys(int64(len(call.Keys))).Key(call.Keys...).Arg(call.Args...).Build())
+	}
+	for j, r := range c.DoMulti(ctx, cmds...) {
+		out[retry[j]] = r
+	}
+	return out
+}
+
+// Millis formats d as a whole number of milliseconds for a script argument,
+// rounding up so that a sub-millisecond lease is never sent as 0 (which
+// PEXPIRE would take as "expire now").
+func Millis(d time.Duration) string {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return strconv.FormatInt(int64(ms), 10)
+}

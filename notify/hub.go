@@ -1,0 +1,293 @@
+// Package notify shares Redis pub/sub subscriptions among the goroutines of one
+// process that wait for the same event.
+//
+// A Hub keeps at most one subscription per channel, reference counted by the
+// waiters that hold a Subscription to it; the last Release unsubscribes. Each
+// message on a channel wakes exactly one local waiter, and every
+// (re)subscription wakes all of them, because messages published while a
+// subscription was down are lost and nobody can tell which waiter missed one.
+//
+// The hub is general: it knows channels, not locks. Package rlock composes it
+// with the lock scripts. Its waiting protocol is:
+//
+//	sub, err := hub.Subscribe(ctx, channel) // returns once the server confirmed
+//	defer sub.Release()
+//	for {
+//		mark := sub.Mark()       // before the check, so no event between the two is missed
+//		if condition() { break } // e.g. try to acquire the lock
+//		wake, err := sub.Wait(ctx, mark, bound)
+//		...
+//	}
+//
+// One goroutine runs per subscribed channel (it owns the rueidis Receive call);
+// waiters add none of their own. Nothing the hub runs on rueidis' connection
+// goroutine blocks.
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Mode selects the Redis pub/sub flavour.
+type Mode int
+
+const (
+	// Classic uses SUBSCRIBE/UNSUBSCRIBE. On Cluster, a classic PUBLISH is
+	// broadcast to every node, so prefer Sharded there.
+	Classic Mode = iota
+	// Sharded uses SSUBSCRIBE/SUNSUBSCRIBE (Redis 7+): a channel lives on the
+	// shard that owns its slot. The publisher must use SPUBLISH.
+	Sharded
+)
+
+func (m Mode) String() string {
+	if m == Sharded {
+		return "sharded"
+	}
+	return "classic"
+}
+
+// Defaults for Options' zero values.
+const (
+	DefaultRetryBackoff       = 100 * time.Millisecond
+	DefaultUnsubscribeTimeout = 2 * time.Second
+)
+
+// Options configures a Hub. The zero value is Classic mode with the defaults.
+type Options struct {
+	// Mode is the pub/sub flavour; it must match how publishers publish.
+	Mode Mode
+	// RetryBackoff is the pause before a subscription that ended while still
+	// wanted is made again (rueidis already retries after reconnects; this
+	// covers what it gives up on). Waiters keep their own bound meanwhile.
+	RetryBackoff time.Duration
+	// UnsubscribeTimeout bounds the UNSUBSCRIBE sent when the last waiter
+	// leaves a channel or the hub closes.
+	UnsubscribeTimeout time.Duration
+}
+
+// ErrClosed is returned by Subscribe and Wait once the hub is closed.
+var ErrClosed = errors.New("latchkey/notify: hub closed")
+
+// ErrSubscribe wraps the reason a subscription could not be confirmed.
+var ErrSubscribe = errors.New("latchkey/notify: subscribe failed")
+
+// Hub multiplexes waiters onto one subscription per channel.
+type Hub struct {
+	client rueidis.Client
+	opts   Options
+	ctx    context.Context // ends when the hub closes; parent of every Receive
+	cancel context.CancelFunc
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	// mu guards everything below and every channel's state. It is held only
+	// for a few field updates, never across I/O, so taking it from rueidis'
+	// connection goroutine (the subscription hook) cannot stall that goroutine.
+	mu     sync.Mutex
+	closed bool
+	chans  map[string]*channel
+}
+
+// NewHub returns a hub that subscribes through client. It starts no goroutine
+// until the first Subscribe.
+func NewHub(client rueidis.Client, opts Options) *Hub {
+	if opts.RetryBackoff <= 0 {
+		opts.RetryBackoff = DefaultRetryBackoff
+	}
+	if opts.UnsubscribeTimeout <= 0 {
+		opts.UnsubscribeTimeout = DefaultUnsubscribeTimeout
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Hub{client: client, opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{}), chans: make(map[string]*channel)}
+}
+
+// Close ends every subscription (unsubscribing on the server), makes every
+// pending Subscribe and Wait return ErrClosed, and returns once the hub's
+// goroutines have ended. It is safe to call more than once.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		close(h.done)
+	}
+	h.mu.Unlock()
+	h.cancel()
+	h.wg.Wait()
+}
+
+// Channels returns the channels the hub is subscribed to or subscribing to,
+// for tests and metrics.
+func (h *Hub) Channels() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.chans))
+	for name := range h.chans {
+		out = append(out, name)
+	}
+	return out
+}
+
+// Subscribe joins the subscription to channel, creating it if needed, and
+// returns once the server has confirmed it: an event published after
+// Subscribe returns reaches this waiter (or, with wake-one, another one).
+// The caller must Release the Subscription.
+func (h *Hub) Subscribe(ctx context.Context, name string) (*Subscription, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	ch := h.chans[name]
+	if ch == nil {
+		ch = newChannel(name)
+		h.chans[name] = ch
+		h.wg.Add(1)
+		go h.run(ch)
+	}
+	ch.refs++
+	r := ch.cur
+	h.mu.Unlock()
+
+	sub := &Subscription{hub: h, ch: ch}
+	select {
+	case <-r.ready:
+		if r.err == nil {
+			return sub, nil
+		}
+		sub.Release()
+		select {
+		case <-h.done:
+			return nil, ErrClosed // the round failed because the hub closed
+		default:
+			return nil, r.err
+		}
+	case <-ctx.Done():
+		sub.Release()
+		return nil, context.Cause(ctx)
+	case <-h.done:
+		sub.Release()
+		return nil, ErrClosed
+	}
+}
+
+// Join is Subscribe's fast path: when the process is already subscribed to
+// channel and the server has confirmed it, Join takes a share of that
+// subscription without any I/O. Otherwise it returns nil and the caller
+// uses Subscribe. A waiter that arrives while others already wait can thus
+// skip the try it would otherwise make before subscribing.
+func (h *Hub) Join(name string) *Subscription {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := h.chans[name]
+	if h.closed || ch == nil || !ch.cur.finished || ch.cur.err != nil {
+		return nil
+	}
+	ch.refs++
+	return &Subscription{hub: h, ch: ch}
+}
+
+// run owns one channel's subscription for as long as anyone wants it. Each
+// pass of the loop is one rueidis Receive call (a "round"); rueidis itself
+// resubscribes after reconnects inside a round.
+func (h *Hub) run(ch *channel) {
+	defer h.wg.Done()
+	for {
+		h.mu.Lock()
+		if ch.refs == 0 || h.closed {
+			delete(h.chans, ch.name)
+			h.mu.Unlock()
+			return
+		}
+		r := ch.cur
+		rctx, cancel := context.WithCancel(h.ctx)
+		ch.stop = cancel
+		h.mu.Unlock()
+
+		start := time.Now()
+		err := h.receive(rctx, ch, r)
+		// rctx ends only when Release stopped the round or the hub closed:
+		// the subscription was given up, not lost, so a waiter who arrived
+		// since must not pay the failure backoff below.
+		stopped := rctx.Err() != nil
+		cancel()
+
+		h.mu.Lock()
+		ch.stop = nil
+		if !r.finished {
+			if err == nil {
+				err = errors.New("subscription ended before the server confirmed it")
+			}
+			r.finish(fmt.Errorf("%w: %s: %w", ErrSubscribe, ch.name, err))
+		}
+		if ch.cur == r {
+			ch.cur = newRound()
+		}
+		wanted := ch.refs > 0 && !h.closed
+		if wanted {
+			// The subscription ended under live waiters: whatever was
+			// published since is lost, so let every waiter look again.
+			ch.bumpLocked()
+		}
+		h.mu.Unlock()
+		if wanted && !stopped && time.Since(start) < h.opts.RetryBackoff {
+			select {
+			case <-time.After(h.opts.RetryBackoff):
+			case <-h.done:
+			}
+		}
+	}
+}
+
+func (h *Hub) receive(ctx context.Context, ch *channel, r *round) error {
+	var sub, unsub rueidis.Completed
+	if h.opts.Mode == Sharded {
+		sub = h.client.B().Ssubscribe().Channel(ch.name).Build()
+	} else {
+		sub = h.client.B().Subscribe().Channel(ch.name).Build()
+	}
+	onSubscription := func(s rueidis.PubSubSubscription) {
+		if s.Kind != "subscribe" && s.Kind != "ssubscribe" {
+			return
+		}
+		h.mu.Lock()
+		ch.bumpLocked()
+		r.finish(nil) // no-op after the first confirmation
+		h.mu.Unlock()
+	}
+	// Cancelling a Receive only stops rueidis delivering; the server keeps the
+	// subscription until told otherwise. The return hook runs on the very
+	// connection that subscribed, which is the only place an UNSUBSCRIBE
+	// means anything.
+	onReturn := func(err error, cc rueidis.CommandClient) error {
+		if ctx.Err() == nil {
+			return err // the connection or the server ended it; nothing to undo
+		}
+		if h.opts.Mode == Sharded {
+			unsub = cc.B().Sunsubscribe().Channel(ch.name).Build()
+		} else {
+			unsub = cc.B().Unsubscribe().Channel(ch.name).Build()
+		}
+		uctx, cancel := context.WithTimeout(context.Background(), h.opts.UnsubscribeTimeout)
+		defer cancel()
+		_ = cc.Do(uctx, unsub).Error() // best effort: a dead connection has no subscription left
+		return err
+	}
+	rctx := rueidis.WithOnReceiveReturnHook(rueidis.WithOnSubscriptionHook(ctx, onSubscription), onReturn)
+	err := h.client.Receive(rctx, sub, func(rueidis.PubSubMessage) {
+		select {
+		case ch.permit <- struct{}{}:
+		default: // a wake-up is already pending; one is enough to make progress
+		}
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

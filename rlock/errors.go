@@ -1,0 +1,48 @@
+package rlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Errors returned by this package. Match them with errors.Is: most are
+// wrapped with the lock's name and the underlying cause.
+var (
+	// ErrNotHeld: Unlock was called by an owner that does not hold the lock.
+	// Nothing was changed on the server. If you did hold it, it was lost
+	// before the Unlock (see ErrLockLost) and may now belong to someone else.
+	ErrNotHeld = errors.New("latchkey: lock not held by this owner")
+
+	// ErrLockLost is the cause of a lock context's cancellation when the
+	// lock is no longer held: a watchdog renewal found it gone, renewals
+	// failed until its lease ran out on the local clock, an explicit lease
+	// ran out, or the lock was found taken over. Stop writing to the
+	// protected resource; check with errors.Is(context.Cause(ctx), ErrLockLost).
+	ErrLockLost = errors.New("latchkey: lock lost")
+
+	// ErrClosed: the Client was closed. Waiters return it promptly; held
+	// locks' contexts are cancelled with it as cause.
+	ErrClosed = errors.New("latchkey: client closed")
+
+	// ErrInvalidName: the lock name is empty, too long, or has a brace
+	// (braces would change the Redis Cluster hash tag). Returned before any I/O.
+	ErrInvalidName = errors.New("latchkey: invalid lock name")
+
+	// ErrInvalidArgument: a nil context or a bad LockOption (negative or
+	// out-of-range duration, WithWait on Lock). Returned before any I/O.
+	ErrInvalidArgument = errors.New("latchkey: invalid argument")
+
+	// ErrInvalidOptions: NewClient got a nil rueidis client or bad Options.
+	ErrInvalidOptions = errors.New("latchkey: invalid options")
+)
+
+// ctxErr reports why ctx ended, keeping both ctx.Err() (so errors.Is with
+// context.Canceled or DeadlineExceeded works) and the cause, when one was set.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
+}

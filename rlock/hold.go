@@ -1,0 +1,148 @@
+package rlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/latchkey/latchkey/watchdog"
+)
+
+// holdKey identifies one owner's hold on one lock in this process.
+type holdKey struct{ key, owner string }
+
+// hold is the local mirror of an owner's entry in the lock hash: one level
+// per successful Lock, each with the context that Lock returned.
+type hold struct {
+	levels []*level
+	wd     *watchdog.Entry // set while any level was taken without a lease
+}
+
+type level struct {
+	cancel context.CancelCauseFunc
+}
+
+// ownerKey is the context key under which a lock context carries its owner
+// id, so that any handle of the same client and lock re-enters with it.
+type ownerKey struct {
+	c   *Client
+	key string
+}
+
+// grant records a successful acquisition and builds the context Lock returns.
+// count is the hold count the acquire script reported; sent is when the
+// acquire was sent, from which the lease (or the watchdog's deadline) runs.
+func (c *Client) grant(parent context.Context, m *Mutex, owner string, count int64, lo lockOptions, sent time.Time) (context.Context, error) {
+	ctx := context.WithValue(parent, ownerKey{c, m.key}, owner)
+	var stopLease context.CancelFunc
+	if lo.leaseSet {
+		ctx, stopLease = context.WithDeadlineCause(ctx, sent.Add(lo.lease),
+			fmt.Errorf("%w: %q: its lease of %v ran out", ErrLockLost, m.name, lo.lease))
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	lv := &level{cancel: func(cause error) {
+		cancel(cause)
+		if stopLease != nil {
+			stopLease()
+		}
+	}}
+
+	hk := holdKey{m.key, owner}
+	var stale *hold
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		lv.cancel(ErrClosed)
+		m.undo(owner, count)
+		return nil, ErrClosed
+	}
+	h := c.holds[hk]
+	if h != nil && int64(len(h.levels))+1 != count {
+		// Redis no longer has the holds we remember: they were lost before
+		// the watchdog noticed. Those levels end; this one starts afresh.
+		stale, h = h, nil
+	}
+	if h == nil {
+		h = &hold{}
+		c.holds[hk] = h
+	}
+	h.levels = append(h.levels, lv)
+	if !lo.leaseSet && h.wd == nil {
+		h.wd = c.wd.Add(m.key, owner, sent, func(cause error) { c.lost(hk, h, cause) })
+	}
+	c.mu.Unlock()
+
+	if stale != nil {
+		if stale.wd != nil {
+			stale.wd.Stop()
+		}
+		for _, l := range stale.levels {
+			l.cancel(fmt.Errorf("%w: %q was found re-acquired from scratch", ErrLockLost, m.name))
+		}
+	}
+	return ctx, nil
+}
+
+// lost is the watchdog's loss callback: every level of the hold ends with
+// ErrLockLost and the hold is forgotten.
+func (c *Client) lost(hk holdKey, h *hold, cause error) {
+	c.mu.Lock()
+	if c.holds[hk] == h {
+		delete(c.holds, hk)
+	}
+	levels := h.levels
+	h.levels, h.wd = nil, nil
+	c.mu.Unlock()
+	err := fmt.Errorf("%w: %w", ErrLockLost, cause)
+	for _, lv := range levels {
+		lv.cancel(err)
+	}
+}
+
+// popLevel removes the innermost level of owner's hold. When it was the last,
+// the hold is forgotten and its watchdog entry (if any) returned for the
+// caller to stop outside c.mu: Stop may wait for a loss callback that takes c.mu.
+func (c *Client) popLevel(hk holdKey) (lv *level, wd *watchdog.Entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.holds[hk]
+	if h == nil || len(h.levels) == 0 {
+		return nil, nil
+	}
+	lv = h.levels[len(h.levels)-1]
+	h.levels = h.levels[:len(h.levels)-1]
+	if len(h.levels) > 0 {
+		return lv, nil
+	}
+	delete(c.holds, hk)
+	wd, h.wd = h.wd, nil
+	return lv, wd
+}
+
+// dropHold forgets owner's hold after Redis said it holds nothing, ending
+// every remaining level with ErrLockLost.
+func (c *Client) dropHold(hk holdKey, name string) {
+	c.mu.Lock()
+	h := c.holds[hk]
+	delete(c.holds, hk)
+	c.mu.Unlock()
+	if h == nil {
+		return
+	}
+	if h.wd != nil {
+		h.wd.Stop()
+	}
+	for _, lv := range h.levels {
+		lv.cancel(fmt.Errorf("%w: %q was no longer held at Unlock", ErrLockLost, name))
+	}
+}
+
+// heldCount is the local hold count of owner on key.
+func (c *Client) heldCount(hk holdKey) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.holds[hk]; h != nil {
+		return int64(len(h.levels))
+	}
+	return 0
+}

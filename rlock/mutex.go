@@ -1,0 +1,252 @@
+package rlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
+)
+
+// Mutex is a handle on one named, reentrant, distributed lock. Get it from
+// Client.Mutex or Client.SpinMutex.
+//
+// A handle is one owner. Lock through the same handle again and it
+// re-enters; so does Lock through any handle of the same Client and name
+// when called with a context that an earlier Lock returned. Each Lock needs
+// its own Unlock; the lock is released at the last one. Goroutines that must
+// exclude each other therefore need handles of their own (they are cheap),
+// and must not pass lock contexts to each other. The methods are safe for
+// concurrent use.
+type Mutex struct {
+	c       *Client
+	name    string
+	key     string
+	channel string
+	owner   string
+	spin    bool
+	err     error // invalid name, reported by every method
+}
+
+// Name is the lock's name.
+func (m *Mutex) Name() string { return m.name }
+
+// Key is the Redis key of the lock hash.
+func (m *Mutex) Key() string { return m.key }
+
+// Lock blocks until it holds the lock or ctx ends. It returns a context
+// derived from ctx that carries the ownership (pass it to nested calls to
+// re-enter) and is cancelled when this hold ends: normally by the matching
+// Unlock, or with cause ErrLockLost when the lock is lost.
+//
+// The returned context ends when ctx does, too: a deadline on ctx bounds
+// the hold as well as the wait. To bound only the wait, use TryLock with
+// WithWait.
+//
+// Without WithLease the lock's lease is Options.WatchdogTimeout and the
+// watchdog renews it until Unlock. With WithLease(d) it expires d after the
+// acquire was sent. Transient Redis errors (a dropped connection) are
+// retried until ctx ends; errors Redis itself returns end the call.
+func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (context.Context, error) {
+	lo, err := m.check(ctx, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return m.acquire(ctx, lo, time.Time{})
+}
+
+// TryLock tries once to take the lock; with WithWait(d) it waits up to d.
+// It reports false (with a nil error) when the lock stayed busy. On success
+// the context is as Lock's. ctx still bounds everything: if it ends first,
+// TryLock returns its error.
+func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (context.Context, bool, error) {
+	lo, err := m.check(ctx, opts, true)
+	if err != nil {
+		return nil, false, err
+	}
+	deadline := time.Now().Add(lo.wait)
+	lctx, err := m.acquire(ctx, lo, deadline)
+	if errors.Is(err, errBusy) {
+		return nil, false, nil
+	}
+	return lctx, err == nil, err
+}
+
+// errBusy ends a TryLock whose wait ran out.
+var errBusy = errors.New("busy")
+
+// Unlock releases one hold: the innermost Lock of the owner that ctx carries
+// (a context returned by Lock) or else of this handle. The lock itself is
+// released, and one waiter woken, at the last hold. It returns ErrNotHeld
+// when that owner holds no lock, changing nothing. Unlock ignores ctx's
+// cancellation, so `defer m.Unlock(lctx)` works even when lctx has ended; its
+// Redis call is bounded by Options.ReleaseTimeout instead. If that call fails
+// the hold still ends locally and the lock expires within its lease.
+func (m *Mutex) Unlock(ctx context.Context) error {
+	if err := m.checkCtx(ctx); err != nil {
+		return err
+	}
+	owner := m.ownerFor(ctx)
+	hk := holdKey{m.key, owner}
+	lv, wd := m.c.popLevel(hk)
+	if wd != nil {
+		// Stop renewing before releasing: a renewal that found the key
+		// just deleted would otherwise report a loss for a normal release.
+		wd.Stop()
+	}
+	if lv != nil {
+		defer lv.cancel(nil)
+	}
+
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.opts.ReleaseTimeout)
+	defer cancel()
+	n, err := luascripts.Release.Exec(rctx, m.c.rc, []string{m.key, m.channel}, []string{owner, m.c.notifyArg, "0"}).AsInt64()
+	if err != nil {
+		return fmt.Errorf("latchkey: unlock %q: %w (the lock expires within its lease)", m.name, err)
+	}
+	status, err := luascripts.ParseRelease(n)
+	if err != nil {
+		return err
+	}
+	if status == luascripts.ReleaseNotHeld {
+		m.c.dropHold(hk, m.name)
+		if lv != nil {
+			return fmt.Errorf("%w: %q was lost before Unlock", ErrNotHeld, m.name)
+		}
+		return fmt.Errorf("%w: %q", ErrNotHeld, m.name)
+	}
+	return nil
+}
+
+// IsLocked reports whether anyone holds the lock.
+func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
+	r, err := m.inspect(ctx)
+	return r.Held, err
+}
+
+// HoldCount is the number of holds that the owner ctx carries (or else this
+// handle) has on the lock, as Redis counts them: 0 when it holds none.
+func (m *Mutex) HoldCount(ctx context.Context) (int, error) {
+	r, err := m.inspect(ctx)
+	return int(r.Count), err
+}
+
+// TTL is the lock's remaining lease: 0 when it is not locked, and -1ns for
+// a key without expiry (not written by latchkey).
+func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
+	r, err := m.inspect(ctx)
+	switch {
+	case err != nil || !r.Held:
+		return 0, err
+	case r.PTTL < 0:
+		return -1, nil
+	}
+	return r.PTTL, nil
+}
+
+func (m *Mutex) inspect(ctx context.Context) (luascripts.InspectReply, error) {
+	if err := m.checkCtx(ctx); err != nil {
+		return luascripts.InspectReply{}, err
+	}
+	v, err := luascripts.Inspect.Exec(ctx, m.c.rc, []string{m.key}, []string{m.ownerFor(ctx)}).AsIntSlice()
+	if err != nil {
+		return luascripts.InspectReply{}, fmt.Errorf("latchkey: inspect %q: %w", m.name, err)
+	}
+	return luascripts.ParseInspect(v)
+}
+
+func (m *Mutex) checkCtx(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	return m.err
+}
+
+func (m *Mutex) check(ctx context.Context, opts []LockOption, try bool) (lockOptions, error) {
+	if err := m.checkCtx(ctx); err != nil {
+		return lockOptions{}, err
+	}
+	lo, err := buildLockOptions(opts, try)
+	if err != nil {
+		return lo, err
+	}
+	if m.c.isClosed() {
+		return lo, ErrClosed
+	}
+	if ctx.Err() != nil {
+		return lo, ctxErr(ctx)
+	}
+	return lo, nil
+}
+
+func (m *Mutex) ownerFor(ctx context.Context) string {
+	if owner, ok := ctx.Value(ownerKey{m.c, m.key}).(string); ok {
+		return owner
+	}
+	return m.owner
+}
+
+func (m *Mutex) lease(lo lockOptions) time.Duration {
+	if lo.leaseSet {
+		return lo.lease
+	}
+	return m.c.wd.Options().Timeout
+}
+
+// attempt runs the acquire script once. If the outcome is unknown (the
+// connection failed or ctx ended after the command may have been sent) it
+// undoes the acquisition in case it happened, so no lock is left that
+// nobody knows it holds, and returns the error.
+func (m *Mutex) attempt(ctx context.Context, owner string, lo lockOptions) (luascripts.AcquireReply, time.Time, error) {
+	before := m.c.heldCount(holdKey{m.key, owner})
+	sent := time.Now()
+	v, err := luascripts.Acquire.Exec(ctx, m.c.rc, []string{m.key}, []string{owner, luascripts.Millis(m.lease(lo))}).AsIntSlice()
+	var r luascripts.AcquireReply
+	if err == nil {
+		r, err = luascripts.ParseAcquire(v)
+	}
+	if hook := m.c.opts.OnAttempt; hook != nil {
+		hook(m.name, r.Acquired)
+	}
+	if err != nil {
+		if _, isRedis := rueidis.IsRedisErr(err); !isRedis && !errors.Is(err, luascripts.ErrUnexpectedReply) {
+			m.undo(owner, before+1)
+			return r, sent, &unknownOutcomeError{name: m.name, err: err}
+		}
+		return r, sent, fmt.Errorf("latchkey: acquire %q: %w", m.name, err)
+	}
+	return r, sent, nil
+}
+
+// undo releases owner's hold if, and only if, its count is exactly count:
+// that is the state an acquisition we cannot confirm would have left.
+func (m *Mutex) undo(owner string, count int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.c.opts.ReleaseTimeout)
+	defer cancel()
+	args := []string{owner, m.c.notifyArg, fmt.Sprint(count)}
+	_ = luascripts.Release.Exec(ctx, m.c.rc, []string{m.key, m.channel}, args).Error()
+}
+
+// unknownOutcomeError is an acquire that may or may not have reached Redis;
+// it has been undone. Lock retries it while ctx lasts.
+type unknownOutcomeError struct {
+	name string
+	err  error
+}
+
+func (e *unknownOutcomeError) Error() string {
+	return fmt.Sprintf("latchkey: acquire %q: outcome unknown, undone: %v", e.name, e.err)
+}
+
+func (e *unknownOutcomeError) Unwrap() error { return e.err }
+
+// transient reports whether err is worth retrying: an acquire whose outcome
+// was unknown for a reason other than the caller's context or a closed
+// rueidis client.
+func transient(ctx context.Context, err error) bool {
+	var u *unknownOutcomeError
+	return errors.As(err, &u) && ctx.Err() == nil && !errors.Is(err, rueidis.ErrClosing)
+}

@@ -1,0 +1,150 @@
+package rlock
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/latchkey/latchkey/watchdog"
+)
+
+// Defaults for Options' zero values.
+const (
+	DefaultPrefix         = "latchkey"
+	DefaultSpinBackoffMin = time.Millisecond
+	DefaultSpinBackoffMax = 128 * time.Millisecond
+	DefaultReleaseTimeout = 5 * time.Second
+	// DefaultNoExpiryWait bounds a wait on a lock that has no expiry (a key
+	// written by something other than latchkey), which gives no TTL to wait for.
+	DefaultNoExpiryWait = time.Second
+)
+
+// Limits on names and durations, checked before any I/O.
+const (
+	MaxNameLen = 1024
+	// MaxLease is the longest explicit lease accepted. Longer leases are
+	// almost always a unit mistake, and far enough out they overflow Redis'
+	// expiry arithmetic.
+	MaxLease = 365 * 24 * time.Hour
+)
+
+// PubSubMode selects how unlocks are announced and waited for.
+type PubSubMode int
+
+const (
+	// PubSubAuto uses sharded pub/sub on a Cluster client and classic pub/sub
+	// otherwise.
+	PubSubAuto PubSubMode = iota
+	// PubSubClassic uses PUBLISH/SUBSCRIBE. Use it for Redis 6 Cluster, which
+	// has no sharded pub/sub.
+	PubSubClassic
+	// PubSubSharded uses SPUBLISH/SSUBSCRIBE (Redis 7+).
+	PubSubSharded
+)
+
+// Options configures a Client. The zero value is ready to use.
+type Options struct {
+	// Prefix starts every key and channel: "<Prefix>:{<name>}" is the lock
+	// and "<Prefix>:{<name>}:ch" its channel. Default "latchkey". It must
+	// not contain braces.
+	Prefix string
+
+	// WatchdogTimeout is the lease of a lock taken without WithLease, renewed
+	// for as long as it is held. Default 30s.
+	WatchdogTimeout time.Duration
+	// WatchdogInterval is the renewal period. Default WatchdogTimeout/3.
+	WatchdogInterval time.Duration
+	// RenewBatchSize is the most locks one renewal call carries. Default 100.
+	RenewBatchSize int
+
+	// PubSub selects the pub/sub flavour. Default PubSubAuto.
+	PubSub PubSubMode
+
+	// SpinBackoffMin and SpinBackoffMax bound the spin variant's exponential
+	// backoff (with jitter). Defaults 1ms and 128ms.
+	SpinBackoffMin time.Duration
+	SpinBackoffMax time.Duration
+
+	// ReleaseTimeout bounds Unlock's Redis call and the call that undoes an
+	// acquisition whose outcome is unknown. Both ignore the caller's
+	// cancellation, so that `defer m.Unlock(ctx)` releases even after ctx
+	// ended. Default 5s.
+	ReleaseTimeout time.Duration
+
+	// OnAttempt, when set, is called after every run of the acquire script
+	// with the lock's name and whether it acquired. It is for metrics and
+	// tests; it runs on the caller's goroutine and must be fast.
+	OnAttempt func(name string, acquired bool)
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.SpinBackoffMin == 0 {
+		o.SpinBackoffMin = DefaultSpinBackoffMin
+	}
+	if o.SpinBackoffMax == 0 {
+		o.SpinBackoffMax = DefaultSpinBackoffMax
+	}
+	if o.ReleaseTimeout == 0 {
+		o.ReleaseTimeout = DefaultReleaseTimeout
+	}
+	switch {
+	case containsBrace(o.Prefix):
+		return o, fmt.Errorf("%w: Prefix %q must not contain braces", ErrInvalidOptions, o.Prefix)
+	case o.WatchdogTimeout < 0 || o.WatchdogInterval < 0 || o.RenewBatchSize < 0:
+		return o, fmt.Errorf("%w: watchdog settings must not be negative", ErrInvalidOptions)
+	case o.SpinBackoffMin < 0 || o.SpinBackoffMax < o.SpinBackoffMin:
+		return o, fmt.Errorf("%w: need 0 < SpinBackoffMin (%v) <= SpinBackoffMax (%v)", ErrInvalidOptions, o.SpinBackoffMin, o.SpinBackoffMax)
+	case o.ReleaseTimeout < 0:
+		return o, fmt.Errorf("%w: ReleaseTimeout %v is negative", ErrInvalidOptions, o.ReleaseTimeout)
+	case o.PubSub < PubSubAuto || o.PubSub > PubSubSharded:
+		return o, fmt.Errorf("%w: unknown PubSub mode %d", ErrInvalidOptions, o.PubSub)
+	}
+	return o, nil
+}
+
+func (o Options) watchdogOptions() watchdog.Options {
+	return watchdog.Options{Timeout: o.WatchdogTimeout, Interval: o.WatchdogInterval, BatchSize: o.RenewBatchSize}
+}
+
+// LockOption adjusts one Lock or TryLock call.
+type LockOption func(*lockOptions)
+
+type lockOptions struct {
+	lease    time.Duration // 0: watchdog
+	leaseSet bool
+	wait     time.Duration // TryLock only
+	hasWait  bool
+}
+
+// WithLease gives the lock a fixed lease: it expires lease after the acquire
+// was sent unless unlocked first, and no watchdog renews it. The lock's
+// context is cancelled with ErrLockLost when the lease runs out. Without
+// WithLease the watchdog keeps the lock for as long as it is held.
+func WithLease(lease time.Duration) LockOption {
+	return func(o *lockOptions) { o.lease = lease; o.leaseSet = true }
+}
+
+// WithWait makes TryLock wait up to d for the lock instead of trying once.
+func WithWait(d time.Duration) LockOption {
+	return func(o *lockOptions) { o.wait = d; o.hasWait = true }
+}
+
+func buildLockOptions(opts []LockOption, try bool) (lockOptions, error) {
+	var o lockOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	switch {
+	case o.leaseSet && (o.lease < time.Millisecond || o.lease > MaxLease):
+		return o, fmt.Errorf("%w: lease %v must be between 1ms and %v (omit WithLease to use the watchdog)", ErrInvalidArgument, o.lease, MaxLease)
+	case o.hasWait && !try:
+		return o, fmt.Errorf("%w: WithWait applies to TryLock; Lock waits until its context ends", ErrInvalidArgument)
+	case o.wait < 0:
+		return o, fmt.Errorf("%w: wait %v is negative", ErrInvalidArgument, o.wait)
+	}
+	return o, nil
+}

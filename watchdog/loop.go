@@ -1,0 +1,150 @@
+package watchdog
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
+)
+
+func (w *Watchdog) loop() {
+	defer close(w.done)
+	ticker := time.NewTicker(w.opts.Interval)
+	defer ticker.Stop()
+	// expiry fires at the earliest local deadline when that comes before the
+	// next tick, which happens only while renewals are failing.
+	expiry := time.NewTimer(time.Hour)
+	defer expiry.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-ticker.C:
+			w.tick()
+		case <-expiry.C:
+		}
+		next := w.expire(time.Now())
+		if next.IsZero() {
+			next = time.Now().Add(time.Hour)
+		}
+		expiry.Reset(time.Until(next))
+	}
+}
+
+// expire gives up every lease past its deadline and returns the earliest
+// deadline still pending (zero when there is none).
+func (w *Watchdog) expire(now time.Time) time.Time {
+	var dead []*Entry
+	var earliest time.Time
+	w.mu.Lock()
+	for e := range w.entries {
+		switch {
+		case !now.Before(e.deadline):
+			dead = append(dead, e)
+		case earliest.IsZero() || e.deadline.Before(earliest):
+			earliest = e.deadline
+		}
+	}
+	w.mu.Unlock()
+	for _, e := range dead {
+		w.mu.Lock()
+		last := e.lastErr
+		w.mu.Unlock()
+		if last != nil {
+			e.lose(fmt.Errorf("%w (last error: %v)", ErrExpired, last))
+		} else {
+			e.lose(ErrExpired)
+		}
+	}
+	return earliest
+}
+
+// tick renews every kept lease in one pipelined burst.
+func (w *Watchdog) tick() {
+	now := time.Now()
+	earliest := w.expire(now)
+	if earliest.IsZero() {
+		return
+	}
+
+	w.mu.Lock()
+	bySlot := make(map[uint16][]*Entry)
+	for e := range w.entries {
+		bySlot[e.slot] = append(bySlot[e.slot], e)
+	}
+	w.mu.Unlock()
+
+	var (
+		calls   []luascripts.Call
+		batches [][]*Entry
+		lease   = luascripts.Millis(w.opts.Timeout)
+	)
+	for _, es := range bySlot {
+		for len(es) > 0 {
+			n := min(len(es), w.opts.BatchSize)
+			batch := es[:n:n]
+			es = es[n:]
+			call := luascripts.Call{Keys: make([]string, n), Args: make([]string, 0, n+1)}
+			call.Args = append(call.Args, lease)
+			for i, e := range batch {
+				call.Keys[i] = e.key
+				call.Args = append(call.Args, e.owner)
+			}
+			calls = append(calls, call)
+			batches = append(batches, batch)
+		}
+	}
+
+	// Come back by the earliest deadline at the latest, so that a renewal
+	// stuck on a dead connection cannot delay the loss signal past it.
+	ctx, cancel := context.WithDeadline(w.ctx, minTime(now.Add(w.opts.Interval), earliest))
+	defer cancel()
+	sent := time.Now()
+	results := luascripts.Renew.ExecMulti(ctx, w.client, calls)
+
+	var gone []*Entry
+	w.mu.Lock()
+	w.stats.Ticks++
+	w.stats.Calls += uint64(len(calls))
+	for i, r := range results {
+		held, err := parseRenew(r, len(batches[i]))
+		if err != nil {
+			w.stats.Errors++
+			for _, e := range batches[i] {
+				e.lastErr = err
+			}
+			continue
+		}
+		for j, e := range batches[i] {
+			if !held[j] {
+				gone = append(gone, e)
+				continue
+			}
+			w.stats.Renewed++
+			e.deadline = sent.Add(w.opts.Timeout)
+			e.lastErr = nil
+		}
+	}
+	w.mu.Unlock()
+	for _, e := range gone {
+		e.lose(ErrGone)
+	}
+}
+
+func parseRenew(r rueidis.RedisResult, n int) ([]bool, error) {
+	v, err := r.AsIntSlice()
+	if err != nil {
+		return nil, err
+	}
+	return luascripts.ParseRenew(v, n)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,213 @@
+// Package watchdog keeps hash-owner leases alive for as long as their holders
+// want them, with one goroutine per Watchdog however many leases it keeps.
+//
+// A lease here is a Redis hash key whose field is the owner's id, as latchkey's
+// locks are. Every Interval the watchdog extends all its leases to Timeout in
+// one pipelined burst: leases that share a Cluster slot go into multi-key calls
+// of up to BatchSize keys. The renew script extends a key only while the owner's
+// field is still there, so a renewal racing with a release cannot bring the
+// released lock back.
+//
+// A lease is lost when a renewal finds the owner gone, or when renewals keep
+// failing until the local deadline passes: Timeout after the send time of the
+// last renewal that succeeded, on this process's monotonic clock. Either way
+// the entry's onLost callback runs once, on the watchdog goroutine.
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Defaults for Options' zero values.
+const (
+	DefaultTimeout   = 30 * time.Second
+	DefaultBatchSize = 100
+)
+
+// Options configures a Watchdog.
+type Options struct {
+	// Timeout is the lease every renewal sets, and how long after the last
+	// successful renewal was sent the watchdog gives a lease up. Default 30s.
+	Timeout time.Duration
+	// Interval is the time between renewal ticks. Default Timeout/3, which
+	// leaves two more ticks to get through before a lease can lapse.
+	// It must be shorter than Timeout.
+	Interval time.Duration
+	// BatchSize is the most keys one renew call carries. Default 100.
+	BatchSize int
+}
+
+// Errors for bad options and for the cause handed to onLost. Match with errors.Is.
+var (
+	ErrInvalidOptions = errors.New("latchkey/watchdog: invalid options")
+	// ErrGone: a renewal found that the owner no longer holds the key
+	// (it expired, was deleted, or was taken over).
+	ErrGone = errors.New("latchkey/watchdog: lease gone at renewal")
+	// ErrExpired: no renewal succeeded before the local deadline; the lease
+	// may have lapsed on the server, so the holder must assume it has.
+	ErrExpired = errors.New("latchkey/watchdog: renewals failed until the lease ran out")
+)
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Interval == 0 {
+		o.Interval = o.Timeout / 3
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	switch {
+	case o.Timeout < time.Millisecond:
+		return o, fmt.Errorf("%w: Timeout %v must be at least 1ms", ErrInvalidOptions, o.Timeout)
+	case o.Interval <= 0 || o.Interval >= o.Timeout:
+		return o, fmt.Errorf("%w: Interval %v must be positive and shorter than Timeout %v", ErrInvalidOptions, o.Interval, o.Timeout)
+	case o.BatchSize < 1:
+		return o, fmt.Errorf("%w: BatchSize %d must be at least 1", ErrInvalidOptions, o.BatchSize)
+	}
+	return o, nil
+}
+
+// Stats are running totals since New.
+type Stats struct {
+	Ticks   uint64 // renewal ticks that sent something
+	Calls   uint64 // renew script calls
+	Renewed uint64 // leases found held and extended
+	Lost    uint64 // leases given up (onLost called)
+	Errors  uint64 // renew calls that failed
+}
+
+// Watchdog renews leases. Create it with New and stop it with Close.
+type Watchdog struct {
+	client rueidis.Client
+	opts   Options
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	entries map[*Entry]struct{}
+	stats   Stats
+}
+
+// New starts a watchdog goroutine that renews through client.
+func New(client rueidis.Client, opts Options) (*Watchdog, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil rueidis client", ErrInvalidOptions)
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Watchdog{client: client, opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{}), entries: make(map[*Entry]struct{})}
+	go w.loop()
+	return w, nil
+}
+
+// Options returns the options in force, defaults filled in.
+func (w *Watchdog) Options() Options { return w.opts }
+
+// Close stops renewing and returns once the watchdog goroutine has ended.
+// Leases still registered are not released; they run out within Timeout and
+// their onLost callbacks are not called. Close is idempotent.
+func (w *Watchdog) Close() {
+	w.cancel()
+	<-w.done
+}
+
+// Len is the number of leases being kept.
+func (w *Watchdog) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.entries)
+}
+
+// Stats returns the running totals.
+func (w *Watchdog) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
+}
+
+// Entry is one kept lease.
+type Entry struct {
+	w     *Watchdog
+	key   string
+	owner string
+	slot  uint16
+
+	// deadline and lastErr are guarded by w.mu.
+	deadline time.Time
+	lastErr  error
+
+	// mu serialises the loss callback with Stop, so that once Stop returns
+	// the callback has either run to completion or will never run.
+	mu      sync.Mutex
+	stopped bool
+	onLost  func(cause error)
+}
+
+// Add keeps key's lease for owner alive until Stop. sentAt is when the
+// request that last set the lease to Timeout was sent (the acquire): the
+// local deadline starts from it. onLost runs at most once, on the watchdog
+// goroutine, with an error matching ErrGone or ErrExpired; it must not block
+// and must not call Stop.
+func (w *Watchdog) Add(key, owner string, sentAt time.Time, onLost func(cause error)) *Entry {
+	// On Cluster, keys batch by slot. Any other client talks to one server,
+	// so all its keys batch together: slot stays 0. (A standalone client's
+	// builder still stamps each command with NoSlot|slot(key), so its Slot()
+	// cannot be used for grouping.)
+	var slot uint16
+	if w.client.Mode() == rueidis.ClientModeCluster {
+		probe := w.client.B().Exists().Key(key).Build()
+		slot = probe.Slot()
+	}
+	e := &Entry{w: w, key: key, owner: owner, onLost: onLost, slot: slot, deadline: sentAt.Add(w.opts.Timeout)}
+	w.mu.Lock()
+	w.entries[e] = struct{}{}
+	w.mu.Unlock()
+	return e
+}
+
+// Stop ends the renewals of e. Once it returns, onLost will not be called.
+// Stop is idempotent.
+func (e *Entry) Stop() {
+	e.mu.Lock()
+	e.stopped = true
+	e.mu.Unlock()
+	e.w.mu.Lock()
+	delete(e.w.entries, e)
+	e.w.mu.Unlock()
+}
+
+// Deadline is the local time after which the lease must be taken as lapsed if
+// no renewal succeeds before it.
+func (e *Entry) Deadline() time.Time {
+	e.w.mu.Lock()
+	defer e.w.mu.Unlock()
+	return e.deadline
+}
+
+func (e *Entry) lose(cause error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return
+	}
+	e.stopped = true
+	e.w.mu.Lock()
+	delete(e.w.entries, e)
+	e.w.stats.Lost++
+	e.w.mu.Unlock()
+	if e.onLost != nil {
+		e.onLost(fmt.Errorf("%w: %s", cause, e.key))
+	}
+}
