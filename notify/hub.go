@@ -144,6 +144,12 @@ func (h *Hub) Subscribe(ctx context.Context, name string) (*Subscription, error)
 		h.mu.Unlock()
 		return nil, ErrClosed
 	}
+	// A caller that already gave up gets its cause, not whichever of ctx and
+	// a quick confirmation the select below happens to pick.
+	if err := context.Cause(ctx); err != nil {
+		h.mu.Unlock()
+		return nil, err
+	}
 	ch := h.chans[name]
 	if ch == nil {
 		ch = newChannel(name)

@@ -2,7 +2,6 @@ package notify
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -15,7 +14,6 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/latchkey/latchkey/integration/redistest"
 )
@@ -36,72 +34,12 @@ const (
 	longWait   = 30 * time.Second // a Wait bound that must not be what ends a Wait
 )
 
+// TestMain gets real servers from the harness; RunTests checks for leaked
+// goroutines with goleak once they are closed.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if !testing.Verbose() {
-		redistest.Logf = func(string, ...any) {}
-	}
-	os.Exit(runTests(m))
-}
-
-// runTests is TestMain's body, so that servers are closed before the leak
-// check and before os.Exit.
-func runTests(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	srv, err := redistest.Start(ctx)
-	if err != nil {
-		cancel()
-		fmt.Fprintln(os.Stderr, "notify tests: cannot start Redis:", err)
-		return 1
-	}
-	cluster, err := redistest.StartCluster(ctx, 3)
-	cancel()
-	if err != nil {
-		srv.Close()
-		fmt.Fprintln(os.Stderr, "notify tests: cannot start a Redis cluster:", err)
-		return 1
-	}
-	redisAddr, clusterAddrs = srv.Addr, cluster.Addrs
-
-	code := m.Run()
-
-	if err := cluster.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "notify tests: closing the cluster:", err)
-		code = max(code, 1)
-	}
-	if err := srv.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "notify tests: closing Redis:", err)
-		code = max(code, 1)
-	}
-	if code == 0 {
-		if err := findLeaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "notify tests: goroutine leak:", err)
-			code = 1
-		}
-	}
-	return code
-}
-
-// leakGrace is how long goroutines may take to end after everything was
-// closed. rueidis' cluster client can outlive Close briefly: when one of its
-// connections ends with an error other than its own closing (e.g. the
-// asynchronous close in clusterClient.Close racing with the cluster's nodes
-// being killed), the close hook schedules a lazy topology refresh,
-// (*call).DelayDo.func1, which sleeps up to 1 s before running. That is not a
-// leak but outlasts goleak's own retries (about 0.5 s), and it is not among
-// redistest.GoleakIgnores, so it is waited for here instead of ignored.
-const leakGrace = 5 * time.Second
-
-// findLeaks is goleak.Find with redistest's ignores, retried until no
-// goroutine is left or leakGrace has passed.
-func findLeaks() error {
-	deadline := time.Now().Add(leakGrace)
-	for {
-		err := goleak.Find(redistest.GoleakIgnores...)
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-	}
+	os.Exit(redistest.RunTests(m, "notify", true, func(e redistest.Env) {
+		redisAddr, clusterAddrs = e.Standalone.Addr, e.Cluster.Addrs
+	}, nil))
 }
 
 // newClient connects to addrs (a standalone server, or cluster seeds) without

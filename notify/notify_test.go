@@ -131,24 +131,35 @@ func TestMessageWithoutWaiterLeavesOnePermit(t *testing.T) {
 }
 
 // killers end the server side of the hub's subscribed connection. rueidis
-// uses RESP3, where the subscription shares the connection with ordinary
-// commands; both ways work against Redis 7.0.
+// uses RESP3, where the subscription shares its first pipeline connection
+// with ordinary commands such as CLIENT ID. Both ways work against Redis 7.0:
+// RESP3 subscribers count as TYPE pubsub too.
 var killers = []struct {
 	name string
-	kill func(t *testing.T, admin rueidis.Client)
+	kill func(t *testing.T, admin, hubClient rueidis.Client)
 }{
-	{"type-pubsub", func(t *testing.T, admin rueidis.Client) {
+	{"type-pubsub", func(t *testing.T, admin, _ rueidis.Client) {
 		n, err := admin.Do(t.Context(), admin.B().ClientKill().TypePubsub().Build()).AsInt64()
 		require.NoError(t, err)
 		require.GreaterOrEqual(t, n, int64(1), "CLIENT KILL TYPE pubsub killed nothing")
 	}},
-	{"id-from-client-list", func(t *testing.T, admin rueidis.Client) {
-		ids := subscribedClientIDs(t, admin)
-		require.Len(t, ids, 1, "subscribed connections")
-		n, err := admin.Do(t.Context(), admin.B().ClientKill().Id(ids[0]).Build()).AsInt64()
+	{"id-from-client-list", func(t *testing.T, admin, hubClient rueidis.Client) {
+		id := subscribedConnection(t, admin, hubClient)
+		n, err := admin.Do(t.Context(), admin.B().ClientKill().Id(id).Build()).AsInt64()
 		require.NoError(t, err)
 		require.EqualValues(t, 1, n)
 	}},
+}
+
+// subscribedConnection returns the server-side id of hubClient's subscribed
+// connection, checking in CLIENT LIST that it is the one with the
+// subscription.
+func subscribedConnection(t *testing.T, admin, hubClient rueidis.Client) int64 {
+	t.Helper()
+	id, err := hubClient.Do(t.Context(), hubClient.B().ClientId().Build()).AsInt64()
+	require.NoError(t, err)
+	require.Contains(t, subscribedClientIDs(t, admin), id, "CLIENT ID answered on a connection without the subscription")
+	return id
 }
 
 // subscribedClientIDs lists the connections CLIENT LIST shows with classic or
@@ -187,7 +198,7 @@ func TestLostSubscriptionWakesAllWaiters(t *testing.T) {
 			staleMark := subs[0].Mark()
 			results := startWaiters(t, subs, longWait)
 
-			k.kill(t, admin)
+			k.kill(t, admin, c)
 			for range subs {
 				r := await(t, results, "waiters to see the subscription lost")
 				require.NoError(t, r.err)
@@ -410,16 +421,17 @@ func TestCloseWakesWaitersAndUnsubscribes(t *testing.T) {
 	results := startWaiters(t, subs, longWait)
 
 	h.Close()
+	// Close waits for its goroutines, which unsubscribe before they end, and
+	// rueidis answers UNSUBSCRIBE only after the server processed it: no
+	// waiting needed here.
+	require.Empty(t, h.Channels())
+	for _, ch := range channels {
+		require.EqualValues(t, 0, numsub(t, admin, ch), "%q still subscribed after Close returned", ch)
+	}
 	for range subs {
 		r := await(t, results, "waiters to see the hub close")
 		require.ErrorIs(t, r.err, ErrClosed)
 	}
-	// Close waits for its goroutines, which unsubscribe before they end and
-	// rueidis answers UNSUBSCRIBE only after the server processed it.
-	for _, ch := range channels {
-		require.EqualValues(t, 0, numsub(t, admin, ch), "%q still subscribed after Close returned", ch)
-	}
-	require.Empty(t, h.Channels())
 
 	_, err := h.Subscribe(t.Context(), channels[0])
 	require.ErrorIs(t, err, ErrClosed)
@@ -568,11 +580,7 @@ func TestMessageFloodDoesNotStallTheConnection(t *testing.T) {
 
 	// The commands below must share the subscribed connection to prove
 	// anything; rueidis (RESP3) puts both on its first pipeline.
-	ids := subscribedClientIDs(t, admin)
-	require.Len(t, ids, 1)
-	myID, err := c.Do(t.Context(), c.B().ClientId().Build()).AsInt64()
-	require.NoError(t, err)
-	require.Equal(t, ids[0], myID, "PING would not share the subscribed connection")
+	subscribedConnection(t, admin, c)
 
 	const messages = 1000
 	cmds := make(rueidis.Commands, 0, messages)
@@ -602,4 +610,50 @@ func TestMessageFloodDoesNotStallTheConnection(t *testing.T) {
 	w, err = s.Wait(t.Context(), mark, 0)
 	require.NoError(t, err)
 	require.Equal(t, TimedOut, w, "%d messages without a waiter must leave one wake-up", messages)
+}
+
+// Join shares a subscription only once the server has confirmed it; until
+// then, and after the last waiter left, the caller must Subscribe.
+func TestJoinOnlyJoinsConfirmedSubscriptions(t *testing.T) {
+	admin := newClient(t, redisAddr)
+	tap := newTap(newClient(t, redisAddr))
+	tap.gate = make(chan struct{}) // hold the SUBSCRIBE back until opened
+	h := newHub(t, tap, Options{})
+	ch := uniqueChannel(t)
+
+	require.Nil(t, h.Join(ch), "nothing to join yet")
+	first := make(chan *Subscription, 1)
+	go func() {
+		s, err := h.Subscribe(context.Background(), ch)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- s
+	}()
+	require.Eventually(t, func() bool { return len(h.Channels()) == 1 }, eventually, tick)
+	require.Nil(t, h.Join(ch), "joined a subscription the server has not confirmed")
+
+	close(tap.gate)
+	s1 := await(t, first, "the first Subscribe to be confirmed")
+	s2 := h.Join(ch)
+	require.NotNil(t, s2, "a confirmed subscription must be joinable")
+	require.Equal(t, ch, s2.Channel())
+	require.EqualValues(t, 1, numsub(t, admin, ch), "Join must not subscribe again")
+
+	// The joined share works like any other: a message wakes it.
+	s1.Release()
+	mark := s2.Mark()
+	require.EqualValues(t, 1, publish(t, admin, ch))
+	w, err := s2.Wait(t.Context(), mark, longWait)
+	require.NoError(t, err)
+	require.Equal(t, WokenOne, w)
+
+	// The joined share counts: the subscription ends only with it.
+	require.EqualValues(t, 1, numsub(t, admin, ch))
+	s2.Release()
+	requireNumsubEventually(t, admin, false, ch, 0)
+	require.Nil(t, h.Join(ch), "joined a subscription being torn down")
+
+	h.Close()
+	require.Nil(t, h.Join(ch), "joined after Close")
 }
