@@ -45,6 +45,7 @@ func TestExclusion(t *testing.T) {
 		{"standalone/pubsub", topologies()[0], false},
 		{"standalone/spin", topologies()[0], true},
 		{"cluster/pubsub", topologies()[1], false},
+		{"cluster/spin", topologies()[1], true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -46,6 +46,7 @@ const (
 	Sharded
 )
 
+// String names the mode as in logs: "classic" or "sharded".
 func (m Mode) String() string {
 	if m == Sharded {
 		return "sharded"

@@ -72,6 +72,7 @@ const (
 	TimedOut
 )
 
+// String names the reason, for logs and test failures.
 func (w Wake) String() string {
 	switch w {
 	case WokenOne:
