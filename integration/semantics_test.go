@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -206,5 +208,64 @@ func TestWatchdog(t *testing.T) {
 		require.ErrorIs(t, lctx.Err(), context.Canceled)
 		require.NoError(t, kctx.Err())
 		require.NoError(t, keeper.Unlock(kctx))
+	})
+}
+
+// TestRelockAfterSilentLoss: the key vanished behind the holder's back and
+// the same owner locks again before the watchdog noticed. Redis counts one
+// hold, so the old hold is over: its context ends with ErrLockLost, and the
+// new one is a first acquisition that one Unlock releases.
+func TestRelockAfterSilentLoss(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		rc := redisClient(t, tp)
+		m := lockClient(t, tp, rlock.Options{}).Mutex(lockName(t)) // renewals every 10s: too slow to notice
+		old := mustLock(t, ctx, m)
+		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(m.Key()).Build()).Error())
+
+		fresh := mustLock(t, ctx, m)
+		require.ErrorIs(t, context.Cause(old), rlock.ErrLockLost)
+		require.NoError(t, fresh.Err())
+		require.Equal(t, 1, holdCount(t, ctx, m))
+		require.NoError(t, m.Unlock(fresh))
+		require.False(t, exists(t, rc, m.Key()))
+		require.ErrorIs(t, m.Unlock(ctx), rlock.ErrNotHeld)
+	})
+}
+
+// TestSharedHandle: goroutines sharing one handle are one owner, so they
+// re-enter rather than exclude each other (as documented); whatever the
+// interleaving, no hold is mistaken for lost and the counts balance out.
+func TestSharedHandle(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		rc := redisClient(t, tp)
+		m := lockClient(t, tp, rlock.Options{}).Mutex(lockName(t))
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 50; i++ {
+					lctx, err := m.Lock(ctx)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if err := m.Unlock(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+					<-lctx.Done() // ended by some Unlock of this owner ...
+					if errors.Is(context.Cause(lctx), rlock.ErrLockLost) {
+						t.Error("a hold was reported lost:", context.Cause(lctx)) // ... never by a false loss
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		require.Equal(t, 0, holdCount(t, ctx, m))
+		require.False(t, exists(t, rc, m.Key()))
 	})
 }

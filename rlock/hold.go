@@ -3,7 +3,6 @@ package rlock
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/latchkey/latchkey/watchdog"
 )
@@ -29,14 +28,13 @@ type ownerKey struct {
 	key string
 }
 
-// grant records a successful acquisition and builds the context Lock returns.
-// count is the hold count the acquire script reported; sent is when the
-// acquire was sent, from which the lease (or the watchdog's deadline) runs.
-func (c *Client) grant(parent context.Context, m *Mutex, owner string, count int64, lo lockOptions, sent time.Time) (context.Context, error) {
+// grant records the successful acquisition t and builds the context Lock
+// returns. The lease (or the watchdog's deadline) runs from t.sent.
+func (c *Client) grant(parent context.Context, m *Mutex, owner string, t try, lo lockOptions) (context.Context, error) {
 	ctx := context.WithValue(parent, ownerKey{c, m.key}, owner)
 	var stopLease context.CancelFunc
 	if lo.leaseSet {
-		ctx, stopLease = context.WithDeadlineCause(ctx, sent.Add(lo.lease),
+		ctx, stopLease = context.WithDeadlineCause(ctx, t.sent.Add(lo.lease),
 			fmt.Errorf("%w: %q: its lease of %v ran out", ErrLockLost, m.name, lo.lease))
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -53,13 +51,15 @@ func (c *Client) grant(parent context.Context, m *Mutex, owner string, count int
 	if c.closed {
 		c.mu.Unlock()
 		lv.cancel(ErrClosed)
-		m.undo(owner, count)
+		m.undo(owner, t.Count)
 		return nil, ErrClosed
 	}
 	h := c.holds[hk]
-	if h != nil && int64(len(h.levels))+1 != count {
-		// Redis no longer has the holds we remember: they were lost before
-		// the watchdog noticed. Those levels end; this one starts afresh.
+	if h != nil && t.Count <= t.held {
+		// Redis counted fewer holds than we had when the acquire was sent:
+		// they were lost before the watchdog noticed. Those levels end; this
+		// one starts afresh. (Concurrent Locks of one owner only ever make
+		// the count larger, so they cannot trip this.)
 		stale, h = h, nil
 	}
 	if h == nil {
@@ -68,7 +68,7 @@ func (c *Client) grant(parent context.Context, m *Mutex, owner string, count int
 	}
 	h.levels = append(h.levels, lv)
 	if !lo.leaseSet && h.wd == nil {
-		h.wd = c.wd.Add(m.key, owner, sent, func(cause error) { c.lost(hk, h, cause) })
+		h.wd = c.wd.Add(m.key, owner, t.sent, func(cause error) { c.lost(hk, h, cause) })
 	}
 	c.mu.Unlock()
 

@@ -196,29 +196,34 @@ func (m *Mutex) lease(lo lockOptions) time.Duration {
 	return m.c.wd.Options().Timeout
 }
 
+// try is one run of the acquire script with what grant needs to know.
+type try struct {
+	luascripts.AcquireReply
+	sent time.Time // when the script was sent: leases and deadlines run from here
+	held int64     // the owner's local hold count when it was sent
+}
+
 // attempt runs the acquire script once. If the outcome is unknown (the
 // connection failed or ctx ended after the command may have been sent) it
 // undoes the acquisition in case it happened, so no lock is left that
 // nobody knows it holds, and returns the error.
-func (m *Mutex) attempt(ctx context.Context, owner string, lo lockOptions) (luascripts.AcquireReply, time.Time, error) {
-	before := m.c.heldCount(holdKey{m.key, owner})
-	sent := time.Now()
+func (m *Mutex) attempt(ctx context.Context, owner string, lo lockOptions) (try, error) {
+	t := try{held: m.c.heldCount(holdKey{m.key, owner}), sent: time.Now()}
 	v, err := luascripts.Acquire.Exec(ctx, m.c.rc, []string{m.key}, []string{owner, luascripts.Millis(m.lease(lo))}).AsIntSlice()
-	var r luascripts.AcquireReply
 	if err == nil {
-		r, err = luascripts.ParseAcquire(v)
+		t.AcquireReply, err = luascripts.ParseAcquire(v)
 	}
 	if hook := m.c.opts.OnAttempt; hook != nil {
-		hook(m.name, r.Acquired)
+		hook(m.name, t.Acquired)
 	}
 	if err != nil {
 		if _, isRedis := rueidis.IsRedisErr(err); !isRedis && !errors.Is(err, luascripts.ErrUnexpectedReply) {
-			m.undo(owner, before+1)
-			return r, sent, &unknownOutcomeError{name: m.name, err: err}
+			m.undo(owner, t.held+1)
+			return t, &unknownOutcomeError{name: m.name, err: err}
 		}
-		return r, sent, fmt.Errorf("latchkey: acquire %q: %w", m.name, err)
+		return t, fmt.Errorf("latchkey: acquire %q: %w", m.name, err)
 	}
-	return r, sent, nil
+	return t, nil
 }
 
 // undo releases owner's hold if, and only if, its count is exactly count:

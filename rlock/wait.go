@@ -21,10 +21,10 @@ func (m *Mutex) acquire(ctx context.Context, lo lockOptions, deadline time.Time)
 			return m.pubsubLoop(ctx, sub, owner, lo, deadline)
 		}
 	}
-	r, sent, err := m.attempt(ctx, owner, lo)
+	r, err := m.attempt(ctx, owner, lo)
 	switch {
 	case err == nil && r.Acquired:
-		return m.c.grant(ctx, m, owner, r.Count, lo, sent)
+		return m.c.grant(ctx, m, owner, r, lo)
 	case err != nil && !transient(ctx, err):
 		return nil, m.ended(ctx, err)
 	case !deadline.IsZero() && !time.Now().Before(deadline):
@@ -74,16 +74,17 @@ func (m *Mutex) pubsubLoop(ctx context.Context, sub *notify.Subscription, owner 
 	)
 	for {
 		mark := sub.Mark()
-		r, sent, err := m.attempt(ctx, owner, lo)
+		r, err := m.attempt(ctx, owner, lo)
 		var wait time.Duration
 		switch {
 		case err == nil && r.Acquired:
-			return m.c.grant(ctx, m, owner, r.Count, lo, sent)
+			return m.c.grant(ctx, m, owner, r, lo)
 		case err == nil:
 			woken, lastErr, retry = false, nil, m.c.opts.SpinBackoffMin
 			wait = m.ttlBound(r.PTTL)
 		case transient(ctx, err):
-			// The acquire may not have run: keep any wake-up we took.
+			// The acquire may not have run; a wake-up we took is passed
+			// on below, and we try again after a short backoff.
 			lastErr, wait = err, retry
 			retry = min(retry*2, m.c.opts.SpinBackoffMax)
 		default:
@@ -144,10 +145,10 @@ func (m *Mutex) spinWait(ctx context.Context, owner string, lo lockOptions, dead
 			return nil, ErrClosed
 		}
 		backoff = min(backoff*2, m.c.opts.SpinBackoffMax)
-		r, sent, err := m.attempt(ctx, owner, lo)
+		r, err := m.attempt(ctx, owner, lo)
 		switch {
 		case err == nil && r.Acquired:
-			return m.c.grant(ctx, m, owner, r.Count, lo, sent)
+			return m.c.grant(ctx, m, owner, r, lo)
 		case err == nil:
 			lastErr, pttl = nil, r.PTTL
 		case transient(ctx, err):
