@@ -149,3 +149,75 @@ func TestWakeOne(t *testing.T) {
 		require.LessOrEqual(t, perHandoff, 2.0)
 	})
 }
+
+// TestForceUnlock deletes a held lock: a waiter gets it at once (the script
+// publishes), and the former holder hears of it at its next renewal.
+func TestForceUnlock(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		name := lockName(t)
+		admin := lockClient(t, tp, rlock.Options{})
+		holder := lockClient(t, tp, rlock.Options{WatchdogTimeout: 900 * time.Millisecond}).Mutex(name)
+		hctx := mustLock(t, ctx, holder)
+		att := newAttempts()
+		waiter := lockClient(t, tp, rlock.Options{OnAttempt: att.hook}).Mutex(name)
+		acquired := make(chan error, 1)
+		go func() {
+			wctx, err := waiter.Lock(ctx)
+			if err == nil {
+				err = waiter.Unlock(wctx)
+			}
+			acquired <- err
+		}()
+		await(t, att.reached(name, 2), 10*time.Second, "the waiter to block")
+
+		ok, err := admin.ForceUnlock(ctx, name)
+		require.NoError(t, err)
+		require.True(t, ok)
+		select {
+		case err := <-acquired:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second): // the holder's TTL was 900ms, but the message should beat it
+			t.Fatal("the waiter was not woken by the force-unlock")
+		}
+		select {
+		case <-hctx.Done():
+			require.ErrorIs(t, context.Cause(hctx), rlock.ErrLockLost)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the former holder was not told")
+		}
+		ok, err = admin.ForceUnlock(ctx, name)
+		require.NoError(t, err)
+		require.False(t, ok, "nothing left to force")
+	})
+}
+
+// TestClassicPubSubOnCluster: PubSubClassic (for Redis 6 Clusters, which have
+// no sharded pub/sub) also wakes waiters promptly on a Cluster.
+func TestClassicPubSubOnCluster(t *testing.T) {
+	tp := topologies()[1]
+	ctx := context.Background()
+	name := lockName(t)
+	opts := rlock.Options{PubSub: rlock.PubSubClassic}
+	holder := lockClient(t, tp, opts).Mutex(name) // TTL 30s
+	hctx := mustLock(t, ctx, holder)
+	att := newAttempts()
+	opts.OnAttempt = att.hook
+	waiter := lockClient(t, tp, opts).Mutex(name)
+	acquired := make(chan error, 1)
+	go func() {
+		wctx, err := waiter.Lock(ctx)
+		if err == nil {
+			err = waiter.Unlock(wctx)
+		}
+		acquired <- err
+	}()
+	await(t, att.reached(name, 2), 10*time.Second, "the waiter to block")
+	require.NoError(t, holder.Unlock(hctx))
+	select {
+	case err := <-acquired:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("classic pub/sub did not wake the waiter on the Cluster")
+	}
+}
