@@ -83,7 +83,9 @@ func TestUnknownOutcome(t *testing.T) {
 	rc := redisClient(t, tp)
 	pid, err := redistest.ProcessID(ctx, rc)
 	require.NoError(t, err)
-	c := lockClient(t, tp, rlock.Options{})
+	// The undo cannot get an answer from a frozen server either; a short
+	// ReleaseTimeout bounds how long Lock waits for it.
+	c := lockClient(t, tp, rlock.Options{ReleaseTimeout: 500 * time.Millisecond})
 	m := c.Mutex(lockName(t))
 
 	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
