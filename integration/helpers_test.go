@@ -219,3 +219,32 @@ func blockWaiters(t *testing.T, att *attempts, name string, n int, wg *sync.Wait
 	}
 	await(t, att.reached(name, base+2+(n-1)), 20*time.Second, "all waiters to block")
 }
+
+// startWaiter runs m.Lock then m.Unlock in a goroutine and returns once the
+// waiter blocks (its try, then its try after subscribing, were counted by
+// att). The goroutine's error arrives on the returned channel.
+func startWaiter(t *testing.T, ctx context.Context, m *rlock.Mutex, att *attempts) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		lctx, err := m.Lock(ctx)
+		if err == nil {
+			err = m.Unlock(lctx)
+		}
+		done <- err
+	}()
+	await(t, att.reached(m.Name(), 2), 10*time.Second, "the waiter to block")
+	return done
+}
+
+// requireAcquired fails the test unless the waiter from startWaiter
+// succeeded within d.
+func requireAcquired(t *testing.T, done <-chan error, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(d):
+		t.Fatalf("after %v: %s", d, what)
+	}
+}

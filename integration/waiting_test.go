@@ -89,23 +89,10 @@ func TestWakeUp(t *testing.T) {
 			mustLock(t, ctx, holder, rlock.WithLease(ttl))
 			att := newAttempts()
 			waiter := lockClient(t, tp, rlock.Options{OnAttempt: att.hook}).Mutex(name)
-			acquired := make(chan error, 1)
-			go func() {
-				wctx, err := waiter.Lock(ctx)
-				if err == nil {
-					err = waiter.Unlock(wctx)
-				}
-				acquired <- err
-			}()
-			await(t, att.reached(name, 2), 10*time.Second, "the waiter to block")
+			acquired := startWaiter(t, ctx, waiter, att)
 			// No message: the waiter must fall back on the TTL it was given.
 			require.NoError(t, rc.Do(ctx, rc.B().Del().Key(holder.Key()).Build()).Error())
-			select {
-			case err := <-acquired:
-				require.NoError(t, err)
-			case <-time.After(ttl + 5*time.Second):
-				t.Fatal("the waiter hung past the TTL bound")
-			}
+			requireAcquired(t, acquired, ttl+5*time.Second, "the waiter hung past the TTL bound")
 		})
 	})
 }
@@ -161,25 +148,12 @@ func TestForceUnlock(t *testing.T) {
 		hctx := mustLock(t, ctx, holder)
 		att := newAttempts()
 		waiter := lockClient(t, tp, rlock.Options{OnAttempt: att.hook}).Mutex(name)
-		acquired := make(chan error, 1)
-		go func() {
-			wctx, err := waiter.Lock(ctx)
-			if err == nil {
-				err = waiter.Unlock(wctx)
-			}
-			acquired <- err
-		}()
-		await(t, att.reached(name, 2), 10*time.Second, "the waiter to block")
+		acquired := startWaiter(t, ctx, waiter, att)
 
 		ok, err := admin.ForceUnlock(ctx, name)
 		require.NoError(t, err)
 		require.True(t, ok)
-		select {
-		case err := <-acquired:
-			require.NoError(t, err)
-		case <-time.After(5 * time.Second): // the holder's TTL was 900ms, but the message should beat it
-			t.Fatal("the waiter was not woken by the force-unlock")
-		}
+		requireAcquired(t, acquired, 5*time.Second, "the waiter was not woken by the force-unlock")
 		select {
 		case <-hctx.Done():
 			require.ErrorIs(t, context.Cause(hctx), rlock.ErrLockLost)
@@ -204,20 +178,7 @@ func TestClassicPubSubOnCluster(t *testing.T) {
 	att := newAttempts()
 	opts.OnAttempt = att.hook
 	waiter := lockClient(t, tp, opts).Mutex(name)
-	acquired := make(chan error, 1)
-	go func() {
-		wctx, err := waiter.Lock(ctx)
-		if err == nil {
-			err = waiter.Unlock(wctx)
-		}
-		acquired <- err
-	}()
-	await(t, att.reached(name, 2), 10*time.Second, "the waiter to block")
+	acquired := startWaiter(t, ctx, waiter, att)
 	require.NoError(t, holder.Unlock(hctx))
-	select {
-	case err := <-acquired:
-		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("classic pub/sub did not wake the waiter on the Cluster")
-	}
+	requireAcquired(t, acquired, 5*time.Second, "classic pub/sub did not wake the waiter on the Cluster")
 }
