@@ -103,12 +103,13 @@ func TestExclusion(t *testing.T) {
 
 // runChild is a worker process's main; it returns the exit code.
 func runChild(role string) int {
-	if role != "exclusion" {
+	work := map[string]func() error{"exclusion": exclusionWorker, "holder": holderChild}[role]
+	if work == nil {
 		fmt.Fprintln(os.Stderr, "unknown child role", role)
 		return 2
 	}
-	if err := exclusionWorker(); err != nil {
-		fmt.Fprintln(os.Stderr, "exclusion worker:", err)
+	if err := work(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s worker: %v\n", role, err)
 		return 1
 	}
 	return 0

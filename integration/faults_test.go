@@ -25,7 +25,7 @@ func TestReconnect(t *testing.T) {
 		holder := lockClient(t, tp, rlock.Options{}).Mutex(name) // TTL 30s
 		hctx := mustLock(t, ctx, holder)
 		att := newAttempts()
-		c := lockClient(t, tp, rlock.Options{OnAttempt: att.hook})
+		c := lockClient(t, tp, att.options(rlock.Options{}))
 
 		var wg sync.WaitGroup
 		blockWaiters(t, att, name, waiters, &wg, func() {

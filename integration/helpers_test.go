@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/latchkey/latchkey/integration/redistest"
 	"github.com/latchkey/latchkey/rlock"
 )
 
@@ -20,6 +22,11 @@ type topology struct {
 	name    string
 	addrs   []string
 	cluster bool
+
+	// How clients connect, when not in plain text as the default user
+	// (the TLS and ACL tests).
+	tls            *tls.Config
+	user, password string
 }
 
 func topologies() []topology {
@@ -39,7 +46,10 @@ func forEachTopology(t *testing.T, f func(t *testing.T, tp topology)) {
 // redisClient opens a rueidis client on tp, closed when the test ends.
 func redisClient(t testing.TB, tp topology) rueidis.Client {
 	t.Helper()
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: tp.addrs, DisableCache: true})
+	rc, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress: tp.addrs, DisableCache: true,
+		TLSConfig: tp.tls, Username: tp.user, Password: tp.password,
+	})
 	require.NoError(t, err)
 	t.Cleanup(rc.Close)
 	return rc
@@ -78,6 +88,16 @@ type want struct {
 }
 
 func newAttempts() *attempts { return &attempts{n: make(map[string]int)} }
+
+// options returns opts with both hooks set: attempts count under the lock's
+// name, waits under "wait:" + name.
+func (a *attempts) options(opts rlock.Options) rlock.Options {
+	opts.OnAttempt = a.hook
+	opts.OnWait = func(name string) { a.hook(waitKey(name), false) }
+	return opts
+}
+
+func waitKey(name string) string { return "wait:" + name }
 
 func (a *attempts) hook(name string, _ bool) {
 	a.mu.Lock()
@@ -165,6 +185,31 @@ func subscribeRaw(t *testing.T, tp topology, channel string) *rawSubscriber {
 	return s
 }
 
+// rawWaiterID is the client id under which rawWaiter queues.
+const rawWaiterID = "raw-waiter"
+
+// rawWaiter queues a pretend client in the wait queue of the lock at key and
+// subscribes to its channel, so that the next release wakes it: a way to
+// watch what releases publish.
+func rawWaiter(t *testing.T, tp topology, rc rueidis.Client, key string) *rawSubscriber {
+	t.Helper()
+	sub := subscribeRaw(t, tp, key+":ch:"+rawWaiterID)
+	queueRawWaiter(t, rc, key)
+	t.Cleanup(func() {
+		// Not every test releases the lock that would pop it.
+		_ = rc.Do(context.Background(), rc.B().Zrem().Key(key+":q").Member(rawWaiterID).Build()).Error()
+	})
+	return sub
+}
+
+// queueRawWaiter queues rawWaiter's pretend client again: each release that
+// wakes it takes it off the queue.
+func queueRawWaiter(t *testing.T, rc rueidis.Client, key string) {
+	t.Helper()
+	err := rc.Do(context.Background(), rc.B().Zadd().Key(key+":q").ScoreMember().ScoreMember(0, rawWaiterID).Build()).Error()
+	require.NoError(t, err)
+}
+
 // publish sends a message on a lock's channel the way the scripts would.
 func publish(t *testing.T, rc rueidis.Client, tp topology, channel, msg string) {
 	t.Helper()
@@ -200,13 +245,14 @@ func exists(t testing.TB, rc rueidis.Client, key string) bool {
 }
 
 // blockWaiters starts n goroutines running lock (each should call Lock on its
-// own handle) and returns once all of them wait. The first waiter tries, then
-// subscribes and tries again; the others find the subscription confirmed and
-// join it, trying once each. Starting them in that order makes the number of
-// attempts that means "everyone waits" exact: 2 + (n-1).
+// own handle, of a client made with att.options) and returns once all of
+// them wait. The first waiter tries, subscribes, tries again and waits; the
+// others find the subscription confirmed and join it, sleeping at once
+// until the holder's TTL as the first one saw it. Each waiter's first
+// sleep is counted, so n waits mean "everyone waits".
 func blockWaiters(t *testing.T, att *attempts, name string, n int, wg *sync.WaitGroup, lock func()) {
 	t.Helper()
-	base := att.count(name)
+	base := att.count(waitKey(name))
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
@@ -214,10 +260,10 @@ func blockWaiters(t *testing.T, att *attempts, name string, n int, wg *sync.Wait
 			lock()
 		}()
 		if i == 0 {
-			await(t, att.reached(name, base+2), 20*time.Second, "the first waiter to block")
+			await(t, att.reached(waitKey(name), base+1), 20*time.Second, "the first waiter to block")
 		}
 	}
-	await(t, att.reached(name, base+2+(n-1)), 20*time.Second, "all waiters to block")
+	await(t, att.reached(waitKey(name), base+n), 20*time.Second, "all waiters to block")
 }
 
 // startWaiter runs m.Lock then m.Unlock in a goroutine and returns once the
@@ -244,6 +290,27 @@ func requireAcquired(t *testing.T, done <-chan error, d time.Duration, what stri
 	select {
 	case err := <-done:
 		require.NoError(t, err)
+	case <-time.After(d):
+		t.Fatalf("after %v: %s", d, what)
+	}
+}
+
+// ownServer starts a standalone Redis process for one test, which may then
+// reconfigure it (ACL users, freezing it) without disturbing the others.
+func ownServer(t *testing.T) *redistest.Server {
+	t.Helper()
+	srv, err := redistest.StartProcess(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// requireLost fails the test unless lctx ends with ErrLockLost within d.
+func requireLost(t *testing.T, lctx context.Context, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-lctx.Done():
+		require.ErrorIs(t, context.Cause(lctx), rlock.ErrLockLost)
 	case <-time.After(d):
 		t.Fatalf("after %v: %s", d, what)
 	}

@@ -97,7 +97,7 @@ func TestNonOwnerUnlock(t *testing.T) {
 
 		before, err := rc.Do(ctx, rc.B().Hgetall().Key(holder.Key()).Build()).AsStrMap()
 		require.NoError(t, err)
-		sub := subscribeRaw(t, tp, holder.Key()+":ch")
+		sub := rawWaiter(t, tp, rc, holder.Key())
 
 		for _, stranger := range []*rlock.Mutex{
 			lockClient(t, tp, rlock.Options{}).Mutex(holder.Name()), // another process
@@ -113,7 +113,7 @@ func TestNonOwnerUnlock(t *testing.T) {
 		require.NoError(t, err)
 		require.Greater(t, pttl, int64(50*time.Second/time.Millisecond), "TTL must not have been touched")
 		// Anything the failed unlocks published would arrive before this.
-		publish(t, rc, tp, holder.Key()+":ch", "sentinel")
+		publish(t, rc, tp, holder.Key()+":ch:"+rawWaiterID, "sentinel")
 		select {
 		case msg := <-sub.msgs:
 			require.Equal(t, "sentinel", msg, "a non-owner unlock published")

@@ -71,6 +71,13 @@ type Options struct {
 	// UnsubscribeTimeout bounds the UNSUBSCRIBE sent when the last waiter
 	// leaves a channel or the hub closes.
 	UnsubscribeTimeout time.Duration
+	// OnUnclaimed, when set, is told of a wake-up that no waiter will take:
+	// a message that arrived while the channel had no waiters (it was being
+	// unsubscribed), or one still pending when the last waiter left. A
+	// publisher that sends exactly one wake-up per event can then pass it
+	// on elsewhere. It may run on rueidis' connection goroutine: it must
+	// not block.
+	OnUnclaimed func(channel string)
 }
 
 // ErrClosed is returned by Subscribe and Wait once the hub is closed.
@@ -200,6 +207,12 @@ func (h *Hub) Join(name string) *Subscription {
 	return &Subscription{hub: h, ch: ch}
 }
 
+func (h *Hub) unclaimed(name string) {
+	if f := h.opts.OnUnclaimed; f != nil {
+		f(name)
+	}
+}
+
 // run owns one channel's subscription for as long as anyone wants it. Each
 // pass of the loop is one rueidis Receive call (a "round"); rueidis itself
 // resubscribes after reconnects inside a round.
@@ -288,6 +301,13 @@ func (h *Hub) receive(ctx context.Context, ch *channel, r *round) error {
 	}
 	rctx := rueidis.WithOnReceiveReturnHook(rueidis.WithOnSubscriptionHook(ctx, onSubscription), onReturn)
 	err := h.client.Receive(rctx, sub, func(rueidis.PubSubMessage) {
+		h.mu.Lock()
+		unclaimed := ch.refs == 0
+		h.mu.Unlock()
+		if unclaimed {
+			h.unclaimed(ch.name)
+			return
+		}
 		select {
 		case ch.permit <- struct{}{}:
 		default: // a wake-up is already pending; one is enough to make progress

@@ -657,3 +657,27 @@ func TestJoinOnlyJoinsConfirmedSubscriptions(t *testing.T) {
 	h.Close()
 	require.Nil(t, h.Join(ch), "joined after Close")
 }
+
+// TestUnclaimedWakeUpIsReported: a wake-up still pending when the last
+// waiter leaves is handed to OnUnclaimed, once; and WaitFor's signal wakes a
+// waiter like a message would.
+func TestUnclaimedWakeUpIsReported(t *testing.T) {
+	c := newClient(t, redisAddr)
+	unclaimed := make(chan string, 4)
+	h := newHub(t, c, Options{OnUnclaimed: func(ch string) { unclaimed <- ch }})
+	ch := uniqueChannel(t)
+	subs := subscribeN(t, h, ch, 2)
+
+	signal := make(chan struct{}, 1)
+	signal <- struct{}{}
+	w, err := subs[0].WaitFor(t.Context(), subs[0].Mark(), longWait, signal)
+	require.NoError(t, err)
+	require.Equal(t, Signalled, w)
+
+	subs[0].PassOn() // a wake-up nobody takes
+	subs[0].Release()
+	require.Empty(t, unclaimed, "a waiter is left to take it")
+	subs[1].Release()
+	require.Equal(t, ch, await(t, unclaimed, "the unclaimed wake-up"))
+	require.Empty(t, unclaimed, "reported once")
+}

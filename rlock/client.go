@@ -2,12 +2,14 @@ package rlock
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
@@ -21,18 +23,22 @@ import (
 // without a lease). A Client is safe for concurrent use; create one per
 // process and Close it when done.
 type Client struct {
-	rc        rueidis.Client
-	opts      Options
-	id        string
-	notifyArg string
-	hub       *notify.Hub
-	wd        *watchdog.Watchdog
-	seq       atomic.Uint64
-	done      chan struct{}
+	rc         rueidis.Client
+	opts       Options
+	id         string
+	notifyArg  string
+	handoffArg string // Options.HandoffWindow in ms, for the scripts
+	hub        *notify.Hub
+	wd         *watchdog.Watchdog
+	bg         sync.WaitGroup // passUnclaimed calls
+	seq        atomic.Uint64  // owner ids
+	rid        atomic.Uint64  // release ids
+	done       chan struct{}
 
 	mu     sync.Mutex
 	closed bool
 	holds  map[holdKey]*hold
+	heirs  map[string]*heirLine // by lock key
 }
 
 // NewClient returns a Client over rc, which stays the caller's: Close does not
@@ -45,9 +51,10 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	// 122 random bits from crypto/rand; each handle adds a sequence number.
-	id, err := uuid.NewRandom()
-	if err != nil {
+	// 128 random bits from crypto/rand, so that no two clients anywhere
+	// share owner ids; each handle adds a sequence number.
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
 		return nil, fmt.Errorf("latchkey: generating the client id: %w", err)
 	}
 	wd, err := watchdog.New(rc, opts.watchdogOptions())
@@ -59,22 +66,25 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 		mode = notify.Sharded
 	}
 	c := &Client{
-		rc:        rc,
-		opts:      opts,
-		id:        id.String(),
-		notifyArg: luascripts.NotifyClassic,
-		hub:       notify.NewHub(rc, notify.Options{Mode: mode}),
-		wd:        wd,
-		done:      make(chan struct{}),
-		holds:     make(map[holdKey]*hold),
+		rc:         rc,
+		opts:       opts,
+		id:         hex.EncodeToString(raw[:]),
+		notifyArg:  luascripts.NotifyClassic,
+		handoffArg: strconv.FormatInt(opts.HandoffWindow.Milliseconds(), 10),
+		hub:        nil, // below: its OnUnclaimed needs c
+		wd:         wd,
+		done:       make(chan struct{}),
+		holds:      make(map[holdKey]*hold),
+		heirs:      make(map[string]*heirLine),
 	}
 	if mode == notify.Sharded {
 		c.notifyArg = luascripts.NotifySharded
 	}
+	c.hub = notify.NewHub(rc, notify.Options{Mode: mode, OnUnclaimed: c.passUnclaimed})
 	return c, nil
 }
 
-// ID is the random id this client's owner ids start with.
+// ID is the random id (32 hex digits) this client's owner ids start with.
 func (c *Client) ID() string { return c.id }
 
 // WatchdogStats returns the watchdog's running totals.
@@ -99,6 +109,7 @@ func (c *Client) Close() error {
 
 	c.wd.Close()
 	c.hub.Close()
+	c.bg.Wait()
 	for _, h := range holds {
 		for _, lv := range h.levels {
 			lv.cancel(ErrClosed)
@@ -111,7 +122,13 @@ func (c *Client) Close() error {
 // one per goroutine that must be excluded from the others. A handle is one
 // owner: a second Lock through the same handle re-enters instead of
 // waiting, exactly as a second Lock with a context returned by Lock does.
-// An invalid name is reported by the handle's methods as ErrInvalidName.
+//
+// A name is 1 to MaxNameLen bytes, any bytes but '{' and '}' (they would
+// change the Redis Cluster hash tag). Names are binary-safe and used
+// verbatim: NUL bytes and invalid UTF-8 are kept as they are, never
+// normalised, and glob characters such as *?[] are literal, so "a*" and "ab"
+// are different locks. An invalid name is reported by the handle's methods
+// as ErrInvalidName, before any I/O.
 func (c *Client) Mutex(name string) *Mutex {
 	return c.newMutex(name, false)
 }
@@ -133,6 +150,7 @@ func (c *Client) newMutex(name string, spin bool) *Mutex {
 	key, channel, err := lockKeys(c.opts.Prefix, name)
 	return &Mutex{
 		c: c, name: name, key: key, channel: channel, err: err, spin: spin,
+		fence: fenceKey(key), queue: queueKey(key), inbox: channel + ":" + c.id,
 		owner: c.id + ":" + strconv.FormatUint(c.seq.Add(1), 10),
 	}
 }
@@ -149,11 +167,36 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	n, err := luascripts.ForceUnlock.Exec(ctx, c.rc, []string{key, channel}, []string{c.notifyArg}).AsInt64()
+	if ctx.Err() != nil {
+		return false, ctxErr(ctx)
+	}
+	n, err := luascripts.ForceUnlock.Exec(ctx, c.rc, []string{key, channel, queueKey(key)}, []string{c.notifyArg}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("latchkey: force-unlock %q: %w", name, err)
 	}
 	return n == 1, nil
+}
+
+// passUnclaimed passes on a wake-up that reached this client when none of
+// its waiters could take it (they had all left): the lock was handed off to
+// this client, and without this the next client would wait out its TTL.
+// It runs on rueidis' goroutine or under the hub's mutex, so the I/O is
+// done in a goroutine that Close waits for.
+func (c *Client) passUnclaimed(channel string) {
+	key, ok := strings.CutSuffix(channel, ":ch:"+c.id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !ok || c.closed {
+		return
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReleaseTimeout)
+		defer cancel()
+		keys := []string{key, key + ":ch", queueKey(key)}
+		_ = luascripts.Pass.Exec(ctx, c.rc, keys, []string{c.notifyArg, c.id, c.handoffArg}).Error()
+	}()
 }
 
 func (c *Client) isClosed() bool {

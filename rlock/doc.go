@@ -2,9 +2,12 @@
 // manner of Redisson's RLock, over a rueidis client.
 //
 // A lock is a Redis hash {owner id → hold count} that only Lua scripts
-// change. Lock blocks until the lock is held or the context ends, waiting
-// for the holder's unlock message on a pub/sub channel that every waiter of
-// the process shares, and never longer than the holder's remaining TTL.
+// change. Lock blocks until the lock is held or the context ends. A refused
+// waiter queues its client in the lock's wait queue; each release wakes the
+// oldest queued client with one pub/sub message (shared by every waiter of
+// the process, waking one of them) and hands the lock to it for a short
+// window. No wait is longer than the holder's remaining TTL. Every grant
+// carries a fencing token (Mutex.Token) that rises from grant to grant.
 // Without WithLease, a watchdog (one goroutine per Client) keeps the lock
 // alive until Unlock; if the lock is lost, the context Lock returned is
 // cancelled with ErrLockLost as its cause.

@@ -15,10 +15,12 @@ type holdKey struct{ key, owner string }
 type hold struct {
 	levels []*level
 	wd     *watchdog.Entry // set while any level was taken without a lease
+	token  int64           // the grant's fencing token
 }
 
 type level struct {
 	cancel context.CancelCauseFunc
+	token  int64 // the hold's token when this level was taken
 }
 
 // ownerKey is the context key under which a lock context carries its owner
@@ -38,7 +40,7 @@ func (c *Client) grant(parent context.Context, m *Mutex, owner string, t try, lo
 			fmt.Errorf("%w: %q: its lease of %v ran out", ErrLockLost, m.name, lo.lease))
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	lv := &level{cancel: func(cause error) {
+	lv := &level{token: t.Token, cancel: func(cause error) {
 		cancel(cause)
 		if stopLease != nil {
 			stopLease()
@@ -63,7 +65,7 @@ func (c *Client) grant(parent context.Context, m *Mutex, owner string, t try, lo
 		stale, h = h, nil
 	}
 	if h == nil {
-		h = &hold{}
+		h = &hold{token: t.Token}
 		c.holds[hk] = h
 	}
 	h.levels = append(h.levels, lv)
@@ -99,24 +101,25 @@ func (c *Client) lost(hk holdKey, h *hold, cause error) {
 	}
 }
 
-// popLevel removes the innermost level of owner's hold. When it was the last,
-// the hold is forgotten and its watchdog entry (if any) returned for the
-// caller to stop outside c.mu: Stop may wait for a loss callback that takes c.mu.
-func (c *Client) popLevel(hk holdKey) (lv *level, wd *watchdog.Entry) {
+// popLevel removes the innermost level of owner's hold. When it was the last
+// (last), the hold is forgotten and its watchdog entry (if any) returned for
+// the caller to stop outside c.mu: Stop may wait for a loss callback that
+// takes c.mu.
+func (c *Client) popLevel(hk holdKey) (lv *level, wd *watchdog.Entry, last bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := c.holds[hk]
 	if h == nil || len(h.levels) == 0 {
-		return nil, nil
+		return nil, nil, false
 	}
 	lv = h.levels[len(h.levels)-1]
 	h.levels = h.levels[:len(h.levels)-1]
 	if len(h.levels) > 0 {
-		return lv, nil
+		return lv, nil, false
 	}
 	delete(c.holds, hk)
 	wd, h.wd = h.wd, nil
-	return lv, wd
+	return lv, wd, true
 }
 
 // dropHold forgets owner's hold after Redis said it holds nothing, ending
@@ -135,6 +138,16 @@ func (c *Client) dropHold(hk holdKey, name string) {
 	for _, lv := range h.levels {
 		lv.cancel(fmt.Errorf("%w: %q was no longer held at Unlock", ErrLockLost, name))
 	}
+}
+
+// token is the fencing token of owner's hold on key, 0 when none.
+func (c *Client) token(hk holdKey) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.holds[hk]; h != nil && len(h.levels) > 0 {
+		return h.token
+	}
+	return 0
 }
 
 // heldCount is the local hold count of owner on key.

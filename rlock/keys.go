@@ -17,6 +17,14 @@ func lockKeys(prefix, name string) (key, channel string, err error) {
 	return key, key + ":ch", nil
 }
 
+// fenceKey is the lock's fencing-token counter: in the lock's slot, since the
+// acquire script increments it, and without expiry, so tokens never go back.
+func fenceKey(key string) string { return key + ":fence" }
+
+// queueKey is the lock's wait queue: the clients with waiters, oldest first,
+// that releases wake one at a time (see internal/luascripts/wake.lua).
+func queueKey(key string) string { return key + ":q" }
+
 func validateName(name string) error {
 	switch {
 	case name == "":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -26,6 +27,9 @@ type Mutex struct {
 	name    string
 	key     string
 	channel string
+	fence   string // the fencing-token counter
+	queue   string // the wait queue of clients with waiters
+	inbox   string // the channel on which this client's waiters are woken
 	owner   string
 	spin    bool
 	err     error // invalid name, reported by every method
@@ -91,7 +95,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	}
 	owner := m.ownerFor(ctx)
 	hk := holdKey{m.key, owner}
-	lv, wd := m.c.popLevel(hk)
+	lv, wd, last := m.c.popLevel(hk)
 	if wd != nil {
 		// Stop renewing before releasing: a renewal that found the key
 		// just deleted would otherwise report a loss for a normal release.
@@ -101,13 +105,14 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		defer lv.cancel(nil)
 	}
 
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.opts.ReleaseTimeout)
-	defer cancel()
-	n, err := luascripts.Release.Exec(rctx, m.c.rc, []string{m.key, m.channel}, []string{owner, m.c.notifyArg, "0"}).AsInt64()
-	if err != nil {
-		return fmt.Errorf("latchkey: unlock %q: %w (the lock expires within its lease)", m.name, err)
+	var token int64
+	if lv != nil {
+		token = lv.token
 	}
-	status, err := luascripts.ParseRelease(n)
+	// After the loss signal nothing is held here any more, so a retried
+	// release that finds nothing held did not release anything either.
+	held := !(lv == nil && errors.Is(context.Cause(ctx), ErrLockLost))
+	status, err := m.releaseHold(ctx, owner, token, last, held)
 	if err != nil {
 		return err
 	}
@@ -119,6 +124,108 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		return fmt.Errorf("%w: %q", ErrNotHeld, m.name)
 	}
 	return nil
+}
+
+// releaseHold releases one hold of owner (of grant token, 0 if unknown).
+// At the hold's last level (last), if another goroutine of this client waits
+// for the lock, the release hands the lock over to it (see heirs.go).
+func (m *Mutex) releaseHold(ctx context.Context, owner string, token int64, last, held bool) (luascripts.ReleaseStatus, error) {
+	var h *heir
+	var yield bool
+	if last {
+		h, yield = m.c.promiseHeir(m.key)
+	}
+	r, sent, err := m.release(ctx, owner, token, h, yield, held)
+	switch {
+	case h != nil && err == nil && r.Status == luascripts.ReleaseHandedOver:
+		m.c.tell(h, handover{handed: true, token: r.Token, sent: sent})
+		return luascripts.Released, nil
+	case h != nil:
+		m.c.tell(h, handover{})
+	case err == nil && r.Status == luascripts.Released:
+		m.c.resetStreak(m.key)
+	}
+	return r.Status, err
+}
+
+// release runs the release script for one hold of owner. A retry of a call
+// whose reply was lost carries the same release id and grant token, so it
+// neither drops a second hold nor touches a newer grant; and when the
+// caller believed it held the lock (held), a retry that finds the hold gone
+// means the first call did release it. sent is when the first call was
+// sent: a handed-over lease runs from there.
+func (m *Mutex) release(ctx context.Context, owner string, token int64, h *heir, yield, held bool) (r luascripts.ReleaseReply, sent time.Time, err error) {
+	tok, heirOwner, heirLease, yieldArg := "", "", "0", ""
+	if token > 0 {
+		tok = strconv.FormatInt(token, 10)
+	}
+	if h != nil {
+		heirOwner, heirLease = h.owner, luascripts.Millis(h.m.lease(h.lo))
+	}
+	if yield {
+		yieldArg = "y"
+	}
+	args := []string{owner, m.c.notifyArg, "0", "", strconv.FormatUint(m.c.rid.Add(1), 10), m.c.handoffArg,
+		heirOwner, heirLease, yieldArg, m.c.id, "0"}
+	sent = time.Now()
+	v, retried, err := m.runRelease(ctx, args, tok)
+	if err != nil {
+		return r, sent, fmt.Errorf("latchkey: unlock %q: %w (the lock expires within its lease)", m.name, err)
+	}
+	r, err = luascripts.ParseRelease(v)
+	if err == nil && retried && held && r.Status == luascripts.ReleaseNotHeld {
+		r.Status = luascripts.Released
+	}
+	return r, sent, err
+}
+
+// runRelease runs the release script with args, retrying a call whose reply
+// was lost (a connection reset after the send, or no connection at all)
+// until ReleaseTimeout, whatever ctx does. Retries are marked as such and
+// carry token (see release.lua). retried reports that an earlier call may
+// have run.
+func (m *Mutex) runRelease(ctx context.Context, args []string, token string) (v []int64, retried bool, err error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.opts.ReleaseTimeout)
+	defer cancel()
+	keys := []string{m.key, m.channel, m.fence, m.queue}
+	backoff := m.c.opts.SpinBackoffMin
+	for ; ; retried = true {
+		if retried {
+			args[3], args[10] = token, "1"
+		}
+		v, err = luascripts.Release.Exec(rctx, m.c.rc, keys, args).AsIntSlice()
+		if err == nil {
+			return v, retried, nil
+		}
+		if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, rueidis.ErrClosing) {
+			return nil, retried, err
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-timer.C:
+		case <-rctx.Done():
+			timer.Stop()
+			return nil, retried, err
+		}
+		backoff = min(backoff*2, m.c.opts.SpinBackoffMax)
+	}
+}
+
+// Token returns the fencing token of the hold that the owner ctx carries (or
+// else this handle) has on the lock, or ErrNotHeld. Tokens rise strictly
+// from grant to grant of one lock, across all clients; re-entries share
+// their grant's token. Pass it with every write to a resource the lock
+// protects, and have the resource reject a token below the highest it has
+// seen: that is what stops a holder that paused past its lease (see
+// docs/safety.md). Token does no I/O.
+func (m *Mutex) Token(ctx context.Context) (int64, error) {
+	if err := m.checkCtx(ctx); err != nil {
+		return 0, err
+	}
+	if t := m.c.token(holdKey{m.key, m.ownerFor(ctx)}); t > 0 {
+		return t, nil
+	}
+	return 0, fmt.Errorf("%w: %q (no fencing token without a hold)", ErrNotHeld, m.name)
 }
 
 // IsLocked reports whether anyone holds the lock.
@@ -150,6 +257,9 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 func (m *Mutex) inspect(ctx context.Context) (luascripts.InspectReply, error) {
 	if err := m.checkCtx(ctx); err != nil {
 		return luascripts.InspectReply{}, err
+	}
+	if ctx.Err() != nil {
+		return luascripts.InspectReply{}, ctxErr(ctx)
 	}
 	v, err := luascripts.Inspect.Exec(ctx, m.c.rc, []string{m.key}, []string{m.ownerFor(ctx)}).AsIntSlice()
 	if err != nil {
@@ -203,13 +313,26 @@ type try struct {
 	held int64     // the owner's local hold count when it was sent
 }
 
+// queueing says whether an attempt is made by a waiter who will wait for a
+// wake-up (its client is then queued if refused), and whether others of its
+// client wait too (its client is then queued again if it acquires).
+type queueing struct{ waiting, others bool }
+
 // attempt runs the acquire script once. If the outcome is unknown (the
 // connection failed or ctx ended after the command may have been sent) it
 // undoes the acquisition in case it happened, so no lock is left that
 // nobody knows it holds, and returns the error.
-func (m *Mutex) attempt(ctx context.Context, owner string, lo lockOptions) (try, error) {
+func (m *Mutex) attempt(ctx context.Context, owner string, lo lockOptions, q queueing) (try, error) {
 	t := try{held: m.c.heldCount(holdKey{m.key, owner}), sent: time.Now()}
-	v, err := luascripts.Acquire.Exec(ctx, m.c.rc, []string{m.key}, []string{owner, luascripts.Millis(m.lease(lo))}).AsIntSlice()
+	flags := ""
+	switch {
+	case q.waiting && q.others:
+		flags = "wr"
+	case q.waiting:
+		flags = "w"
+	}
+	keys := []string{m.key, m.fence, m.queue}
+	v, err := luascripts.Acquire.Exec(ctx, m.c.rc, keys, []string{owner, luascripts.Millis(m.lease(lo)), m.c.id, flags}).AsIntSlice()
 	if err == nil {
 		t.AcquireReply, err = luascripts.ParseAcquire(v)
 	}
@@ -229,10 +352,8 @@ func (m *Mutex) attempt(ctx context.Context, owner string, lo lockOptions) (try,
 // undo releases owner's hold if, and only if, its count is exactly count:
 // that is the state an acquisition we cannot confirm would have left.
 func (m *Mutex) undo(owner string, count int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), m.c.opts.ReleaseTimeout)
-	defer cancel()
-	args := []string{owner, m.c.notifyArg, fmt.Sprint(count)}
-	_ = luascripts.Release.Exec(ctx, m.c.rc, []string{m.key, m.channel}, args).Error()
+	args := []string{owner, m.c.notifyArg, strconv.FormatInt(count, 10), "", "", m.c.handoffArg, "", "0", "", m.c.id, "0"}
+	_, _, _ = m.runRelease(context.Background(), args, "")
 }
 
 // unknownOutcomeError is an acquire that may or may not have reached Redis;

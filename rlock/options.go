@@ -13,6 +13,10 @@ const (
 	DefaultSpinBackoffMin = time.Millisecond
 	DefaultSpinBackoffMax = 128 * time.Millisecond
 	DefaultReleaseTimeout = 5 * time.Second
+	DefaultHandoffWindow  = 50 * time.Millisecond
+	// DefaultMaxLocalHandovers bounds a client's handovers in a row while
+	// other clients are queued.
+	DefaultMaxLocalHandovers = 8
 	// DefaultNoExpiryWait bounds a wait on a lock that has no expiry (a key
 	// written by something other than latchkey), which gives no TTL to wait for.
 	DefaultNoExpiryWait = time.Second
@@ -20,10 +24,12 @@ const (
 
 // Limits on names and durations, checked before any I/O.
 const (
+	// MaxNameLen is the longest lock name accepted, in bytes.
 	MaxNameLen = 1024
-	// MaxLease is the longest explicit lease accepted. Longer leases are
-	// almost always a unit mistake, and far enough out they overflow Redis'
-	// expiry arithmetic.
+	// MaxLease is the longest explicit lease accepted, and the longest
+	// WatchdogTimeout and SpinBackoffMax. Longer durations are almost always
+	// a unit mistake, and far enough out they overflow the arithmetic done on
+	// them (milliseconds for Redis, doubling backoffs).
 	MaxLease = 365 * 24 * time.Hour
 )
 
@@ -49,7 +55,7 @@ type Options struct {
 	Prefix string
 
 	// WatchdogTimeout is the lease of a lock taken without WithLease, renewed
-	// for as long as it is held. Default 30s.
+	// for as long as it is held. Default 30s; at most MaxLease.
 	WatchdogTimeout time.Duration
 	// WatchdogInterval is the renewal period. Default WatchdogTimeout/3.
 	WatchdogInterval time.Duration
@@ -60,20 +66,46 @@ type Options struct {
 	PubSub PubSubMode
 
 	// SpinBackoffMin and SpinBackoffMax bound the spin variant's exponential
-	// backoff (with jitter). Defaults 1ms and 128ms.
+	// backoff (with jitter). Defaults 1ms and 128ms; SpinBackoffMax is at
+	// most MaxLease.
 	SpinBackoffMin time.Duration
 	SpinBackoffMax time.Duration
 
-	// ReleaseTimeout bounds Unlock's Redis call and the call that undoes an
-	// acquisition whose outcome is unknown. Both ignore the caller's
-	// cancellation, so that `defer m.Unlock(ctx)` releases even after ctx
-	// ended. Default 5s.
+	// HandoffWindow is how long a released lock stays reserved for the
+	// waiting client that the release woke, so that the wake-up has time to
+	// arrive before anyone else (typically the goroutine that just released,
+	// asking again at once) takes the lock. It makes pub/sub waiters first
+	// come, first served across clients and saves the woken waiter a failed
+	// try. A client that does not come within the window loses its turn to
+	// whoever asks next. Default 50ms; a negative value turns handoffs off
+	// (then a release only wakes, and anyone may take the lock).
+	HandoffWindow time.Duration
+
+	// MaxLocalHandovers bounds how many times in a row a release may hand
+	// the lock straight to another waiting goroutine of the same Client
+	// (one round trip, no message, no acquire) while other clients are
+	// queued for it; then the release goes to the oldest queued client.
+	// Handovers make a contended lock cheaper and faster; the bound keeps
+	// other processes from starving. Default 8; negative turns handovers
+	// off (strictly first come, first served across clients).
+	MaxLocalHandovers int
+
+	// ReleaseTimeout bounds Unlock's release and the undo of an acquisition
+	// whose outcome is unknown; each is retried while its reply is lost or
+	// Redis cannot be reached. Both ignore the caller's cancellation, so
+	// that `defer m.Unlock(ctx)` releases even after ctx ended, and a Lock
+	// whose ctx ended may return up to ReleaseTimeout later. Default 5s.
 	ReleaseTimeout time.Duration
 
 	// OnAttempt, when set, is called after every run of the acquire script
 	// with the lock's name and whether it acquired. It is for metrics and
 	// tests; it runs on the caller's goroutine and must be fast.
 	OnAttempt func(name string, acquired bool)
+	// OnWait, when set, is called each time a waiter goes to sleep until a
+	// wake-up, the holder's TTL or its next poll, with the lock's name. Like
+	// OnAttempt it is for metrics and tests, runs on the caller's goroutine
+	// and must be fast.
+	OnWait func(name string)
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -89,13 +121,32 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ReleaseTimeout == 0 {
 		o.ReleaseTimeout = DefaultReleaseTimeout
 	}
+	if o.MaxLocalHandovers == 0 {
+		o.MaxLocalHandovers = DefaultMaxLocalHandovers
+	}
+	switch {
+	case o.HandoffWindow == 0:
+		o.HandoffWindow = DefaultHandoffWindow
+	case o.HandoffWindow < 0:
+		o.HandoffWindow = 0
+	case o.HandoffWindow < time.Millisecond || o.HandoffWindow > MaxLease:
+		return o, fmt.Errorf("%w: HandoffWindow %v must be between 1ms and %v, or negative for none", ErrInvalidOptions, o.HandoffWindow, MaxLease)
+	}
 	switch {
 	case containsBrace(o.Prefix):
 		return o, fmt.Errorf("%w: Prefix %q must not contain braces", ErrInvalidOptions, o.Prefix)
 	case o.WatchdogTimeout < 0 || o.WatchdogInterval < 0 || o.RenewBatchSize < 0:
 		return o, fmt.Errorf("%w: watchdog settings must not be negative", ErrInvalidOptions)
+	case o.WatchdogTimeout > MaxLease:
+		// Sent to Redis in milliseconds, a longer timeout can overflow into a
+		// negative PEXPIRE, which deletes the lock or leaves it without expiry.
+		return o, fmt.Errorf("%w: WatchdogTimeout %v exceeds MaxLease (%v)", ErrInvalidOptions, o.WatchdogTimeout, MaxLease)
 	case o.SpinBackoffMin < 0 || o.SpinBackoffMax < o.SpinBackoffMin:
 		return o, fmt.Errorf("%w: need 0 < SpinBackoffMin (%v) <= SpinBackoffMax (%v)", ErrInvalidOptions, o.SpinBackoffMin, o.SpinBackoffMax)
+	case o.SpinBackoffMax > MaxLease:
+		// The backoff doubles up to this bound; near MaxInt64 the doubling
+		// overflows to a negative sleep and the jitter panics.
+		return o, fmt.Errorf("%w: SpinBackoffMax %v exceeds MaxLease (%v)", ErrInvalidOptions, o.SpinBackoffMax, MaxLease)
 	case o.ReleaseTimeout < 0:
 		return o, fmt.Errorf("%w: ReleaseTimeout %v is negative", ErrInvalidOptions, o.ReleaseTimeout)
 	case o.PubSub < PubSubAuto || o.PubSub > PubSubSharded:

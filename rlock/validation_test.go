@@ -2,6 +2,7 @@ package rlock_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -121,26 +122,43 @@ func TestLockOptionsAreCheckedBeforeIO(t *testing.T) {
 	require.ErrorIs(t, err, rlock.ErrInvalidArgument, "WithWait is TryLock's")
 }
 
+// TestContextsAreCheckedBeforeIO: every method refuses a nil context with
+// ErrInvalidArgument, and every method but Unlock an already-cancelled one
+// with its error, before any I/O. Unlock ignores cancellation on purpose
+// (`defer m.Unlock(lctx)` must release after lctx ended; see
+// TestUnlockIgnoresCancellation in the integration tests).
 func TestContextsAreCheckedBeforeIO(t *testing.T) {
 	c, _ := newNoIO(t)
-	m := c.Mutex("ok")
 	var nilCtx context.Context
-	_, err := m.Lock(nilCtx)
-	require.ErrorIs(t, err, rlock.ErrInvalidArgument)
-	_, _, err = m.TryLock(nilCtx)
-	require.ErrorIs(t, err, rlock.ErrInvalidArgument)
-	require.ErrorIs(t, m.Unlock(nilCtx), rlock.ErrInvalidArgument)
-	_, err = m.IsLocked(nilCtx)
-	require.ErrorIs(t, err, rlock.ErrInvalidArgument)
-	_, err = c.ForceUnlock(nilCtx, "ok")
-	require.ErrorIs(t, err, rlock.ErrInvalidArgument)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err = m.Lock(ctx)
-	require.ErrorIs(t, err, context.Canceled)
-	_, _, err = m.TryLock(ctx)
-	require.ErrorIs(t, err, context.Canceled)
+	cancelled, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("the caller gave up"))
+	for name, call := range map[string]func(*rlock.Mutex, context.Context) error{
+		"Lock": func(m *rlock.Mutex, ctx context.Context) error { _, err := m.Lock(ctx); return err },
+		"TryLock": func(m *rlock.Mutex, ctx context.Context) error {
+			_, _, err := m.TryLock(ctx, rlock.WithWait(time.Second))
+			return err
+		},
+		"IsLocked":  func(m *rlock.Mutex, ctx context.Context) error { _, err := m.IsLocked(ctx); return err },
+		"HoldCount": func(m *rlock.Mutex, ctx context.Context) error { _, err := m.HoldCount(ctx); return err },
+		"TTL":       func(m *rlock.Mutex, ctx context.Context) error { _, err := m.TTL(ctx); return err },
+		"ForceUnlock": func(m *rlock.Mutex, ctx context.Context) error {
+			_, err := c.ForceUnlock(ctx, m.Name())
+			return err
+		},
+		"Unlock": func(m *rlock.Mutex, ctx context.Context) error { return m.Unlock(ctx) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, m := range []*rlock.Mutex{c.Mutex("ok"), c.SpinMutex("ok")} {
+				require.ErrorIs(t, call(m, nilCtx), rlock.ErrInvalidArgument)
+				if name == "Unlock" {
+					continue
+				}
+				err := call(m, cancelled)
+				require.ErrorIs(t, err, context.Canceled)
+				require.ErrorContains(t, err, "the caller gave up", "the cause is kept")
+			}
+		})
+	}
 }
 
 func TestClosedClientRefusesBeforeIO(t *testing.T) {

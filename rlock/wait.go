@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/latchkey/latchkey/internal/luascripts"
 	"github.com/latchkey/latchkey/notify"
 )
 
@@ -17,11 +18,11 @@ func (m *Mutex) acquire(ctx context.Context, lo lockOptions, deadline time.Time)
 	if !m.spin && deadline.IsZero() {
 		// Others in this process already wait on this lock: the lock is
 		// very likely busy, so join them without the usual first try.
-		if sub := m.c.hub.Join(m.channel); sub != nil {
-			return m.pubsubLoop(ctx, sub, owner, lo, deadline)
+		if sub := m.c.hub.Join(m.inbox); sub != nil {
+			return m.pubsubLoop(ctx, sub, owner, lo, deadline, true)
 		}
 	}
-	r, err := m.attempt(ctx, owner, lo)
+	r, err := m.attempt(ctx, owner, lo, queueing{})
 	switch {
 	case err == nil && r.Acquired:
 		return m.c.grant(ctx, m, owner, r, lo)
@@ -53,33 +54,72 @@ func (m *Mutex) pubsubWait(ctx context.Context, owner string, lo lockOptions, de
 		sctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	sub, err := m.c.hub.Subscribe(sctx, m.channel)
+	sub, err := m.c.hub.Subscribe(sctx, m.inbox)
 	if err != nil {
 		if ctx.Err() == nil && sctx.Err() != nil {
 			return nil, errBusy
 		}
 		return nil, m.ended(ctx, err)
 	}
-	return m.pubsubLoop(ctx, sub, owner, lo, deadline)
+	return m.pubsubLoop(ctx, sub, owner, lo, deadline, false)
 }
 
-// pubsubLoop is pubsubWait after the subscription is confirmed; it releases sub.
-func (m *Mutex) pubsubLoop(ctx context.Context, sub *notify.Subscription, owner string, lo lockOptions, deadline time.Time) (context.Context, error) {
-	defer sub.Release()
+// pubsubLoop is pubsubWait after the subscription is confirmed; it releases
+// sub. A waiter that joined others of its client (joined) first sleeps until
+// the holder's lease ends as they last saw it, without a try: while a client
+// has waiters, it is in the lock's queue, or one of its waiters is trying
+// and will queue it again if it acquires with others left (see won).
+func (m *Mutex) pubsubLoop(ctx context.Context, sub *notify.Subscription, owner string, lo lockOptions, deadline time.Time, joined bool) (lctx context.Context, err error) {
+	released := false
+	h := m.c.addHeir(ctx, m, owner, lo)
+	defer func() {
+		if res := m.c.removeHeir(h); res.handed && err != nil {
+			// Handed the lock as we gave up: pass it on (or release it).
+			_, _ = m.releaseHold(context.Background(), owner, res.token, true, true)
+		}
+		if !released {
+			sub.Release()
+		}
+	}()
 
 	var (
 		lastErr error
 		woken   bool // the last Wait took a message meant for one waiter
 		retry   = m.c.opts.SpinBackoffMin
 	)
+	if joined {
+		mark := sub.Mark()
+		if wait := time.Until(sub.Hint()); wait > 0 && (deadline.IsZero() || time.Until(deadline) > wait) {
+			m.c.beginWait(h)
+			m.onWait()
+			wake, err := sub.WaitFor(ctx, mark, wait, h.signal)
+			if err != nil {
+				return nil, m.ended(ctx, err)
+			}
+			woken = m.woke(h, wake)
+		}
+	}
 	for {
 		mark := sub.Mark()
-		r, err := m.attempt(ctx, owner, lo)
+		if !m.c.beginTry(h) {
+			// An Unlock of this client is handing the lock to us.
+			if res := m.c.takeOutcome(h); res.handed {
+				released = true
+				return m.inherit(ctx, sub, owner, res, lo)
+			}
+			continue
+		}
+		others := sub.Waiters() > 1
+		r, err := m.attempt(ctx, owner, lo, queueing{waiting: true, others: others})
 		var wait time.Duration
 		switch {
 		case err == nil && r.Acquired:
-			return m.c.grant(ctx, m, owner, r, lo)
+			released = true
+			return m.won(ctx, sub, owner, r, lo, others)
 		case err == nil:
+			if r.PTTL >= 0 {
+				sub.SetHint(r.sent.Add(r.PTTL))
+			}
 			woken, lastErr, retry = false, nil, m.c.opts.SpinBackoffMin
 			wait = m.ttlBound(r.PTTL)
 		case transient(ctx, err):
@@ -89,7 +129,7 @@ func (m *Mutex) pubsubLoop(ctx context.Context, sub *notify.Subscription, owner 
 			retry = min(retry*2, m.c.opts.SpinBackoffMax)
 		default:
 			if woken {
-				sub.PassOn()
+				m.passOn(sub)
 			}
 			return nil, m.ended(ctx, err)
 		}
@@ -97,7 +137,7 @@ func (m *Mutex) pubsubLoop(ctx context.Context, sub *notify.Subscription, owner 
 			left := time.Until(deadline)
 			if left <= 0 {
 				if woken {
-					sub.PassOn()
+					m.passOn(sub)
 				}
 				return nil, busyOr(lastErr)
 			}
@@ -107,12 +147,64 @@ func (m *Mutex) pubsubLoop(ctx context.Context, sub *notify.Subscription, owner 
 			// The message we took was for a try that could not run.
 			sub.PassOn()
 		}
-		wake, err := sub.Wait(ctx, mark, wait)
+		m.c.beginWait(h)
+		m.onWait()
+		wake, err := sub.WaitFor(ctx, mark, wait, h.signal)
 		if err != nil {
 			return nil, m.ended(ctx, withLast(err, lastErr))
 		}
-		woken = wake == notify.WokenOne
+		woken = m.woke(h, wake)
 	}
+}
+
+// woke interprets a Wait's result: whether it took a wake-up meant for one
+// waiter. A handover's signal is put back for the loop's top to take with
+// its outcome.
+func (m *Mutex) woke(h *heir, wake notify.Wake) bool {
+	if wake == notify.Signalled {
+		h.signal <- struct{}{}
+	}
+	return wake == notify.WokenOne
+}
+
+// inherit is a pub/sub waiter handed the lock by an Unlock of its client:
+// a grant like any other, leased from when that release was sent.
+func (m *Mutex) inherit(ctx context.Context, sub *notify.Subscription, owner string, res handover, lo lockOptions) (context.Context, error) {
+	sub.Release()
+	t := try{AcquireReply: luascripts.AcquireReply{Acquired: true, Count: 1, Token: res.token}, sent: res.sent, held: m.c.heldCount(holdKey{m.key, owner})}
+	return m.c.grant(ctx, m, owner, t, lo)
+}
+
+// won is a pub/sub waiter's successful try: it leaves the subscription and,
+// if waiters of its client joined after the try was sent (which did not ask
+// for the client to be queued again), queues the client for them.
+func (m *Mutex) won(ctx context.Context, sub *notify.Subscription, owner string, r try, lo lockOptions, requeued bool) (context.Context, error) {
+	if sub.Leave() > 0 && !requeued {
+		qctx, cancel := context.WithTimeout(context.Background(), m.c.opts.ReleaseTimeout)
+		ttl := luascripts.Millis(m.lease(lo) + queueSlack)
+		_ = luascripts.Enqueue.Exec(qctx, m.c.rc, []string{m.queue}, []string{m.c.id, ttl}).Error()
+		cancel()
+	}
+	return m.c.grant(ctx, m, owner, r, lo)
+}
+
+// queueSlack is how much longer than a lease a wait queue is kept (the
+// scripts use the same figure).
+const queueSlack = 10 * time.Second
+
+// passOn gives up a wake-up this waiter took without acting on it: to
+// another waiter of this client, or, when it is the client's last, to the
+// next waiting client, so that the release's one wake-up is not lost. The
+// wake-up of a waiter whose context ended as the message came is lost all
+// the same; the others' TTL-bounded waits cover that.
+func (m *Mutex) passOn(sub *notify.Subscription) {
+	if sub.Waiters() > 1 {
+		sub.PassOn()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.c.opts.ReleaseTimeout)
+	defer cancel()
+	_ = luascripts.Pass.Exec(ctx, m.c.rc, []string{m.key, m.channel, m.queue}, []string{m.c.notifyArg, m.c.id, m.c.handoffArg}).Error()
 }
 
 // spinWait polls with exponential backoff and jitter, never sleeping past the
@@ -134,6 +226,7 @@ func (m *Mutex) spinWait(ctx context.Context, owner string, lo lockOptions, dead
 			}
 			sleep = min(sleep, left)
 		}
+		m.onWait()
 		timer := time.NewTimer(sleep)
 		select {
 		case <-timer.C:
@@ -145,7 +238,7 @@ func (m *Mutex) spinWait(ctx context.Context, owner string, lo lockOptions, dead
 			return nil, ErrClosed
 		}
 		backoff = min(backoff*2, m.c.opts.SpinBackoffMax)
-		r, err := m.attempt(ctx, owner, lo)
+		r, err := m.attempt(ctx, owner, lo, queueing{})
 		switch {
 		case err == nil && r.Acquired:
 			return m.c.grant(ctx, m, owner, r, lo)
@@ -156,6 +249,12 @@ func (m *Mutex) spinWait(ctx context.Context, owner string, lo lockOptions, dead
 		default:
 			return nil, m.ended(ctx, err)
 		}
+	}
+}
+
+func (m *Mutex) onWait() {
+	if hook := m.c.opts.OnWait; hook != nil {
+		hook(m.name)
 	}
 }
 

@@ -91,9 +91,9 @@ func lock(t *testing.T, c rueidis.Client, owner string, lease time.Duration) (st
 	t.Helper()
 	key := uniqueKey(t)
 	sent := time.Now()
-	v, err := luascripts.Acquire.Exec(t.Context(), c, []string{key}, []string{owner, luascripts.Millis(lease)}).AsIntSlice()
+	v, err := luascripts.Acquire.Exec(t.Context(), c, []string{key, key + ":fence", key + ":q"}, []string{owner, luascripts.Millis(lease), "client", ""}).AsIntSlice()
 	require.NoError(t, err)
-	require.Equal(t, []int64{1, 1}, v)
+	require.Equal(t, []int64{1, 1, 1}, v)
 	return key, sent
 }
 
@@ -290,9 +290,9 @@ func TestGone(t *testing.T) {
 	// One deleted outright, one deleted and then taken by someone else.
 	del(t, c, deleted)
 	del(t, c, taken)
-	v, err := luascripts.Acquire.Exec(t.Context(), c, []string{taken}, []string{"owner-B", luascripts.Millis(time.Hour)}).AsIntSlice()
+	v, err := luascripts.Acquire.Exec(t.Context(), c, []string{taken, taken + ":fence", taken + ":q"}, []string{"owner-B", luascripts.Millis(time.Hour), "client", ""}).AsIntSlice()
 	require.NoError(t, err)
-	require.Equal(t, []int64{1, 1}, v)
+	require.Equal(t, []int64{1, 1, 2}, v, "a second grant: token 2")
 
 	// Found at the next tick; the slack is for slow CI machines.
 	bound := 3*interval + time.Second
@@ -377,13 +377,13 @@ func TestBatching(t *testing.T) {
 	calls := make([]luascripts.Call, n)
 	for i := range keys {
 		keys[i] = uniqueKey(t)
-		calls[i] = luascripts.Call{Keys: []string{keys[i]}, Args: []string{"owner-batch", luascripts.Millis(5 * time.Second)}}
+		calls[i] = luascripts.Call{Keys: []string{keys[i], keys[i] + ":fence", keys[i] + ":q"}, Args: []string{"owner-batch", luascripts.Millis(5 * time.Second), "client", ""}}
 	}
 	sent := time.Now()
 	for i, r := range luascripts.Acquire.ExecMulti(t.Context(), c, calls) {
 		v, err := r.AsIntSlice()
 		require.NoError(t, err)
-		require.Equal(t, []int64{1, 1}, v, keys[i])
+		require.Equal(t, []int64{1, 1, 1}, v, keys[i])
 	}
 	lost := newLostLog()
 	for _, k := range keys {

@@ -130,12 +130,12 @@ func startClusterNode(ctx context.Context, bin string, port int) (*redisProcess,
 			// clients or other nodes could not (or must not) use.
 			"--cluster-announce-ip", "127.0.0.1",
 		}
-		p, err := startRedisProcess(ctx, bin, port, args)
+		p, err := startRedisProcess(ctx, bin, port, nil, args)
 		if err == nil {
 			return p, nil
 		}
 		lastErr = err
-		if !errors.Is(err, errPortInUse) || ctx.Err() != nil {
+		if !errors.Is(err, ErrPortInUse) || ctx.Err() != nil {
 			break
 		}
 		ps, err := clusterPorts(1)

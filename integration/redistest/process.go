@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -65,6 +66,18 @@ const maxPortAttempts = 5
 // The child is killed by the kernel (Pdeathsig) if the test binary dies
 // without calling Close, so aborted test runs do not leave servers behind.
 func StartProcess(ctx context.Context, extraArgs ...string) (*Server, error) {
+	return startProcess(ctx, nil, extraArgs)
+}
+
+// StartTLSProcess is StartProcess for a server that speaks only TLS, with
+// files' certificate: the plain port is off (--port 0), Server.Addr is the
+// TLS port, and readiness is probed over TLS with files.ClientConfig().
+func StartTLSProcess(ctx context.Context, files *TLSFiles, extraArgs ...string) (*Server, error) {
+	return startProcess(ctx, files.ClientConfig(), append(files.ServerArgs(), extraArgs...))
+}
+
+// startProcess starts a server that listens with TLS when conf is set.
+func startProcess(ctx context.Context, conf *tls.Config, extraArgs []string) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -75,20 +88,43 @@ func StartProcess(ctx context.Context, extraArgs ...string) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		p, err := startRedisProcess(ctx, bin, port, extraArgs)
+		p, err := startRedisProcess(ctx, bin, port, conf, extraArgs)
 		if err == nil {
-			return &Server{Addr: p.addr, Kind: KindProcess, pid: p.cmd.Process.Pid, stop: p.close}, nil
+			return p.server(), nil
 		}
 		lastErr = err
-		if !errors.Is(err, errPortInUse) || ctx.Err() != nil {
+		if !errors.Is(err, ErrPortInUse) || ctx.Err() != nil {
 			break
 		}
 	}
 	return nil, lastErr
 }
 
-// errPortInUse marks start-up failures worth retrying on another port.
-var errPortInUse = errors.New("port already in use")
+// StartProcessOnPort is StartProcess on a port the caller chose. It exists
+// to restart a server in place: Close one, start another on its port, and
+// clients that know only the address reconnect to an empty server, as after
+// a crash without persistence. It does not retry: a port that someone else
+// took fails with ErrPortInUse.
+func StartProcessOnPort(ctx context.Context, port int, extraArgs ...string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	p, err := startRedisProcess(ctx, bin, port, nil, extraArgs)
+	if err != nil {
+		return nil, err
+	}
+	return p.server(), nil
+}
+
+// ErrPortInUse marks a start-up that failed because the port was taken.
+// StartProcess retries on another port; with StartProcessOnPort, pick
+// another port or stop whatever holds it.
+var ErrPortInUse = errors.New("port already in use")
+
+func (p *redisProcess) server() *Server {
+	return &Server{Addr: p.addr, Kind: KindProcess, pid: p.cmd.Process.Pid, stop: p.close}
+}
 
 // redisProcess is one running redis-server child.
 //
@@ -107,8 +143,10 @@ type redisProcess struct {
 }
 
 // startRedisProcess starts redis-server on 127.0.0.1:port and waits until it
-// answers PING. On failure nothing is left running and the temp dir is gone.
-func startRedisProcess(ctx context.Context, bin string, port int, extraArgs []string) (*redisProcess, error) {
+// answers PING. With conf, port is a TLS port, the only one the server
+// listens on, and PING goes over TLS. On failure nothing is left running and
+// the temp dir is gone.
+func startRedisProcess(ctx context.Context, bin string, port int, conf *tls.Config, extraArgs []string) (*redisProcess, error) {
 	dir, err := os.MkdirTemp("", "latchkey-redis-*")
 	if err != nil {
 		return nil, fmt.Errorf("redistest: cannot create a temp dir for redis-server (check $TMPDIR): %w", err)
@@ -119,8 +157,11 @@ func startRedisProcess(ctx context.Context, bin string, port int, extraArgs []st
 		logPath: filepath.Join(dir, "redis.log"),
 		outPath: filepath.Join(dir, "output.log"),
 	}
-	args := []string{
-		"--port", strconv.Itoa(port),
+	listen := []string{"--port", strconv.Itoa(port)}
+	if conf != nil {
+		listen = []string{"--port", "0", "--tls-port", strconv.Itoa(port)}
+	}
+	args := append(listen,
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
@@ -129,7 +170,7 @@ func startRedisProcess(ctx context.Context, bin string, port int, extraArgs []st
 		// files survive for the error message if start-up fails.
 		"--logfile", p.logPath,
 		"--daemonize", "no",
-	}
+	)
 	args = append(args, extraArgs...)
 	// exec.Command, not CommandContext: ctx bounds start-up only and must
 	// not kill a server the caller keeps using.
@@ -162,15 +203,35 @@ func startRedisProcess(ctx context.Context, bin string, port int, extraArgs []st
 		}
 		return nil
 	}
-	if err := waitPing(ctx, p.addr, alive); err != nil {
+	err = waitPingTLS(ctx, p.addr, conf, alive)
+	if err == nil && conf == nil {
+		// Another server already listening there answers the PING while
+		// ours fails to bind and exits: only our own pid counts as ready.
+		var pid int
+		if pid, err = serverPID(ctx, p.addr); err == nil && pid != p.cmd.Process.Pid {
+			p.close()
+			return nil, fmt.Errorf("redistest: %s is served by another process (pid %d): %w", p.addr, pid, ErrPortInUse)
+		}
+	}
+	if err != nil {
 		tail := p.logTail()
 		p.close()
 		if strings.Contains(tail, "Address already in use") {
-			return nil, fmt.Errorf("redistest: redis-server could not bind %s: %w", p.addr, errPortInUse)
+			return nil, fmt.Errorf("redistest: redis-server could not bind %s: %w", p.addr, ErrPortInUse)
 		}
 		return nil, fmt.Errorf("redistest: redis-server on %s did not become ready: %w\nredis-server output:\n%s", p.addr, err, tail)
 	}
 	return p, nil
+}
+
+// serverPID asks the server at addr for its process id.
+func serverPID(ctx context.Context, addr string) (int, error) {
+	v, err := command(ctx, addr, "INFO", "server")
+	if err != nil {
+		return 0, err
+	}
+	info, _ := v.(string)
+	return parseProcessID(info)
 }
 
 // exited reports whether the child has terminated (it is then a zombie

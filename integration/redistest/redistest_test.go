@@ -17,7 +17,6 @@ import (
 	dc "github.com/ory/dockertest/v3/docker"
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
@@ -25,7 +24,15 @@ func TestMain(m *testing.M) {
 	if !testing.Verbose() {
 		Logf = func(string, ...any) {}
 	}
-	goleak.VerifyTestMain(m, GoleakIgnores...)
+	code := m.Run()
+	// A cluster test's rueidis client may leave a delayed topology refresh
+	// behind for up to a second after Close (see leakGrace), which outlasts
+	// goleak.VerifyTestMain's retries.
+	if err := findLeaks(); code == 0 && err != nil {
+		fmt.Fprintf(os.Stderr, "goroutine leak: %v\n", err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // newClient connects rueidis without client-side caching, which is not what
@@ -154,6 +161,37 @@ func TestStartProcessExtraArgsAndCleanup(t *testing.T) {
 	require.NoDirExists(t, dir)
 }
 
+// A restart in place: the new server answers on the old address, has none
+// of the old data (no persistence), and a taken port is reported as such.
+func TestStartProcessOnPort(t *testing.T) {
+	ctx := context.Background()
+	first, err := StartProcess(ctx)
+	require.NoError(t, err)
+	defer first.Close()
+	_, portStr, err := net.SplitHostPort(first.Addr)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(portStr)
+	require.NoError(t, err)
+	_, err = command(ctx, first.Addr, "SET", "before-restart", "1")
+	require.NoError(t, err)
+
+	_, err = StartProcessOnPort(ctx, port)
+	require.ErrorIs(t, err, ErrPortInUse)
+	require.Equal(t, []int{first.pid}, redisChildren(t), "the failed start left nothing running")
+
+	require.NoError(t, first.Close())
+	second, err := StartProcessOnPort(ctx, port)
+	require.NoError(t, err)
+	defer second.Close()
+	require.Equal(t, first.Addr, second.Addr)
+	require.NotEqual(t, first.pid, second.pid)
+	v, err := command(ctx, second.Addr, "EXISTS", "before-restart")
+	require.NoError(t, err)
+	require.Equal(t, int64(0), v, "a restart without persistence starts empty")
+	require.NoError(t, second.Close())
+	requireProcessGone(t, second.pid)
+}
+
 func TestStartProcessReportsEarlyExit(t *testing.T) {
 	start := time.Now()
 	_, err := StartProcess(context.Background(), "--no-such-option", "x")
@@ -190,7 +228,7 @@ func TestNoGoroutinesWhileServersRun(t *testing.T) {
 		}
 	}()
 
-	require.NoError(t, goleak.Find(GoleakIgnores...))
+	require.NoError(t, findLeaks())
 }
 
 func TestStartFromEnv(t *testing.T) {

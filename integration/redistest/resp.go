@@ -3,6 +3,7 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -30,10 +31,17 @@ type respConn struct {
 }
 
 // dialRESP connects with a short timeout so a black-holed address cannot stall
-// the bounded readiness loops.
-func dialRESP(ctx context.Context, addr string) (*respConn, error) {
+// the bounded readiness loops. With conf it speaks TLS; the timeout then
+// covers the handshake too.
+func dialRESP(ctx context.Context, addr string, conf *tls.Config) (*respConn, error) {
 	d := net.Dialer{Timeout: 2 * time.Second}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	var c net.Conn
+	var err error
+	if conf != nil {
+		c, err = (&tls.Dialer{NetDialer: &d, Config: conf}).DialContext(ctx, "tcp", addr)
+	} else {
+		c, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +126,12 @@ func readReply(r *bufio.Reader) (any, error) {
 // command runs a single command on a fresh connection. Bring-up issues few
 // commands, so connection reuse is not worth the bookkeeping.
 func command(ctx context.Context, addr string, args ...string) (any, error) {
-	rc, err := dialRESP(ctx, addr)
+	return commandTLS(ctx, addr, nil, args...)
+}
+
+// commandTLS is command over TLS when conf is set.
+func commandTLS(ctx context.Context, addr string, conf *tls.Config, args ...string) (any, error) {
+	rc, err := dialRESP(ctx, addr, conf)
 	if err != nil {
 		return nil, err
 	}
@@ -126,9 +139,10 @@ func command(ctx context.Context, addr string, args ...string) (any, error) {
 	return rc.do(ctx, args...)
 }
 
-// ping reports whether addr answers PING with PONG right now.
-func ping(ctx context.Context, addr string) error {
-	v, err := command(ctx, addr, "PING")
+// ping reports whether addr answers PING with PONG right now, over TLS
+// when conf is set.
+func ping(ctx context.Context, addr string, conf *tls.Config) error {
+	v, err := commandTLS(ctx, addr, conf, "PING")
 	if err != nil {
 		return err
 	}
@@ -147,6 +161,11 @@ const readyTimeout = 15 * time.Second
 // that the server is gone (so a crashed server fails fast instead of after the
 // full timeout). alive may be nil.
 func waitPing(ctx context.Context, addr string, alive func() error) error {
+	return waitPingTLS(ctx, addr, nil, alive)
+}
+
+// waitPingTLS is waitPing over TLS when conf is set.
+func waitPingTLS(ctx context.Context, addr string, conf *tls.Config, alive func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -158,7 +177,7 @@ func waitPing(ctx context.Context, addr string, alive func() error) error {
 				return err
 			}
 		}
-		last = ping(ctx, addr)
+		last = ping(ctx, addr, conf)
 		if last == nil {
 			return nil
 		}

@@ -25,7 +25,9 @@ type Env struct {
 // the tests, closes the servers, and only then checks for leaked goroutines
 // (goleak.VerifyTestMain would exit before deferred closes could run). check,
 // when not nil, runs after the tests pass and before the servers close, for
-// package-specific leak checks on the servers. It returns the exit code:
+// package-specific leak checks on the servers. A fuzzing worker (a child of
+// `go test -fuzz`) gets no servers, so fuzz targets must not need Redis.
+// It returns the exit code:
 //
 //	func TestMain(m *testing.M) {
 //		os.Exit(redistest.RunTests(m, "notify", true, func(e redistest.Env) { env = e }, nil))
@@ -38,6 +40,17 @@ func RunTests(m *testing.M, pkg string, withCluster bool, setup func(Env), check
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(os.Stderr, pkg+" tests: "+format+"\n", args...)
 		return 1
+	}
+	if isFuzzWorker() {
+		// `go test -fuzz` re-runs the binary as worker processes that run
+		// only the fuzz target, again whenever one restarts. latchkey's fuzz
+		// targets need no Redis, and a Redis (or Cluster) per worker would
+		// cost more than the fuzzing.
+		code := m.Run()
+		if err := findLeaks(); err != nil {
+			code = fail("goroutine leak: %v", err)
+		}
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -77,6 +90,12 @@ func RunTests(m *testing.M, pkg string, withCluster bool, setup func(Env), check
 	return code
 }
 
+// isFuzzWorker reports whether this test binary runs as a fuzzing worker.
+func isFuzzWorker() bool {
+	f := flag.Lookup("test.fuzzworker")
+	return f != nil && f.Value.String() == "true"
+}
+
 // leakGrace is how long goroutines may take to end after everything was
 // closed. rueidis' cluster client can outlive Close briefly: when one of its
 // connections ends with an error other than its own closing (the cluster's
@@ -106,6 +125,10 @@ func ProcessID(ctx context.Context, c rueidis.Client) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return parseProcessID(info)
+}
+
+func parseProcessID(info string) (int, error) {
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
 			return strconv.Atoi(v)

@@ -19,20 +19,24 @@ func unexpected(script string, v any) error {
 type AcquireReply struct {
 	Acquired bool          // the caller holds the lock now
 	Count    int64         // the caller's hold count, when Acquired
+	Token    int64         // the grant's fencing token, when Acquired
 	PTTL     time.Duration // the holder's remaining lease, when not Acquired; < 0 when it has no expiry
 }
 
-// ParseAcquire decodes the acquire script's {1, count} / {0, pttl} reply.
+// ParseAcquire decodes the acquire script's {1, count, token} / {0, pttl} reply.
 func ParseAcquire(v []int64) (AcquireReply, error) {
-	if len(v) != 2 {
+	switch {
+	case len(v) == 3 && v[0] == 1:
+		// A token of 0 is a re-entry after the counter was deleted behind
+		// the holder's back (FLUSHALL, say); it is still a valid grant.
+		if v[1] < 1 || v[2] < 0 {
+			return AcquireReply{}, unexpected("acquire", v)
+		}
+		return AcquireReply{Acquired: true, Count: v[1], Token: v[2]}, nil
+	case len(v) != 2:
 		return AcquireReply{}, unexpected("acquire", v)
 	}
 	switch v[0] {
-	case 1:
-		if v[1] < 1 {
-			return AcquireReply{}, unexpected("acquire", v)
-		}
-		return AcquireReply{Acquired: true, Count: v[1]}, nil
 	case 0:
 		// PTTL is -1 for a key without expiry and -2 when the key vanished
 		// between the EXISTS and the PTTL (it cannot inside one script, but a
@@ -40,7 +44,7 @@ func ParseAcquire(v []int64) (AcquireReply, error) {
 		if v[1] < -2 {
 			return AcquireReply{}, unexpected("acquire", v)
 		}
-		return AcquireReply{PTTL: time.Duration(v[1]) * time.Millisecond}, nil
+		return AcquireReply{PTTL: pttl(v[1])}, nil
 	}
 	return AcquireReply{}, unexpected("acquire", v)
 }
@@ -52,15 +56,22 @@ type ReleaseStatus int
 const (
 	ReleaseNotHeld       ReleaseStatus = -1
 	ReleaseCountMismatch ReleaseStatus = -2
+	ReleaseHandedOver    ReleaseStatus = -3 // the heir holds the lock now
 	Released             ReleaseStatus = 0
 )
 
-// ParseRelease decodes the release script's integer reply.
-func ParseRelease(n int64) (ReleaseStatus, error) {
-	if n < -2 {
-		return 0, unexpected("release", n)
+// ReleaseReply is the release script's answer.
+type ReleaseReply struct {
+	Status ReleaseStatus
+	Token  int64 // the heir's fencing token, when Status is ReleaseHandedOver
+}
+
+// ParseRelease decodes the release script's {status, token} reply.
+func ParseRelease(v []int64) (ReleaseReply, error) {
+	if len(v) != 2 || v[0] < -3 || v[1] < 0 || (v[0] != -3 && v[1] != 0) {
+		return ReleaseReply{}, unexpected("release", v)
 	}
-	return ReleaseStatus(n), nil
+	return ReleaseReply{Status: ReleaseStatus(v[0]), Token: v[1]}, nil
 }
 
 // ParseRenew decodes the renew script's per-key 0/1 array for a batch of n keys.
@@ -93,5 +104,19 @@ func ParseInspect(v []int64) (InspectReply, error) {
 	if len(v) != 3 || v[0] < 0 || v[0] > 1 || v[1] < 0 || v[2] < -2 || (v[0] == 0 && v[1] != 0) {
 		return InspectReply{}, unexpected("inspect", v)
 	}
-	return InspectReply{Held: v[0] == 1, Count: v[1], PTTL: time.Duration(v[2]) * time.Millisecond}, nil
+	return InspectReply{Held: v[0] == 1, Count: v[1], PTTL: pttl(v[2])}, nil
+}
+
+// MaxPTTL caps the TTLs the decoders return. Redis accepts expiries
+// centuries away, but time.Duration ends at 292 years and waiters add to the
+// TTL they are given; without the cap a key written by something else with
+// such an expiry would wrap to a short or negative TTL.
+const MaxPTTL = time.Duration(1 << 62) // about 146 years
+
+// pttl converts a PTTL reply in milliseconds, saturating at MaxPTTL.
+func pttl(ms int64) time.Duration {
+	if ms > int64(MaxPTTL/time.Millisecond) {
+		return MaxPTTL
+	}
+	return time.Duration(ms) * time.Millisecond
 }

@@ -17,8 +17,9 @@ func TestParseAcquire(t *testing.T) {
 		in   []int64
 		want luascripts.AcquireReply
 	}{
-		{[]int64{1, 1}, luascripts.AcquireReply{Acquired: true, Count: 1}},
-		{[]int64{1, 7}, luascripts.AcquireReply{Acquired: true, Count: 7}},
+		{[]int64{1, 1, 1}, luascripts.AcquireReply{Acquired: true, Count: 1, Token: 1}},
+		{[]int64{1, 7, 42}, luascripts.AcquireReply{Acquired: true, Count: 7, Token: 42}},
+		{[]int64{1, 2, 0}, luascripts.AcquireReply{Acquired: true, Count: 2}}, // counter deleted under a holder
 		{[]int64{0, 1500}, luascripts.AcquireReply{PTTL: 1500 * time.Millisecond}},
 		{[]int64{0, 0}, luascripts.AcquireReply{PTTL: 0}},
 		{[]int64{0, -1}, luascripts.AcquireReply{PTTL: -time.Millisecond}},     // holder without expiry
@@ -35,10 +36,13 @@ func TestParseAcquire(t *testing.T) {
 		nil,
 		{},
 		{1},
-		{1, 1, 1},
-		{1, 0},  // acquired with no hold
-		{1, -1}, // acquired with a negative hold
-		{0, -3}, // PTTL below -2 does not exist
+		{1, 1},       // acquired without a token
+		{0, 1, 1},    // refused with a token
+		{1, 1, 1, 1}, // too long
+		{1, 0, 1},    // acquired with no hold
+		{1, -1, 1},   // acquired with a negative hold
+		{1, 1, -1},   // negative token
+		{0, -3},      // PTTL below -2 does not exist
 		{2, 1},
 		{-1, 0},
 	}
@@ -55,14 +59,15 @@ func TestParseAcquire(t *testing.T) {
 
 func TestParseRelease(t *testing.T) {
 	valid := []struct {
-		in   int64
-		want luascripts.ReleaseStatus
+		in   []int64
+		want luascripts.ReleaseReply
 	}{
-		{-2, luascripts.ReleaseCountMismatch},
-		{-1, luascripts.ReleaseNotHeld},
-		{0, luascripts.Released},
-		{1, luascripts.ReleaseStatus(1)},
-		{42, luascripts.ReleaseStatus(42)},
+		{[]int64{-3, 7}, luascripts.ReleaseReply{Status: luascripts.ReleaseHandedOver, Token: 7}},
+		{[]int64{-2, 0}, luascripts.ReleaseReply{Status: luascripts.ReleaseCountMismatch}},
+		{[]int64{-1, 0}, luascripts.ReleaseReply{Status: luascripts.ReleaseNotHeld}},
+		{[]int64{0, 0}, luascripts.ReleaseReply{Status: luascripts.Released}},
+		{[]int64{1, 0}, luascripts.ReleaseReply{Status: 1}},
+		{[]int64{42, 0}, luascripts.ReleaseReply{Status: 42}},
 	}
 	for _, tc := range valid {
 		t.Run(fmt.Sprint(tc.in), func(t *testing.T) {
@@ -71,8 +76,8 @@ func TestParseRelease(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 		})
 	}
-	for _, in := range []int64{-3, -100} {
-		t.Run(fmt.Sprintf("invalid %d", in), func(t *testing.T) {
+	for _, in := range [][]int64{nil, {0}, {-4, 0}, {-100, 0}, {0, 1}, {-3, -1}, {1, 0, 0}} {
+		t.Run(fmt.Sprintf("invalid %v", in), func(t *testing.T) {
 			_, err := luascripts.ParseRelease(in)
 			require.Error(t, err)
 			assert.True(t, errors.Is(err, luascripts.ErrUnexpectedReply), "err = %v", err)

@@ -29,15 +29,23 @@ var (
 	forceUnlockSrc string
 	//go:embed inspect.lua
 	inspectSrc string
+	//go:embed queue.lua
+	queueSrc string
+	//go:embed enqueue.lua
+	enqueueSrc string
+	//go:embed pass.lua
+	passSrc string
 )
 
 // The scripts. They are safe for concurrent use.
 var (
-	Acquire     = New("acquire", acquireSrc)
-	Release     = New("release", releaseSrc)
+	Acquire     = New("acquire", queueSrc+acquireSrc)
+	Release     = New("release", queueSrc+releaseSrc)
 	Renew       = New("renew", renewSrc)
-	ForceUnlock = New("forceunlock", forceUnlockSrc)
+	ForceUnlock = New("forceunlock", queueSrc+forceUnlockSrc)
 	Inspect     = New("inspect", inspectSrc)
+	Pass        = New("pass", queueSrc+passSrc)
+	Enqueue     = New("enqueue", queueSrc+enqueueSrc)
 )
 
 // Notify values for the release and forceunlock scripts' notify argument.

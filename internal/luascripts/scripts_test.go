@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -71,16 +72,28 @@ func uniqueTag(t *testing.T) string {
 	return fmt.Sprintf("%s-%d-%d", t.Name(), runID, seq.Add(1))
 }
 
-// lockNames returns a lock key and its channel, sharing one hash tag as
-// latchkey names them.
-func lockNames(t *testing.T) (key, channel string) {
+// testWaiter is the client id the tests queue in a lock's wait queue before
+// freeing it, so that the release wakes it: on "<channel>:w".
+const testWaiter = "w"
+
+// lockNames returns a lock key and the channel on which testWaiter is woken,
+// sharing one hash tag as latchkey names them.
+func lockNames(t *testing.T) (key, inbox string) {
 	tag := uniqueTag(t)
-	return "latchkey:{" + tag + "}", "latchkey:{" + tag + "}:ch"
+	return "latchkey:{" + tag + "}", "latchkey:{" + tag + "}:ch:" + testWaiter
+}
+
+// freeKeys queues testWaiter on key's lock and returns the keys of the
+// scripts that free it: lock, channel, fencing counter, queue.
+func freeKeys(t *testing.T, c rueidis.Client, key, inbox string) []string {
+	t.Helper()
+	do(t, c, c.B().Zadd().Key(key+":q").Nx().ScoreMember().ScoreMember(0, testWaiter).Build())
+	return []string{key, strings.TrimSuffix(inbox, ":"+testWaiter), key + ":fence", key + ":q"}
 }
 
 func acquireRaw(t *testing.T, c rueidis.Client, key, owner string, lease time.Duration) []int64 {
 	t.Helper()
-	v, err := luascripts.Acquire.Exec(t.Context(), c, []string{key}, []string{owner, luascripts.Millis(lease)}).AsIntSlice()
+	v, err := luascripts.Acquire.Exec(t.Context(), c, []string{key, key + ":fence", key + ":q"}, []string{owner, luascripts.Millis(lease), "client-" + owner, ""}).AsIntSlice()
 	require.NoError(t, err)
 	return v
 }
@@ -94,11 +107,38 @@ func acquire(t *testing.T, c rueidis.Client, key, owner string, lease time.Durat
 
 func release(t *testing.T, c rueidis.Client, key, channel, owner, notify string, expected int) int64 {
 	t.Helper()
-	n, err := luascripts.Release.Exec(t.Context(), c, []string{key, channel}, []string{owner, notify, fmt.Sprint(expected)}).AsInt64()
+	return releaseIdem(t, c, key, channel, owner, notify, expected, "", "")
+}
+
+// releaseIdem is release with the idempotency arguments: the grant's token
+// and a release id.
+func releaseIdem(t *testing.T, c rueidis.Client, key, channel, owner, notify string, expected int, token, rid string) int64 {
+	t.Helper()
+	return int64(execRelease(t, c, freeKeys(t, c, key, channel), owner, notify, fmt.Sprint(expected), token, rid, "0").Status)
+}
+
+// execRelease runs the release script without an heir and decodes its reply.
+func execRelease(t *testing.T, c rueidis.Client, keys []string, owner, notify, expected, token, rid, handoff string) luascripts.ReleaseReply {
+	t.Helper()
+	return execReleaseArgs(t, c, keys, owner, notify, expected, token, rid, handoff, "", "0", "", "", retryFlag(token, rid))
+}
+
+// retryFlag marks a release with a token or an id as a retry, so that the
+// script checks them.
+func retryFlag(token, rid string) string {
+	if token != "" || rid != "" {
+		return "1"
+	}
+	return "0"
+}
+
+func execReleaseArgs(t *testing.T, c rueidis.Client, keys []string, args ...string) luascripts.ReleaseReply {
+	t.Helper()
+	v, err := luascripts.Release.Exec(t.Context(), c, keys, args).AsIntSlice()
 	require.NoError(t, err)
-	_, err = luascripts.ParseRelease(n)
+	r, err := luascripts.ParseRelease(v)
 	require.NoError(t, err)
-	return n
+	return r
 }
 
 func do(t *testing.T, c rueidis.Client, cmd rueidis.Completed) rueidis.RedisResult {
@@ -129,6 +169,13 @@ func exists(t *testing.T, c rueidis.Client, key string) bool {
 	n, err := do(t, c, c.B().Exists().Key(key).Build()).AsInt64()
 	require.NoError(t, err)
 	return n == 1
+}
+
+func get(t *testing.T, c rueidis.Client, key string) string {
+	t.Helper()
+	v, err := do(t, c, c.B().Get().Key(key).Build()).ToString()
+	require.NoError(t, err)
+	return v
 }
 
 func hgetall(t *testing.T, c rueidis.Client, key string) map[string]string {
@@ -239,13 +286,13 @@ func TestAcquire(t *testing.T) {
 	key, _ := lockNames(t)
 	const lease = 10 * time.Second
 
-	assert.Equal(t, []int64{1, 1}, acquireRaw(t, c, key, "A", lease), "free lock")
+	assert.Equal(t, []int64{1, 1, 1}, acquireRaw(t, c, key, "A", lease), "free lock: the first token")
 	p := pttl(t, c, key)
 	assert.Greater(t, p, lease/2)
 	assert.LessOrEqual(t, p, lease)
 	assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, key))
 
-	assert.Equal(t, []int64{1, 2}, acquireRaw(t, c, key, "A", lease), "reentrant")
+	assert.Equal(t, []int64{1, 2, 1}, acquireRaw(t, c, key, "A", lease), "reentrant: same token")
 	assert.Equal(t, map[string]string{"A": "2"}, hgetall(t, c, key))
 
 	v := acquireRaw(t, c, key, "B", lease)
@@ -258,6 +305,26 @@ func TestAcquire(t *testing.T) {
 	assert.Greater(t, r.PTTL, lease/2)
 	assert.LessOrEqual(t, r.PTTL, lease)
 	assert.Equal(t, map[string]string{"A": "2"}, hgetall(t, c, key), "a refused acquire changes nothing")
+	assert.Equal(t, "1", get(t, c, key+":fence"), "a refused acquire takes no token")
+}
+
+// Tokens rise strictly from grant to grant, whoever the owner, and the
+// counter outlives the lock.
+func TestAcquireFencingToken(t *testing.T) {
+	c := standaloneClient(t)
+	key, ch := lockNames(t)
+	var last int64
+	for i, owner := range []string{"A", "B", "A", "C"} {
+		r := acquire(t, c, key, owner, 10*time.Second)
+		require.True(t, r.Acquired)
+		assert.Greater(t, r.Token, last, "grant %d", i)
+		last = r.Token
+		again := acquire(t, c, key, owner, 10*time.Second)
+		assert.Equal(t, r.Token, again.Token, "re-entry keeps grant %d's token", i)
+		require.Equal(t, int64(1), release(t, c, key, ch, owner, luascripts.NotifyClassic, 0))
+		require.Equal(t, int64(0), release(t, c, key, ch, owner, luascripts.NotifyClassic, 0))
+	}
+	assert.Equal(t, -time.Millisecond, pttl(t, c, key+":fence"), "the counter never expires")
 }
 
 func TestAcquireExpiryRaisedNeverLowered(t *testing.T) {
@@ -265,21 +332,21 @@ func TestAcquireExpiryRaisedNeverLowered(t *testing.T) {
 
 	t.Run("NotLowered", func(t *testing.T) {
 		key, _ := lockNames(t)
-		require.Equal(t, luascripts.AcquireReply{Acquired: true, Count: 1}, acquire(t, c, key, "A", 10*time.Second))
-		require.Equal(t, luascripts.AcquireReply{Acquired: true, Count: 2}, acquire(t, c, key, "A", time.Second))
+		require.Equal(t, luascripts.AcquireReply{Acquired: true, Count: 1, Token: 1}, acquire(t, c, key, "A", 10*time.Second))
+		require.Equal(t, luascripts.AcquireReply{Acquired: true, Count: 2, Token: 1}, acquire(t, c, key, "A", time.Second))
 		assert.Greater(t, pttl(t, c, key), 5*time.Second)
 	})
 	t.Run("Raised", func(t *testing.T) {
 		key, _ := lockNames(t)
-		require.Equal(t, luascripts.AcquireReply{Acquired: true, Count: 1}, acquire(t, c, key, "A", time.Second))
-		require.Equal(t, luascripts.AcquireReply{Acquired: true, Count: 2}, acquire(t, c, key, "A", 10*time.Second))
+		require.Equal(t, luascripts.AcquireReply{Acquired: true, Count: 1, Token: 1}, acquire(t, c, key, "A", time.Second))
+		require.Equal(t, luascripts.AcquireReply{Acquired: true, Count: 2, Token: 1}, acquire(t, c, key, "A", 10*time.Second))
 		assert.Greater(t, pttl(t, c, key), 5*time.Second)
 	})
 	t.Run("HolderWithoutExpiry", func(t *testing.T) {
 		key, _ := lockNames(t)
 		do(t, c, c.B().Hset().Key(key).FieldValue().FieldValue("A", "1").Build())
 		assert.Equal(t, []int64{0, -1}, acquireRaw(t, c, key, "B", time.Second), "pttl -1 for a holder without expiry")
-		assert.Equal(t, []int64{1, 2}, acquireRaw(t, c, key, "A", 10*time.Second))
+		assert.Equal(t, []int64{1, 2, 0}, acquireRaw(t, c, key, "A", 10*time.Second), "no counter: token 0")
 		p := pttl(t, c, key)
 		assert.Greater(t, p, 5*time.Second, "re-entry gives the lock an expiry")
 		assert.LessOrEqual(t, p, 10*time.Second)
@@ -333,10 +400,7 @@ func TestRelease(t *testing.T) {
 				require.True(t, acquire(t, c, key, "A", 100*time.Second).Acquired)
 
 				n := release(t, c, key, ch, "A", notify, 0)
-				assert.Equal(t, int64(0), n)
-				st, err := luascripts.ParseRelease(n)
-				require.NoError(t, err)
-				assert.Equal(t, luascripts.Released, st)
+				assert.Equal(t, int64(luascripts.Released), n)
 				assert.False(t, exists(t, c, key))
 				// Exactly one "unlock", then our own message.
 				sentinel := fmt.Sprintf("sentinel-%d", seq.Add(1))
@@ -370,6 +434,35 @@ func TestRelease(t *testing.T) {
 				sentinel := fmt.Sprintf("sentinel-%d", seq.Add(1))
 				publish(t, c, notify, ch, sentinel)
 				expectMessages(t, msgs, "unlock", sentinel)
+			})
+
+			// A release retried with the same id and token after its reply
+			// was lost changes nothing more, whatever happened in between.
+			t.Run("Idempotent", func(t *testing.T) {
+				c := standaloneClient(t)
+				key, ch := lockNames(t)
+				msgs := subscribe(t, []string{standaloneAddr}, notify, ch)
+				tok := fmt.Sprint(acquire(t, c, key, "A", 100*time.Second).Token)
+				require.Equal(t, int64(2), acquire(t, c, key, "A", 100*time.Second).Count)
+
+				assert.Equal(t, int64(1), releaseIdem(t, c, key, ch, "A", notify, 0, tok, "r1"))
+				assert.Equal(t, int64(1), releaseIdem(t, c, key, ch, "A", notify, 0, tok, "r1"), "retry: no second drop")
+				assert.Equal(t, "1", hgetall(t, c, key)["A"])
+				assert.Equal(t, int64(-1), releaseIdem(t, c, key, ch, "A", notify, 0, "999", "r2"), "another grant's token")
+				assert.Equal(t, "1", hgetall(t, c, key)["A"])
+				expectNothingPublished(t, c, msgs, notify, ch)
+
+				assert.Equal(t, int64(0), releaseIdem(t, c, key, ch, "A", notify, 0, tok, "r2"))
+				// The same owner takes the lock again: a new grant, a new token.
+				again := acquire(t, c, key, "A", 100*time.Second)
+				require.Equal(t, int64(1), again.Count)
+				require.NotEqual(t, tok, fmt.Sprint(again.Token))
+				assert.Equal(t, int64(-1), releaseIdem(t, c, key, ch, "A", notify, 0, tok, "r2"), "retry after the key was re-granted")
+				assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, key), "the newer grant is untouched")
+				sentinel := fmt.Sprintf("sentinel-%d", seq.Add(1))
+				publish(t, c, notify, ch, sentinel)
+				expectMessages(t, msgs, "unlock", sentinel)
+				assert.Equal(t, int64(0), release(t, c, key, ch, "A", notify, 0))
 			})
 		})
 	}
@@ -411,6 +504,11 @@ func TestRenew(t *testing.T) {
 
 // ---- forceunlock ----
 
+func forceKeys(t *testing.T, c rueidis.Client, key, inbox string) []string {
+	k := freeKeys(t, c, key, inbox)
+	return []string{k[0], k[1], k[3]}
+}
+
 func TestForceUnlock(t *testing.T) {
 	for _, mode := range notifyModes {
 		t.Run(mode.name, func(t *testing.T) {
@@ -421,7 +519,7 @@ func TestForceUnlock(t *testing.T) {
 			require.True(t, acquire(t, c, key, "A", 100*time.Second).Acquired)
 			require.Equal(t, int64(2), acquire(t, c, key, "A", 100*time.Second).Count)
 
-			n, err := luascripts.ForceUnlock.Exec(t.Context(), c, []string{key, ch}, []string{notify}).AsInt64()
+			n, err := luascripts.ForceUnlock.Exec(t.Context(), c, forceKeys(t, c, key, ch), []string{notify}).AsInt64()
 			require.NoError(t, err)
 			assert.Equal(t, int64(1), n)
 			assert.False(t, exists(t, c, key))
@@ -429,7 +527,7 @@ func TestForceUnlock(t *testing.T) {
 			publish(t, c, notify, ch, sentinel)
 			expectMessages(t, msgs, "force", sentinel)
 
-			n, err = luascripts.ForceUnlock.Exec(t.Context(), c, []string{key, ch}, []string{notify}).AsInt64()
+			n, err = luascripts.ForceUnlock.Exec(t.Context(), c, forceKeys(t, c, key, ch), []string{notify}).AsInt64()
 			require.NoError(t, err)
 			assert.Equal(t, int64(0), n, "no lock to delete")
 			expectNothingPublished(t, c, msgs, notify, ch)
@@ -487,7 +585,7 @@ func TestExecAfterScriptFlush(t *testing.T) {
 	do(t, c, c.B().ScriptFlush().Build())
 	require.False(t, scriptCached(t, c, luascripts.Acquire))
 
-	assert.Equal(t, []int64{1, 1}, acquireRaw(t, c, key, "A", 10*time.Second))
+	assert.Equal(t, []int64{1, 1, 1}, acquireRaw(t, c, key, "A", 10*time.Second))
 	assert.True(t, scriptCached(t, c, luascripts.Acquire), "EVAL fallback loaded the script")
 }
 
@@ -511,7 +609,7 @@ func TestExecMultiAfterScriptFlush(t *testing.T) {
 
 	calls := make([]luascripts.Call, n)
 	for i, k := range keys {
-		calls[i] = luascripts.Call{Keys: []string{k}, Args: []string{"A", luascripts.Millis(10 * time.Second)}}
+		calls[i] = luascripts.Call{Keys: []string{k, k + ":fence", k + ":q"}, Args: []string{"A", luascripts.Millis(10 * time.Second), "client-A", ""}}
 	}
 	results := luascripts.Acquire.ExecMulti(t.Context(), c, calls)
 	require.Len(t, results, n)
@@ -525,7 +623,7 @@ func TestExecMultiAfterScriptFlush(t *testing.T) {
 			assert.Greater(t, got.PTTL, time.Duration(0), "call %d", i)
 			continue
 		}
-		assert.Equal(t, luascripts.AcquireReply{Acquired: true, Count: int64(i + 1)}, got, "call %d", i)
+		assert.Equal(t, luascripts.AcquireReply{Acquired: true, Count: int64(i + 1), Token: 1}, got, "call %d", i)
 	}
 	assert.True(t, scriptCached(t, c, luascripts.Acquire), "EVAL fallback loaded the script")
 
@@ -534,7 +632,7 @@ func TestExecMultiAfterScriptFlush(t *testing.T) {
 	require.Len(t, results, 1)
 	v, err := results[0].AsIntSlice()
 	require.NoError(t, err)
-	assert.Equal(t, []int64{1, 2}, v)
+	assert.Equal(t, []int64{1, 2, 1}, v)
 }
 
 func TestExecMultiEmpty(t *testing.T) {
@@ -571,12 +669,12 @@ func TestClusterAcquireReleaseSharded(t *testing.T) {
 		}
 	}
 	for _, tag := range tags {
-		key, ch := "latchkey:{"+tag+"}", "latchkey:{"+tag+"}:ch"
+		key, ch := "latchkey:{"+tag+"}", "latchkey:{"+tag+"}:ch:"+testWaiter
 		require.Equal(t, slotOf(t, c, key), slotOf(t, c, ch), "key and channel share a slot")
 		msgs := subscribe(t, clusterAddrs, luascripts.NotifySharded, ch)
 
-		assert.Equal(t, []int64{1, 1}, acquireRaw(t, c, key, "A", 10*time.Second))
-		assert.Equal(t, []int64{1, 2}, acquireRaw(t, c, key, "A", 10*time.Second))
+		assert.Equal(t, []int64{1, 1, 1}, acquireRaw(t, c, key, "A", 10*time.Second))
+		assert.Equal(t, []int64{1, 2, 1}, acquireRaw(t, c, key, "A", 10*time.Second))
 		r := acquire(t, c, key, "B", 10*time.Second)
 		assert.False(t, r.Acquired)
 		assert.Greater(t, r.PTTL, 5*time.Second)
@@ -666,4 +764,166 @@ func TestClusterRenewExecMulti(t *testing.T) {
 			assert.False(t, exists(t, c, l.keys[1]))
 		}
 	}
+}
+
+// ---- the wait queue ----
+
+func queued(t *testing.T, c rueidis.Client, key string) []string {
+	t.Helper()
+	v, err := do(t, c, c.B().Zrange().Key(key+":q").Min("0").Max("-1").Build()).AsStrSlice()
+	require.NoError(t, err)
+	return v
+}
+
+func acquireAs(t *testing.T, c rueidis.Client, key, owner, waiter string, others bool) luascripts.AcquireReply {
+	t.Helper()
+	client, flags := waiter, "w"
+	switch {
+	case waiter == "":
+		client, flags = "client-"+owner, ""
+	case others:
+		flags = "wr"
+	}
+	v, err := luascripts.Acquire.Exec(t.Context(), c, []string{key, key + ":fence", key + ":q"},
+		[]string{owner, luascripts.Millis(10 * time.Second), client, flags}).AsIntSlice()
+	require.NoError(t, err)
+	r, err := luascripts.ParseAcquire(v)
+	require.NoError(t, err)
+	return r
+}
+
+// TestWaitQueue: refused waiters queue their client once, in order; a
+// release wakes the oldest client that still listens and skips those that
+// do not; a client that acquires leaves the queue unless it has more waiters.
+func TestWaitQueue(t *testing.T) {
+	c := standaloneClient(t)
+	key, _ := lockNames(t)
+	base := key + ":ch"
+	rel := func(owner string) int64 {
+		t.Helper()
+		return releaseRaw(t, c, key, base, owner, "0")
+	}
+
+	require.True(t, acquireAs(t, c, key, "H", "", false).Acquired, "a first try queues nothing")
+	assert.Empty(t, queued(t, c, key))
+	for _, w := range []string{"c1", "c2", "c1", "c3"} {
+		require.False(t, acquireAs(t, c, key, w+"-owner", w, false).Acquired)
+	}
+	require.False(t, acquireAs(t, c, key, "spinner", "", false).Acquired)
+	assert.Equal(t, []string{"c1", "c2", "c3"}, queued(t, c, key), "once each, oldest first; spinners not at all")
+	qttl := pttl(t, c, key+":q")
+	assert.Greater(t, qttl, 10*time.Second, "the queue outlives the holder's lease")
+
+	// c1 no longer listens; c2 does.
+	c2 := subscribe(t, []string{standaloneAddr}, luascripts.NotifyClassic, base+":c2")
+	c3 := subscribe(t, []string{standaloneAddr}, luascripts.NotifyClassic, base+":c3")
+	require.Equal(t, int64(0), rel("H"))
+	sentinel := fmt.Sprintf("sentinel-%d", seq.Add(1))
+	publish(t, c, luascripts.NotifyClassic, base+":c2", sentinel)
+	expectMessages(t, c2, "unlock", sentinel)
+	assert.Equal(t, []string{"c3"}, queued(t, c, key), "c1 skipped, c2 woken")
+	expectNothingPublished(t, c, c3, luascripts.NotifyClassic, base+":c3")
+
+	// c2 acquires with more waiters of its own: back in the queue, behind c3.
+	require.True(t, acquireAs(t, c, key, "c2-owner", "c2", true).Acquired)
+	assert.Equal(t, []string{"c3", "c2"}, queued(t, c, key))
+	require.Equal(t, int64(0), rel("c2-owner"))
+	expectMessages(t, c3, "unlock")
+	// c3 acquires with none left: it leaves the queue.
+	require.True(t, acquireAs(t, c, key, "c3-owner", "c3", false).Acquired)
+	assert.Equal(t, []string{"c2"}, queued(t, c, key))
+
+	// pass: nothing while the lock is held; the next client once it is free.
+	n, err := luascripts.Pass.Exec(t.Context(), c, []string{key, base, key + ":q"}, []string{luascripts.NotifyClassic, "c9", "0"}).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), n)
+	assert.Equal(t, []string{"c2"}, queued(t, c, key))
+	do(t, c, c.B().Del().Key(key).Build())
+	n, err = luascripts.Pass.Exec(t.Context(), c, []string{key, base, key + ":q"}, []string{luascripts.NotifyClassic, "c9", "0"}).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+	expectMessages(t, c2, "pass")
+	assert.Empty(t, queued(t, c, key))
+	assert.False(t, exists(t, c, key+":q"), "an empty queue is gone")
+}
+
+// TestHandoff: a release with a handoff window keeps the key for the client
+// it woke: others are refused (told to wait the window plus their lease),
+// the woken client takes it with a new token, and an unclaimed handoff
+// lapses by itself.
+func TestHandoff(t *testing.T) {
+	c := standaloneClient(t)
+	key, _ := lockNames(t)
+	base := key + ":ch"
+	require.True(t, acquireAs(t, c, key, "H", "", false).Acquired)
+	first := acquire(t, c, key, "H", 10*time.Second).Token
+	require.False(t, acquireAs(t, c, key, "x-owner", "x", false).Acquired)
+	sub := subscribe(t, []string{standaloneAddr}, luascripts.NotifyClassic, base+":x")
+	for range 2 {
+		releaseRaw(t, c, key, base, "H", "5000")
+	}
+	expectMessages(t, sub, "unlock")
+	assert.Equal(t, map[string]string{"#handoff": "x"}, hgetall(t, c, key))
+	p := pttl(t, c, key)
+	assert.LessOrEqual(t, p, 5*time.Second)
+	v, err := luascripts.Inspect.Exec(t.Context(), c, []string{key}, []string{"x-owner"}).AsIntSlice()
+	require.NoError(t, err)
+	assert.Equal(t, []int64{0, 0, -2}, v, "a handoff is not a holder")
+
+	refused := acquireAs(t, c, key, "y-owner", "y", false)
+	require.False(t, refused.Acquired, "reserved for x")
+	assert.LessOrEqual(t, refused.PTTL, 5*time.Second, "the rest of the handoff window")
+	got := acquireAs(t, c, key, "x-owner", "x", false)
+	require.True(t, got.Acquired)
+	assert.Equal(t, first+1, got.Token)
+	assert.Equal(t, map[string]string{"x-owner": "1"}, hgetall(t, c, key))
+
+	// Unclaimed: the key lapses after the window.
+	ysub := subscribe(t, []string{standaloneAddr}, luascripts.NotifyClassic, base+":y")
+	require.Equal(t, int64(0), releaseRaw(t, c, key, base, "x-owner", "50"))
+	expectMessages(t, ysub, "unlock")
+	assert.Equal(t, map[string]string{"#handoff": "y"}, hgetall(t, c, key), "y was queued when refused")
+	require.Eventually(t, func() bool { return !exists(t, c, key) }, 5*time.Second, 10*time.Millisecond)
+}
+
+func releaseRaw(t *testing.T, c rueidis.Client, key, base, owner, handoff string) int64 {
+	t.Helper()
+	r := execRelease(t, c, []string{key, base, key + ":fence", key + ":q"}, owner, luascripts.NotifyClassic, "0", "", "", handoff)
+	return int64(r.Status)
+}
+
+// TestHandover: the last release passes the lock straight to an heir of the
+// same client, as a new grant, unless told to yield to a queued client; a
+// retry of a handover reports it again and changes nothing.
+func TestHandover(t *testing.T) {
+	c := standaloneClient(t)
+	key, _ := lockNames(t)
+	base := key + ":ch"
+	keys := []string{key, base, key + ":fence", key + ":q"}
+	first := acquireAs(t, c, key, "C:1", "", false)
+	require.True(t, first.Acquired)
+
+	r := execReleaseArgs(t, c, keys, "C:1", luascripts.NotifyClassic, "0", fmt.Sprint(first.Token), "r1", "50", "C:2", "7000", "y", "C", "1")
+	require.Equal(t, luascripts.ReleaseHandedOver, r.Status, "nobody queued: no need to yield")
+	assert.Equal(t, first.Token+1, r.Token)
+	assert.Equal(t, "1", hgetall(t, c, key)["C:2"])
+	_, stillThere := hgetall(t, c, key)["C:1"]
+	assert.False(t, stillThere)
+	p := pttl(t, c, key)
+	assert.Greater(t, p, 5*time.Second)
+	assert.LessOrEqual(t, p, 7*time.Second, "the heir's lease")
+	again := execReleaseArgs(t, c, keys, "C:1", luascripts.NotifyClassic, "0", fmt.Sprint(first.Token), "r1", "50", "C:2", "7000", "y", "C", "1")
+	assert.Equal(t, r, again, "a retry reports the handover and changes nothing")
+	assert.Equal(t, "1", hgetall(t, c, key)["C:2"])
+
+	// Another client queues; the client itself is queued too, which does not count.
+	require.False(t, acquireAs(t, c, key, "D:1", "D", false).Acquired)
+	require.False(t, acquireAs(t, c, key, "C:3", "C", false).Acquired)
+	dsub := subscribe(t, []string{standaloneAddr}, luascripts.NotifyClassic, base+":D")
+	r = execReleaseArgs(t, c, keys, "C:2", luascripts.NotifyClassic, "0", fmt.Sprint(r.Token), "r2", "50", "C:3", "7000", "", "C", "1")
+	require.Equal(t, luascripts.ReleaseHandedOver, r.Status, "without yield, queued clients wait")
+	r = execReleaseArgs(t, c, keys, "C:3", luascripts.NotifyClassic, "0", fmt.Sprint(r.Token), "r3", "50", "C:4", "7000", "y", "C", "1")
+	require.Equal(t, luascripts.Released, r.Status, "yield: D is queued")
+	expectMessages(t, dsub, "unlock")
+	assert.Equal(t, map[string]string{"#handoff": "D"}, hgetall(t, c, key))
 }

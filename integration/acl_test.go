@@ -1,0 +1,246 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
+	"github.com/latchkey/latchkey/rlock"
+)
+
+// aclCommands is everything a latchkey client runs, and so the least a Redis
+// user needs. README.md shows the ACL SETUSER line built from it (see
+// TestACLReadmeLine), so edit both together.
+//
+//   - ping: rueidis' health check on idle connections.
+//   - evalsha, eval: every lock operation is a Lua script, sent with EVALSHA
+//     and again with EVAL when the server answers NOSCRIPT.
+//   - pttl … spublish: the commands the scripts call. Redis checks the
+//     user's permissions inside scripts too.
+//   - subscribe … sunsubscribe: waiting for unlock messages (sharded on
+//     Cluster, classic otherwise).
+//   - cluster|slots: rueidis reads the Cluster topology. (Redis 8 is asked
+//     CLUSTER SHARDS instead: add cluster|shards there.)
+//
+// HELLO and AUTH need no permission. rueidis' CLIENT SETINFO is refused on
+// Redis 7.2+ without client|setinfo, and rueidis ignores that. Client-side
+// caching, on by default in rueidis, sends CLIENT TRACKING when connecting:
+// set DisableCache (latchkey does not use the cache) or add client|tracking.
+var aclCommands = []string{
+	"ping",
+	"evalsha", "eval",
+	"pttl", "hexists", "hincrby", "pexpire", "hget", "hset", "hdel", "hlen", "exists", "del",
+	"get", "incr", "time", "zadd", "zrem", "zcard", "zscore", "zpopmin", "publish", "spublish",
+	"subscribe", "unsubscribe", "ssubscribe", "sunsubscribe",
+	"cluster|slots",
+}
+
+// aclSetUser is the ACL SETUSER command for a user that may use latchkey
+// with the given key prefix and nothing else.
+func aclSetUser(user, password, prefix string) []string {
+	cmd := []string{"ACL", "SETUSER", user, "on", ">" + password, "resetkeys", "resetchannels",
+		"~" + prefix + ":*", "&" + prefix + ":*", "-@all"}
+	for _, c := range aclCommands {
+		cmd = append(cmd, "+"+c)
+	}
+	return cmd
+}
+
+// TestACLReadmeLine: README.md shows exactly the ACL line these tests use.
+func TestACLReadmeLine(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	line := strings.Join(aclSetUser("latchkey", "secret", rlock.DefaultPrefix), " ")
+	require.Contains(t, string(readme), "\n"+line+"\n",
+		"README.md's ACL line and aclCommands in integration/acl_test.go have drifted apart")
+}
+
+// TestACLCoversScripts: every command a library script calls is granted,
+// so that a new call in a script cannot slip past the list.
+func TestACLCoversScripts(t *testing.T) {
+	called := regexp.MustCompile(`redis\.call\('([a-z]+)'|publish = '([a-z]+)'`)
+	for _, sc := range []*luascripts.Script{luascripts.Acquire, luascripts.Release, luascripts.Renew,
+		luascripts.ForceUnlock, luascripts.Inspect, luascripts.Pass, luascripts.Enqueue} {
+		for _, m := range called.FindAllStringSubmatch(sc.Source(), -1) {
+			cmd := m[1] + m[2]
+			require.Contains(t, aclCommands, cmd, "script %s calls %s", sc.Name(), cmd)
+		}
+	}
+}
+
+// TestMinimalACL runs every operation as a user that has only aclCommands,
+// on keys and channels under the prefix: TryLock, reentrant Lock, IsLocked,
+// HoldCount, TTL, Unlock, a waiter woken by the unlock message, watchdog
+// renewals, ForceUnlock. Nothing may be refused, and the server's ACL log
+// must stay empty. Then the user must be refused a key, a channel and a
+// command outside the grant.
+func TestMinimalACL(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) {
+		// A server of its own: this test changes its ACL.
+		testMinimalACL(t, topology{name: "standalone", addrs: []string{ownServer(t).Addr}})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		testMinimalACL(t, topologies()[1])
+	})
+}
+
+func testMinimalACL(t *testing.T, tp topology) {
+	ctx := context.Background()
+	tp.user, tp.password = "latchkey-acl-test", "acl-test-secret"
+	for _, addr := range tp.addrs {
+		admin := nodeClient(t, addr)
+		cmd := aclSetUser(tp.user, tp.password, rlock.DefaultPrefix)
+		require.NoError(t, admin.Do(ctx, admin.B().Arbitrary(cmd...).Build()).Error())
+		require.NoError(t, admin.Do(ctx, admin.B().AclLog().Reset().Build()).Error())
+		t.Cleanup(func() { admin.Do(context.Background(), admin.B().AclDeluser().Username(tp.user).Build()) })
+	}
+	// Whatever fails below, say what the server refused: a refusal inside a
+	// script reaches the client only as "can't run this command", without
+	// the command's name; the ACL log names it.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("refused to %s: %v\nif a permission is missing, add it to aclCommands in integration/acl_test.go and to README.md",
+				tp.user, aclDenials(t, tp.addrs, tp.user))
+		}
+	})
+
+	name := lockName(t)
+	c := lockClient(t, tp, rlock.Options{WatchdogTimeout: 600 * time.Millisecond}) // renewals every 200ms
+	m := c.Mutex(name)
+	lctx, ok, err := m.TryLock(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	mustLock(t, lctx, m) // re-enter
+	held, err := m.IsLocked(ctx)
+	require.NoError(t, err)
+	require.True(t, held)
+	require.Equal(t, 2, holdCount(t, ctx, m))
+	ttl, err := m.TTL(ctx)
+	require.NoError(t, err)
+	require.Positive(t, ttl)
+
+	// A waiter in another client, woken by the release's message.
+	att := newAttempts()
+	waiter := lockClient(t, tp, rlock.Options{OnAttempt: att.hook}).Mutex(name)
+	acquired := startWaiter(t, ctx, waiter, att)
+	renewed := c.WatchdogStats().Renewed
+	require.Eventually(t, func() bool { return c.WatchdogStats().Renewed >= renewed+2 }, 10*time.Second, 10*time.Millisecond,
+		"no watchdog renewal succeeded")
+	require.NoError(t, lctx.Err(), "lost the lock while renewals should succeed")
+	require.NoError(t, m.Unlock(ctx))
+	require.NoError(t, m.Unlock(ctx))
+	requireAcquired(t, acquired, 5*time.Second, "the waiter was not woken")
+
+	// ForceUnlock; the watchdog's next renewal tells the holder.
+	lctx = mustLock(t, ctx, m)
+	forced, err := lockClient(t, tp, rlock.Options{}).ForceUnlock(ctx, name)
+	require.NoError(t, err)
+	require.True(t, forced)
+	requireLost(t, lctx, 10*time.Second, "the holder did not learn of the force-unlock")
+	require.ErrorIs(t, m.Unlock(ctx), rlock.ErrNotHeld)
+	require.Empty(t, aclDenials(t, tp.addrs, tp.user), "the server refused the latchkey user something")
+
+	// The grant is restrictive: a lock under another prefix, a channel
+	// outside it, and a command not granted are all refused.
+	outside := lockClient(t, tp, rlock.Options{Prefix: "outside"}).Mutex(name)
+	_, err = outside.Lock(ctx)
+	requireRefused(t, err, "a lock under another prefix")
+	rc := redisClient(t, tp)
+	_, err = rc.Do(ctx, rc.B().Exists().Key("outside:{"+name+"}").Build()).AsInt64()
+	requireRefused(t, err, "a key outside the prefix")
+	publishCmd := rc.B().Publish().Channel("outside:ch").Message("x").Build()
+	if tp.cluster {
+		publishCmd = rc.B().Spublish().Channel("outside:{" + name + "}").Message("x").Build()
+	}
+	requireRefused(t, rc.Do(ctx, publishCmd).Error(), "a channel outside the prefix")
+	requireRefused(t, rc.Do(ctx, rc.B().Set().Key(m.Key()).Value("x").Build()).Error(), "a command that was not granted")
+	require.NotEmpty(t, aclDenials(t, tp.addrs, tp.user))
+}
+
+// nodeClient connects to one node as the default user.
+func nodeClient(t *testing.T, addr string) rueidis.Client {
+	t.Helper()
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableCache: true})
+	require.NoError(t, err)
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// requireRefused fails unless err is a refusal by the ACL.
+func requireRefused(t *testing.T, err error, what string) {
+	t.Helper()
+	require.Error(t, err, "%s was allowed", what)
+	// NOPERM directly, "can't run this command" or "no permissions to access"
+	// from inside a script.
+	refused := strings.Contains(err.Error(), "NOPERM") || strings.Contains(err.Error(), "can't run this command") ||
+		strings.Contains(err.Error(), "no permissions")
+	require.True(t, refused, "%s: want an ACL refusal, got %v", what, err)
+}
+
+// aclDenials reads every node's ACL log for user: one line per refusal,
+// naming what was refused.
+func aclDenials(t *testing.T, addrs []string, user string) []string {
+	t.Helper()
+	var out []string
+	for _, addr := range addrs {
+		rc := nodeClient(t, addr)
+		entries, err := rc.Do(context.Background(), rc.B().AclLog().Count(100).Build()).ToArray()
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: ACL LOG: %v", addr, err))
+			continue
+		}
+		for _, e := range entries {
+			m, err := e.AsMap()
+			if err != nil {
+				out = append(out, fmt.Sprintf("%s: ACL LOG entry: %v", addr, err))
+				continue
+			}
+			field := func(k string) string {
+				v := m[k]
+				s, _ := v.ToString()
+				return s
+			}
+			if field("username") != user {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s refused %s %q (in %s)", addr, field("reason"), field("object"), field("context")))
+		}
+	}
+	return out
+}
+
+// TestACLClientTracking: rueidis' default client-side caching needs
+// client|tracking, which the minimal grant leaves out, so a latchkey user
+// connects with DisableCache (as lockClient does) or is granted it.
+func TestACLClientTracking(t *testing.T) {
+	ctx := context.Background()
+	srv := ownServer(t)
+	admin := nodeClient(t, srv.Addr)
+	const user, password = "latchkey-acl-test", "acl-test-secret"
+	require.NoError(t, admin.Do(ctx, admin.B().Arbitrary(aclSetUser(user, password, rlock.DefaultPrefix)...).Build()).Error())
+
+	opt := rueidis.ClientOption{InitAddress: []string{srv.Addr}, Username: user, Password: password}
+	_, err := rueidis.NewClient(opt)
+	require.ErrorIs(t, err, rueidis.ErrNoCache)
+	require.ErrorContains(t, err, "client|tracking")
+
+	require.NoError(t, admin.Do(ctx, admin.B().Arbitrary("ACL", "SETUSER", user, "+client|tracking").Build()).Error())
+	rc, err := rueidis.NewClient(opt)
+	require.NoError(t, err)
+	defer rc.Close()
+	c, err := rlock.NewClient(rc, rlock.Options{})
+	require.NoError(t, err)
+	defer c.Close()
+	m := c.Mutex(lockName(t))
+	lctx := mustLock(t, ctx, m)
+	require.NoError(t, m.Unlock(lctx))
+	require.ErrorIs(t, lctx.Err(), context.Canceled)
+}
