@@ -1,23 +1,63 @@
-# latchkey — the two commands the README promises:
-#   make test   vet + every test with the race detector, integration included
+# latchkey — the commands the README promises:
+#   make test   vet + every test with the race detector, integration included,
+#               and the bench module's tests (test-bench)
 #   make demo   worker processes contending on one lock, pub/sub vs spin
-# Both install what they need first (redis-server from Debian's packages).
+#   make bench  the benchmark suite against the other lock libraries; writes
+#               docs/benchmarks.md and its charts in docs/bench/
+#   make test-faults   the fault-injection suite on its own (also part of
+#               make test); prints one "FAULT <name>: ..." line per fault
+# All install what they need first (redis-server from Debian's packages).
 
 GO       ?= go
 TESTFLAGS ?= -race -count=1 -timeout 25m
+# BENCHFLAGS go to lockbench -suite. The defaults, 3 repetitions of 5 s for
+# 5 libraries × 5 scenarios plus the watchdog scale, take about 8 minutes;
+# e.g. make bench BENCHFLAGS="-reps 5 -dur 10s" for steadier figures.
+BENCHFLAGS ?= -reps 3 -dur 5s
 
-.PHONY: all test vet demo setup redis-image clean-docker
+.PHONY: all test test-bench test-faults vet demo bench fuzz setup redis-image clean-docker
 
 all: test
 
-test: setup vet
+test: setup vet test-bench
 	$(GO) test $(TESTFLAGS) ./...
+
+# bench/ is its own module (the peer libraries stay out of latchkey's
+# go.mod), so ./... above does not reach it.
+test-bench: setup
+	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+test-faults: setup
+	$(GO) test $(TESTFLAGS) -v -run '^TestFault' ./integration
 
 vet:
 	$(GO) vet ./...
 
 demo: setup
 	$(GO) run ./cmd/latchkey-demo $(DEMOFLAGS)
+
+# fuzz runs every fuzz target (func FuzzXxx in a _test.go file) for FUZZTIME
+# each, one at a time: go test takes one -fuzz target per run. Their seed
+# corpora (testdata/fuzz) also run in every plain `go test`. New failures are
+# written to the package's testdata/fuzz/FuzzXxx; commit them with the fix.
+FUZZTIME ?= 10s
+
+fuzz:
+	@set -e; for file in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+		pkg=./$$(dirname $${file#./}); \
+		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+			echo "fuzz: $$target in $$pkg for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+# bench runs the suite on a redis-server process it starts on loopback, the
+# market benchmark when bench/market exists, and regenerates the document.
+bench: setup
+	mkdir -p bench/results
+	cd bench && $(GO) run ./cmd/lockbench -suite -out results/lockbench.json $(BENCHFLAGS)
+	if [ -d bench/market ]; then cd bench && $(GO) run ./market -json > results/market.json.tmp && mv results/market.json.tmp results/market.json; fi
+	cd bench && $(GO) run ./cmd/benchdoc -in results/lockbench.json -market results/market.json -doc ../docs/benchmarks.md -svg ../docs/bench -notes ../docs/bench/notes.md
 
 # setup installs redis-server and redis-cli when they are missing: the
 # harness runs them as processes (always for Redis Cluster, and for

@@ -33,6 +33,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/internal/redisinfo"
 )
 
 // Keys of one phase besides the lock itself. FLUSHALL clears them between phases.
@@ -268,7 +269,7 @@ func drive(ctx context.Context, rc rueidis.Client, cfg config, mode string, repo
 	}
 	res := &phaseResult{mode: mode, dur: cfg.dur}
 	var err error
-	if res.cpu0, err = redisCPU(ctx, rc); err != nil {
+	if res.cpu0, err = redisinfo.CPU(ctx, rc); err != nil {
 		return nil, err
 	}
 	agg := newAggregator(os.Stdout, isTerminal(os.Stdout), res, cfg.procs, func() (int64, error) { return totalCommands(ctx, rc) })
@@ -304,12 +305,10 @@ func finish(ctx context.Context, rc rueidis.Client, res *phaseResult) error {
 	if res.commands, err = totalCommands(ctx, rc); err != nil {
 		return err
 	}
-	stats, err := info(ctx, rc, "commandstats")
-	if err != nil {
+	if res.cmdstats, err = redisinfo.Commands(ctx, rc); err != nil {
 		return err
 	}
-	res.cmdstats = parseCommandStats(stats)
-	cpu, err := redisCPU(ctx, rc)
+	cpu, err := redisinfo.CPU(ctx, rc)
 	res.cpuSeconds = cpu - res.cpu0
 	return err
 }

@@ -34,11 +34,6 @@ func TestPercentileNearestRank(t *testing.T) {
 }
 
 func TestFormatting(t *testing.T) {
-	for us, want := range map[int64]string{0: "0µs", 999: "999µs", 1000: "1.0ms", 12345: "12.3ms", 2_500_000: "2.50s"} {
-		if got := fmtUS(us); got != want {
-			t.Errorf("fmtUS(%d) = %q, want %q", us, got, want)
-		}
-	}
 	for _, c := range []struct {
 		a, b float64
 		want string
@@ -46,19 +41,6 @@ func TestFormatting(t *testing.T) {
 		if got := ratio(c.a, c.b); got != c.want {
 			t.Errorf("ratio(%v, %v) = %q, want %q", c.a, c.b, got, c.want)
 		}
-	}
-}
-
-func TestParseInfo(t *testing.T) {
-	info := parseInfo("# Commandstats\r\ncmdstat_get:calls=12,usec=34,usec_per_call=2.83,rejected_calls=0,failed_calls=0\r\n" +
-		"cmdstat_config|resetstat:calls=1,usec=5\r\n\r\n# CPU\r\nused_cpu_sys:1.500000\r\n")
-	if info["used_cpu_sys"] != "1.500000" {
-		t.Errorf("used_cpu_sys = %q", info["used_cpu_sys"])
-	}
-	got := parseCommandStats(info)
-	want := map[string]int64{"get": 12, "config|resetstat": 1}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("parseCommandStats = %v, want %v", got, want)
 	}
 }
 

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/latchkey/latchkey/internal/redisinfo"
+	"github.com/latchkey/latchkey/internal/units"
 )
 
 // phaseResult is everything measured in one phase.
@@ -145,17 +148,7 @@ func fmtWait(sorted []int64, p float64) string {
 	if len(sorted) == 0 {
 		return "-"
 	}
-	return fmtUS(percentile(sorted, p))
-}
-
-func fmtUS(us int64) string {
-	switch {
-	case us < 1000:
-		return fmt.Sprintf("%dµs", us)
-	case us < 1000_000:
-		return fmt.Sprintf("%.1fms", float64(us)/1e3)
-	}
-	return fmt.Sprintf("%.2fs", float64(us)/1e6)
+	return units.Micros(float64(percentile(sorted, p)))
 }
 
 // fmtFloat prints NaN and infinities (a division by zero acquisitions) as "-".
@@ -253,64 +246,13 @@ func compare(ps, sp *phaseResult) string {
 		ratio(p99(ps), p99(sp)))
 }
 
-// parseInfo turns an INFO reply into its fields.
-func parseInfo(s string) map[string]string {
-	m := make(map[string]string)
-	for line := range strings.Lines(s) {
-		line = strings.TrimSpace(line)
-		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
-			m[k] = v
-		}
-	}
-	return m
-}
-
-// parseCommandStats extracts the calls of each command from INFO commandstats
-// ("cmdstat_get:calls=12,usec=34,...").
-func parseCommandStats(info map[string]string) map[string]int64 {
-	calls := make(map[string]int64)
-	for k, v := range info {
-		name, ok := strings.CutPrefix(k, "cmdstat_")
-		if !ok {
-			continue
-		}
-		for field := range strings.SplitSeq(v, ",") {
-			if n, ok := strings.CutPrefix(field, "calls="); ok {
-				calls[name], _ = strconv.ParseInt(n, 10, 64)
-			}
-		}
-	}
-	return calls
-}
-
-func info(ctx context.Context, rc rueidis.Client, section string) (map[string]string, error) {
-	s, err := rc.Do(ctx, rc.B().Info().Section(section).Build()).ToString()
-	if err != nil {
-		return nil, fmt.Errorf("INFO %s: %w", section, err)
-	}
-	return parseInfo(s), nil
-}
-
+// totalCommands is Redis' total_commands_processed.
 func totalCommands(ctx context.Context, rc rueidis.Client) (int64, error) {
-	m, err := info(ctx, rc, "stats")
+	m, err := redisinfo.Get(ctx, rc, "stats")
 	if err != nil {
 		return 0, err
 	}
 	return strconv.ParseInt(m["total_commands_processed"], 10, 64)
-}
-
-// redisCPU is the CPU time the Redis server has used, in seconds.
-func redisCPU(ctx context.Context, rc rueidis.Client) (float64, error) {
-	m, err := info(ctx, rc, "cpu")
-	if err != nil {
-		return 0, err
-	}
-	sys, err1 := strconv.ParseFloat(m["used_cpu_sys"], 64)
-	user, err2 := strconv.ParseFloat(m["used_cpu_user"], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("INFO cpu: no used_cpu_sys/used_cpu_user in %v", m)
-	}
-	return sys + user, nil
 }
 
 // isTerminal reports whether f is a character device: enough to decide

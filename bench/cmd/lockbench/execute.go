@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/latchkey/latchkey/bench/internal/results"
+	"github.com/latchkey/latchkey/internal/redisinfo"
+)
+
+// execute runs what cfg asks for, prints the results to out and a line per
+// run to progress.
+func execute(ctx context.Context, cfg config, out, progress io.Writer) (err error) {
+	addr, label, closeRedis, err := getRedis(ctx, cfg.addr)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeRedis()) }()
+	admin, err := connect(addr)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	cfg.redisLabel = label
+	b := &bench{cfg: cfg, addr: addr, admin: admin, progress: progress}
+
+	f := &results.File{}
+	if f.Meta, err = b.meta(ctx); err != nil {
+		return err
+	}
+	if !cfg.watchdog {
+		scenarios := []results.Scenario{cfg.custom()}
+		if cfg.suite {
+			scenarios = suite
+		}
+		f.Meta.Scenarios = scenarios
+		if f.Results, err = b.scenarios(ctx, scenarios); err != nil {
+			return err
+		}
+	}
+	if cfg.suite || cfg.watchdog {
+		if f.Watchdog, err = b.watchdogScale(ctx); err != nil {
+			return fmt.Errorf("watchdog scale: %w", err)
+		}
+	}
+	if err := flush(ctx, admin); err != nil {
+		return err
+	}
+	if err := printResults(out, cfg.jsonOut, f); err != nil {
+		return err
+	}
+	if cfg.out != "" {
+		return results.Write(cfg.out, f)
+	}
+	return nil
+}
+
+// scenarios runs every scenario cfg.reps times, the libraries interleaved
+// within each repetition, and summarizes each library per scenario.
+func (b *bench) scenarios(ctx context.Context, scenarios []results.Scenario) ([]results.Result, error) {
+	var out []results.Result
+	for _, sc := range scenarios {
+		samples := make(map[string][]*sample)
+		for rep := range b.cfg.reps {
+			for _, lib := range b.cfg.libs {
+				s, err := b.runOnce(ctx, lib, sc)
+				if err != nil {
+					return nil, fmt.Errorf("scenario %s, %s, repetition %d: %w", sc.Name, lib, rep+1, err)
+				}
+				fmt.Fprintf(b.progress, "%s rep %d/%d %-14s %s\n", sc.Name, rep+1, b.cfg.reps, lib, s.describe())
+				samples[lib] = append(samples[lib], s)
+			}
+		}
+		for _, lib := range b.cfg.libs {
+			out = append(out, summarize(lib, sc, samples[lib]))
+		}
+	}
+	return out, nil
+}
+
+// meta records the machine, the software and the command.
+func (b *bench) meta(ctx context.Context) (results.Meta, error) {
+	version, err := redisinfo.Version(ctx, b.admin)
+	if err != nil {
+		return results.Meta{}, err
+	}
+	m := machine()
+	m.Date = time.Now().UTC().Truncate(time.Second)
+	m.Command = b.cfg.command
+	m.RedisVersion = version
+	m.Redis = b.cfg.redisLabel
+	m.Reps = b.cfg.reps
+	m.DurS = b.cfg.dur.Seconds()
+	m.LeaseS = b.cfg.lease.Seconds()
+	m.TimeoutS = b.cfg.timeout.Seconds()
+	m.Libs = b.cfg.libs
+	m.Modules = moduleVersions()
+	return m, nil
+}
+
+// printResults writes the results: JSON lines (one per library per scenario, then
+// the watchdog scale) or tables.
+func printResults(out io.Writer, asJSON bool, f *results.File) error {
+	if !asJSON {
+		return printTables(out, f)
+	}
+	enc := json.NewEncoder(out)
+	for _, r := range f.Results {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	if f.Watchdog != nil {
+		return enc.Encode(struct {
+			Scenario string `json:"scenario"`
+			*results.Watchdog
+		}{"watchdog", f.Watchdog})
+	}
+	return nil
+}

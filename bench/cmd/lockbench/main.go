@@ -1,0 +1,61 @@
+// Command lockbench measures Redis lock libraries side by side: latchkey's
+// pub/sub Mutex and its SpinMutex, redsync, bsm/redislock and rueidislock.
+//
+// Every library gets the same lease and the same per-acquire deadline, and
+// runs the same loop: Lock, hold for the critical section, Unlock. The
+// libraries run interleaved against one Redis (A B C, A B C, ...), each run
+// preceded by FLUSHALL and CONFIG RESETSTAT, and the report gives the median
+// of each figure over the repetitions.
+//
+// Usage:
+//
+//	lockbench [-addr host:port] [-procs 1] [-g 1] [-keys 1] [-cs 0] [-dur 5s] [-reps 3] [-libs ...] [-json] [-out file]
+//	lockbench -suite [-dur 5s] [-reps 3] [-out results/lockbench.json]
+//	lockbench -watchdog
+//
+// Without -addr it starts a redis-server process on a free 127.0.0.1 port
+// (--save "" --appendonly no) and kills it at the end. A Redis given with
+// -addr must be on loopback, and is flushed: never point it at data you keep.
+//
+// -procs P re-executes this binary as P worker processes. Each connects,
+// warms up (one lock and unlock per goroutine on a key of its own), says it
+// is ready on stdout, and waits for a start instant on stdin; the parent
+// gives all of them the same one. Each runs g goroutines until start+dur and
+// reports its results as one JSON object on stdout.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	if p := os.Getenv(workerEnv); p != "" {
+		os.Exit(workerMain(p))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run is the whole tool without os.Exit, so that its deferred clean-up (the
+// Redis it started, its workers) always runs.
+func run(ctx context.Context, args []string) int {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		return 2
+	}
+	if err := execute(ctx, cfg, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		if ctx.Err() != nil {
+			return 130
+		}
+		return 1
+	}
+	return 0
+}

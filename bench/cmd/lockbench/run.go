@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/latchkey/latchkey/bench/internal/results"
+	"github.com/latchkey/latchkey/bench/internal/stats"
+	"github.com/latchkey/latchkey/internal/redisinfo"
+)
+
+const (
+	// startMargin is how far ahead of "now" the workers' common start
+	// instant is set, so that every worker has it before it comes.
+	startMargin = 50 * time.Millisecond
+	// runSlack bounds a run beyond its measured duration: start-up,
+	// warm-up, the last holds and the reports.
+	runSlack = 2 * time.Minute
+)
+
+// bench is what every run shares.
+type bench struct {
+	cfg      config
+	addr     string
+	admin    rueidis.Client
+	progress io.Writer // one line per run
+}
+
+// sample is one run of one library in one scenario.
+type sample struct {
+	dur          time.Duration
+	acquisitions int64
+	waits        []int64 // ns, sorted
+	counts
+	cpuSeconds float64 // Redis CPU used during the run
+	commands   int64   // Redis commands run for the locks
+}
+
+// runOnce runs lib in sc once: FLUSHALL, start the workers, CONFIG
+// RESETSTAT once they are all ready, release them together, and read Redis'
+// counters once they have all exited.
+func (b *bench) runOnce(ctx context.Context, lib string, sc results.Scenario) (*sample, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.dur+runSlack)
+	defer cancel()
+	if err := flush(ctx, b.admin); err != nil {
+		return nil, err
+	}
+	params := make([]workerParams, sc.Procs)
+	for i := range params {
+		params[i] = workerParams{
+			Lib: lib, Addr: b.addr, Proc: i, G: sc.G, Keys: sc.Keys, CS: durOfUS(sc.CSUS),
+			Dur: b.cfg.dur, Lease: b.cfg.lease, Timeout: b.cfg.timeout,
+		}
+	}
+	ws, err := spawn(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.stop()
+	if err := ws.awaitReady(); err != nil {
+		return nil, err
+	}
+	win, err := openWindow(ctx, b.admin)
+	if err != nil {
+		return nil, err
+	}
+	if err := ws.release(time.Now().Add(startMargin)); err != nil {
+		return nil, err
+	}
+	reports, err := ws.collect()
+	if err != nil {
+		return nil, err
+	}
+	cpuSeconds, calls, err := win.close(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := merge(reports)
+	s.dur = b.cfg.dur
+	s.cpuSeconds = cpuSeconds
+	s.commands = redisinfo.LockCommands(calls)
+	return s, nil
+}
+
+// merge adds up the workers' reports.
+func merge(reports []report) *sample {
+	s := &sample{}
+	for _, r := range reports {
+		s.acquisitions += r.Acquisitions
+		s.waits = append(s.waits, r.WaitsNS...)
+		s.add(r.counts)
+	}
+	slices.Sort(s.waits)
+	return s
+}
+
+// describe is a one-line progress note for a run.
+func (s *sample) describe() string {
+	return fmt.Sprintf("%8.0f acq/s  p99 %s  %d violations, %d errors", float64(s.acquisitions)/s.dur.Seconds(),
+		time.Duration(stats.Percentile(s.waits, 99)).Round(time.Microsecond), s.Violations, s.Errors)
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/latchkey/latchkey/bench/internal/results"
+)
+
+// printTables prints one table per scenario and the watchdog scale.
+func printTables(out io.Writer, f *results.File) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, sc := range f.Meta.Scenarios {
+		fmt.Fprintf(tw, "\nscenario %s (%s): %d×%d goroutines, %d keys, cs %gµs; median of %d × %gs\n",
+			sc.Name, sc.Label, sc.Procs, sc.G, sc.Keys, sc.CSUS, f.Meta.Reps, f.Meta.DurS)
+		fmt.Fprintln(tw, "lib\tacq/s\tp50 µs\tp99 µs\tp99.9 µs\tmax µs\tCPU µs/acq\tcmds/acq\tviolations\terrors\ttimeouts\t")
+		for _, r := range f.Results {
+			if r.Scenario != sc.Name {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t%.2f\t%d\t%d\t%d\t\n", r.Lib, r.AcqPerS,
+				r.P50US, r.P99US, r.P999US, r.MaxUS, r.RedisCPUUSPerAcq, r.RedisCmdsPerAcq, r.Violations, r.Errors, r.Timeouts)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if w := f.Watchdog; w != nil {
+		fmt.Fprintf(tw, "\nwatchdog scale: timeout %gms, interval %gms, batch %d; %d goroutines idle, %d lost, %d errors\n",
+			w.TimeoutMS, w.IntervalMS, w.BatchSize, w.GoroutinesIdle, w.Lost, w.Errors)
+		fmt.Fprintln(tw, "locks\tticks\tcalls/tick\tevalsha/tick\tCPU µs/tick\tgoroutines\t")
+		for _, s := range w.Steps {
+			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.1f\t%.0f\t%d\t\n", s.Locks, s.Ticks, s.CallsPerTick, s.EvalshaPerTick, s.RedisCPUUSPerTick, s.Goroutines)
+		}
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/latchkey/latchkey/bench/internal/locks"
+	"github.com/latchkey/latchkey/bench/internal/precise"
+)
+
+// workerEnv carries a worker's parameters, JSON-encoded; its presence makes
+// the binary a worker.
+const workerEnv = "LOCKBENCH_WORKER"
+
+// errorBackoff keeps a goroutine whose Lock fails at once from spinning.
+const errorBackoff = 10 * time.Millisecond
+
+type workerParams struct {
+	Lib     string        `json:"lib"`
+	Addr    string        `json:"addr"`
+	Proc    int           `json:"proc"` // 0-based
+	G       int           `json:"g"`
+	Keys    int           `json:"keys"`
+	CS      time.Duration `json:"cs"`
+	Dur     time.Duration `json:"dur"`
+	Lease   time.Duration `json:"lease"`
+	Timeout time.Duration `json:"timeout"`
+}
+
+// ready is a worker's first message; report its last.
+type ready struct {
+	Ready bool `json:"ready"`
+}
+
+type report struct {
+	Acquisitions int64   `json:"acquisitions"`
+	WaitsNS      []int64 `json:"waits_ns"` // one per acquisition
+	counts
+}
+
+// counts are what goes wrong: violations and errors must stay at zero.
+type counts struct {
+	Violations int64  `json:"violations"`
+	Errors     int64  `json:"errors"`
+	Timeouts   int64  `json:"timeouts"` // acquires that hit the per-acquire deadline
+	LastError  string `json:"last_error,omitempty"`
+}
+
+func (c *counts) add(o counts) {
+	c.Violations += o.Violations
+	c.Errors += o.Errors
+	c.Timeouts += o.Timeouts
+	if o.LastError != "" {
+		c.LastError = o.LastError
+	}
+}
+
+func (c *counts) fail(err error) {
+	c.Errors++
+	c.LastError = err.Error()
+}
+
+// keyName is the name of lock key i, the same for every library.
+func keyName(i int) string { return "lockbench:" + strconv.Itoa(i) }
+
+func workerMain(params string) int {
+	// The parent decides when we stop; a terminal's Ctrl-C reaches the
+	// whole process group, and the parent kills us if need be.
+	signal.Ignore(os.Interrupt)
+	var p workerParams
+	if err := json.Unmarshal([]byte(params), &p); err != nil {
+		fmt.Fprintf(os.Stderr, "lockbench worker: bad %s: %v\n", workerEnv, err)
+		return 2
+	}
+	if err := work(p, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "lockbench worker %d (%s): %v\n", p.Proc, p.Lib, err)
+		return 1
+	}
+	return 0
+}
+
+// work is one worker process: connect, warm up, say ready, wait for the
+// start instant on in, run, report on out.
+func work(p workerParams, in io.Reader, out io.Writer) error {
+	lib, err := locks.Open(p.Lib, locks.Options{Addr: p.Addr, Lease: p.Lease, Conns: p.G})
+	if err != nil {
+		return err
+	}
+	closeLib := sync.OnceValue(lib.Close)
+	defer closeLib()
+	if err := warmUp(lib, p); err != nil {
+		return fmt.Errorf("warming up: %w", err)
+	}
+	enc := json.NewEncoder(out)
+	if err := enc.Encode(ready{Ready: true}); err != nil {
+		return err
+	}
+	stdin := bufio.NewReader(in)
+	line, err := stdin.ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("waiting for the start instant: %w", err)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	if err != nil {
+		return fmt.Errorf("bad start instant %q: %w", line, err)
+	}
+	// EOF on stdin means the parent is gone, however it died: stop rather
+	// than linger.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	go func() {
+		_, _ = io.Copy(io.Discard, stdin)
+		cancel(errors.New("parent gone"))
+	}()
+
+	start := time.Unix(0, ns)
+	time.Sleep(time.Until(start))
+	rep := hammerAll(ctx, lib, p, start.Add(p.Dur))
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	// Close before reporting, so that the parent's final reading of Redis'
+	// counters comes after everything this worker sent.
+	if err := closeLib(); err != nil {
+		return fmt.Errorf("closing %s: %w", p.Lib, err)
+	}
+	return enc.Encode(rep)
+}
+
+// warmUp has every goroutine take and release a key of its own, so that
+// connections are open and scripts loaded before the measurement.
+func warmUp(lib locks.Lib, p workerParams) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errs := make([]error, p.G)
+	var wg sync.WaitGroup
+	for j := range p.G {
+		wg.Go(func() {
+			unlock, err := lib.Locker(fmt.Sprintf("lockbench:warm:%d:%d", p.Proc, j)).Lock(ctx)
+			if err == nil {
+				err = unlock()
+			}
+			errs[j] = err
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// hammerAll runs p.G goroutines until end and merges what they saw.
+func hammerAll(ctx context.Context, lib locks.Lib, p workerParams, end time.Time) report {
+	inside := make([]atomic.Int32, p.Keys) // holders in this process, per key
+	tallies := make([]tally, p.G)
+	var wg sync.WaitGroup
+	for j := range p.G {
+		k := (p.Proc*p.G + j) % p.Keys
+		l := lib.Locker(keyName(k))
+		wg.Go(func() { hammer(ctx, l, p, end, &inside[k], &tallies[j]) })
+	}
+	wg.Wait()
+	var rep report
+	for i := range tallies {
+		t := &tallies[i]
+		rep.Acquisitions += int64(len(t.waits))
+		rep.WaitsNS = append(rep.WaitsNS, t.waits...)
+		rep.add(t.counts)
+	}
+	return rep
+}
+
+// tally is one goroutine's count; only that goroutine writes it.
+type tally struct {
+	waits []int64 // ns
+	counts
+}
+
+// hammer is one goroutine's loop: Lock (bounded by the per-acquire deadline
+// and the end of the run), hold for p.CS, Unlock. inside counts this
+// process's holders of the key: a second one at once is a violation. It
+// costs no Redis command, and catches overlaps within a process only.
+func hammer(ctx context.Context, l locks.Locker, p workerParams, end time.Time, inside *atomic.Int32, t *tally) {
+	for {
+		t0 := time.Now()
+		if !t0.Before(end) || ctx.Err() != nil {
+			return
+		}
+		deadline := t0.Add(p.Timeout)
+		if end.Before(deadline) {
+			deadline = end
+		}
+		actx, cancel := context.WithDeadline(ctx, deadline)
+		unlock, err := l.Lock(actx)
+		got := time.Now()
+		if err != nil {
+			cancel()
+			switch {
+			case ctx.Err() != nil:
+				return
+			case actx.Err() != nil: // the deadline, whatever the library made of it
+				if deadline.Before(end) {
+					t.Timeouts++
+				}
+			default:
+				t.fail(err)
+				time.Sleep(errorBackoff)
+			}
+			continue
+		}
+		if inside.Add(1) != 1 {
+			t.Violations++
+		}
+		precise.Wait(p.CS)
+		inside.Add(-1)
+		if err := unlock(); err != nil {
+			t.fail(fmt.Errorf("unlock: %w", err))
+		}
+		cancel() // only now: some libraries end the hold with actx
+		if got.Before(end) {
+			t.waits = append(t.waits, got.Sub(t0).Nanoseconds())
+		}
+	}
+}

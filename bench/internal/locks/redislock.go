@@ -1,0 +1,58 @@
+package locks
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/bsm/redislock"
+)
+
+// Redislock's retry policy: exponential backoff from RedislockBackoffMin to
+// RedislockBackoffMax, the same bounds as latchkey's spin variant.
+const (
+	RedislockBackoffMin = time.Millisecond
+	RedislockBackoffMax = 128 * time.Millisecond
+)
+
+// errNotReleased reports a release that found the lock no longer held.
+var errNotReleased = errors.New("locks: release found the lock no longer held (it expired or was taken)")
+
+// redislockLib is bsm/redislock on one go-redis v9 pool.
+type redislockLib struct {
+	goRedisBase
+	c     *redislock.Client
+	lease time.Duration
+}
+
+func openRedislock(opts Options) (Lib, error) {
+	rdb := newGoRedis(opts)
+	return &redislockLib{goRedisBase: goRedisBase{rdb}, c: redislock.New(rdb), lease: opts.Lease}, nil
+}
+
+func (l *redislockLib) Locker(key string) Locker {
+	return &redislockLocker{lib: l, key: key}
+}
+
+type redislockLocker struct {
+	lib *redislockLib
+	key string
+}
+
+func (l *redislockLocker) Lock(ctx context.Context) (func() error, error) {
+	// The strategy counts its retries, so each acquire needs a fresh one.
+	opt := &redislock.Options{RetryStrategy: redislock.ExponentialBackoff(RedislockBackoffMin, RedislockBackoffMax)}
+	lk, err := l.lib.c.Obtain(ctx, l.key, l.lib.lease, opt)
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		// Release with its own context: the acquire's may have ended.
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		defer cancel()
+		return lk.Release(ctx)
+	}, nil
+}
+
+// releaseTimeout bounds a release whose library takes a context.
+const releaseTimeout = 5 * time.Second

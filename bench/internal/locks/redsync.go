@@ -1,0 +1,46 @@
+package locks
+
+import (
+	"context"
+	"math"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+)
+
+// redsyncLib is redsync v4 on one go-redis v9 pool: a single-node Redlock,
+// SET NX to acquire and a script to release, retrying after its default
+// random 50–250ms delay.
+type redsyncLib struct {
+	goRedisBase
+	rs    *redsync.Redsync
+	lease redsync.Option
+}
+
+func openRedsync(opts Options) (Lib, error) {
+	rdb := newGoRedis(opts)
+	return &redsyncLib{goRedisBase: goRedisBase{rdb}, rs: redsync.New(goredis.NewPool(rdb)), lease: redsync.WithExpiry(opts.Lease)}, nil
+}
+
+func (l *redsyncLib) Locker(key string) Locker {
+	// redsync gives up after WithTries attempts (32 by default, a few
+	// seconds); the benchmark bounds every acquire by its context instead.
+	return &redsyncLocker{m: l.rs.NewMutex(key, l.lease, redsync.WithTries(math.MaxInt32))}
+}
+
+type redsyncLocker struct{ m *redsync.Mutex }
+
+func (l *redsyncLocker) Lock(ctx context.Context) (func() error, error) {
+	if err := l.m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return func() error {
+		// A release that finds the lock gone returns an error; one that
+		// deleted nothing without an error is a lost lock too.
+		ok, err := l.m.Unlock()
+		if err == nil && !ok {
+			err = errNotReleased
+		}
+		return err
+	}, nil
+}

@@ -1,0 +1,78 @@
+package results
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// ErrBadFile reports a results file benchdoc cannot use; regenerate it with
+// lockbench -suite -out.
+var ErrBadFile = errors.New("results: unusable results file")
+
+// Meta says where, when and how the results were taken.
+type Meta struct {
+	Date         time.Time `json:"date"`
+	Command      string    `json:"command"`
+	GoVersion    string    `json:"go_version"`
+	RedisVersion string    `json:"redis_version"`
+	Redis        string    `json:"redis"` // how Redis ran, e.g. "redis-server process on 127.0.0.1"
+	CPUModel     string    `json:"cpu_model"`
+	Cores        int       `json:"cores"`
+	Kernel       string    `json:"kernel"`
+	Reps         int       `json:"reps"`
+	DurS         float64   `json:"dur_s"`
+	LeaseS       float64   `json:"lease_s"`
+	TimeoutS     float64   `json:"timeout_s"` // per-acquire deadline
+	Libs         []string  `json:"libs"`
+	// Modules maps the lock libraries' modules to the versions measured.
+	Modules   map[string]string `json:"modules"`
+	Scenarios []Scenario        `json:"scenarios"`
+}
+
+// File is a whole lockbench run.
+type File struct {
+	Meta     Meta      `json:"meta"`
+	Results  []Result  `json:"results"`
+	Watchdog *Watchdog `json:"watchdog,omitempty"`
+}
+
+// Write stores f at path as indented JSON.
+func Write(path string, f *File) error {
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("results: encoding: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	return nil
+}
+
+// Read loads a File written by Write.
+func Read(path string) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("results: %w (run `make bench` to produce it)", err)
+	}
+	var f File
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadFile, path, err)
+	}
+	if len(f.Results) == 0 {
+		return nil, fmt.Errorf("%w: %s has no results", ErrBadFile, path)
+	}
+	return &f, nil
+}
+
+// Find returns the result of lib in scenario, or nil.
+func (f *File) Find(lib, scenario string) *Result {
+	for i := range f.Results {
+		if r := &f.Results[i]; r.Lib == lib && r.Scenario == scenario {
+			return r
+		}
+	}
+	return nil
+}

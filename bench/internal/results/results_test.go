@@ -1,0 +1,76 @@
+package results
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestWriteRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.json")
+	in := &File{
+		Meta:     Meta{Date: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Reps: 3, Scenarios: []Scenario{{Name: "a", Procs: 1, G: 1, Keys: 1}}},
+		Results:  []Result{{Lib: "latchkey", Scenario: "a", AcqPerS: 1234.5}, {Lib: "redsync", Scenario: "a"}},
+		Watchdog: &Watchdog{Steps: []WatchdogStep{{Locks: 10000, CallsPerTick: 100}}},
+	}
+	if err := Write(path, in); err != nil {
+		t.Fatal(err)
+	}
+	out, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Errorf("read back %+v, want %+v", out, in)
+	}
+	if r := out.Find("latchkey", "a"); r == nil || r.AcqPerS != 1234.5 {
+		t.Errorf("Find(latchkey, a) = %+v", r)
+	}
+	if r := out.Find("latchkey", "b"); r != nil {
+		t.Errorf("Find(latchkey, b) = %+v, want nil", r)
+	}
+}
+
+func TestReadRejects(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{"garbage.json": "{", "empty.json": `{"results": []}`} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Read(p); !errors.Is(err, ErrBadFile) {
+			t.Errorf("Read(%s): %v, want ErrBadFile", name, err)
+		}
+	}
+}
+
+func TestReadMarket(t *testing.T) {
+	dir := t.TempDir()
+	m, err := ReadMarket(filepath.Join(dir, "absent.json"))
+	if m != nil || err != nil {
+		t.Errorf("absent market.json: %v, %v; want nil, nil", m, err)
+	}
+	p := filepath.Join(dir, "market.json")
+	body := `[{"variant": "watch", "sellers": 5, "buyers": 1, "duration_s": 60, "listed": 10, "bought": 9, "retries": 4, "p50_buy_us": 1.5, "p99_buy_us": 9, "errors": 0}]`
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err = ReadMarket(p)
+	want := []Market{{Variant: "watch", Sellers: 5, Buyers: 1, DurationS: 60, Listed: 10, Bought: 9, Retries: 4, P50BuyUS: 1.5, P99BuyUS: 9}}
+	if err != nil || !reflect.DeepEqual(m, want) {
+		t.Errorf("ReadMarket = %+v, %v; want %+v", m, err, want)
+	}
+	if err := os.WriteFile(p, []byte(`{"variant": "watch"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadMarket(p); !errors.Is(err, ErrBadFile) {
+		t.Errorf("ReadMarket of an object: %v, want ErrBadFile", err)
+	}
+}
