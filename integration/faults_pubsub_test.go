@@ -51,7 +51,11 @@ const pubsubWaitMargin = 3 * time.Second
 // TestFaultPubSubDropped: every pub/sub message is lost on the way to the
 // lockers (a toxic drops them from the RESP3 stream and passes everything
 // else). Unlocks wake nobody, so each waiter sleeps until the TTL it was
-// told and tries again: every waiter still completes, more slowly.
+// told and tries again: every waiter still completes, more slowly. How much
+// more slowly depends on the interleaving: a waiter refused while a release
+// reserved the lock for the other client was told only the rest of the
+// handoff window, so a run can get by without any wait of a whole lease;
+// the test bounds waits from above and reports the run time.
 func TestFaultPubSubDropped(t *testing.T) {
 	ctx := faultCtx(t)
 	const lease = 600 * time.Millisecond
@@ -74,6 +78,5 @@ func TestFaultPubSubDropped(t *testing.T) {
 	require.Positive(t, messagesDropped.Load(), "no message was dropped: the test tested nothing")
 	require.Equal(t, len(workers)*perWorker, r.stats.Acquisitions, "every waiter completes")
 	require.Zero(t, r.stats.Overlaps)
-	require.GreaterOrEqual(t, r.stats.MaxWait, lease/3, "no waiter waited for a TTL: were the messages really lost?")
 	require.Less(t, r.stats.MaxWait, time.Duration(len(workers))*lease+pubsubWaitMargin, "a waiter waited longer than the TTL bound allows")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/latchkey/latchkey/rlock"
+	"github.com/latchkey/latchkey/watchdog"
 )
 
 // TestReentrancy takes one lock three deep, through the same handle and
@@ -161,6 +162,13 @@ func TestLeaseExpiry(t *testing.T) {
 		abandoned := lockClient(t, tp, rlock.Options{}).Mutex(name)
 		start := time.Now()
 		actx := mustLock(t, ctx, abandoned, rlock.WithLease(500*time.Millisecond))
+		// The holder's context ends the drift margin before the lease, which
+		// runs from when the acquire was sent: between start and now.
+		deadline, ok := actx.Deadline()
+		require.True(t, ok, "a leased hold's context has a deadline")
+		validity := 500*time.Millisecond - watchdog.DriftMargin(500*time.Millisecond)
+		require.False(t, deadline.Before(start.Add(validity)), "deadline %v after start", deadline.Sub(start))
+		require.False(t, deadline.After(time.Now().Add(validity)), "deadline %v after start", deadline.Sub(start))
 
 		next := lockClient(t, tp, rlock.Options{}).Mutex(name)
 		nctx := mustLock(t, ctx, next)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/latchkey/latchkey/watchdog"
 )
 
 // The fuzz targets below check the validation done before any I/O. Their
@@ -95,7 +97,7 @@ func FuzzOptions(f *testing.F) {
 			t.Fatalf("NewClient accepted %+v, which withDefaults rejects: %v", in, err)
 		}
 		wd := c.wd.Options()
-		if wd.Timeout < time.Millisecond || wd.Timeout > MaxLease || wd.Interval <= 0 || wd.Interval >= wd.Timeout || wd.BatchSize < 1 {
+		if wd.Timeout < time.Millisecond || wd.Timeout > MaxLease || wd.Interval <= 0 || wd.Interval >= wd.Timeout-watchdog.DriftMargin(wd.Timeout) || wd.BatchSize < 1 {
 			t.Fatalf("NewClient(%+v) runs the watchdog with %+v", in, wd)
 		}
 	})

@@ -31,13 +31,14 @@ type ownerKey struct {
 }
 
 // grant records the successful acquisition t and builds the context Lock
-// returns. The lease (or the watchdog's deadline) runs from t.sent.
+// returns. The lease (or the watchdog's deadline) runs from t.sent, and the
+// context ends a drift margin before the lease does.
 func (c *Client) grant(parent context.Context, m *Mutex, owner string, t try, lo lockOptions) (context.Context, error) {
 	ctx := context.WithValue(parent, ownerKey{c, m.key}, owner)
 	var stopLease context.CancelFunc
 	if lo.leaseSet {
-		ctx, stopLease = context.WithDeadlineCause(ctx, t.sent.Add(lo.lease),
-			fmt.Errorf("%w: %q: its lease of %v ran out", ErrLockLost, m.name, lo.lease))
+		ctx, stopLease = context.WithDeadlineCause(ctx, t.sent.Add(lo.lease-watchdog.DriftMargin(lo.lease)),
+			fmt.Errorf("%w: %q: its lease of %v is about to run out (take a longer lease, or omit WithLease to have the watchdog renew it)", ErrLockLost, m.name, lo.lease))
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	lv := &level{token: t.Token, cancel: func(cause error) {

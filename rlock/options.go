@@ -57,7 +57,10 @@ type Options struct {
 	// WatchdogTimeout is the lease of a lock taken without WithLease, renewed
 	// for as long as it is held. Default 30s; at most MaxLease.
 	WatchdogTimeout time.Duration
-	// WatchdogInterval is the renewal period. Default WatchdogTimeout/3.
+	// WatchdogInterval is the renewal period. Default WatchdogTimeout/3. It
+	// must be shorter than WatchdogTimeout less
+	// watchdog.DriftMargin(WatchdogTimeout), the local deadline by which a
+	// renewal must have succeeded.
 	WatchdogInterval time.Duration
 	// RenewBatchSize is the most locks one renewal call carries. Default 100.
 	RenewBatchSize int
@@ -171,8 +174,10 @@ type lockOptions struct {
 
 // WithLease gives the lock a fixed lease: it expires lease after the acquire
 // was sent unless unlocked first, and no watchdog renews it. The lock's
-// context is cancelled with ErrLockLost when the lease runs out. Without
-// WithLease the watchdog keeps the lock for as long as it is held.
+// context is cancelled with ErrLockLost watchdog.DriftMargin(lease) before
+// the lease runs out, so that the holder is told before a clock running
+// fast or a late timer could let someone else in. Without WithLease the
+// watchdog keeps the lock for as long as it is held.
 func WithLease(lease time.Duration) LockOption {
 	return func(o *lockOptions) { o.lease = lease; o.leaseSet = true }
 }

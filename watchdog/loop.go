@@ -124,7 +124,7 @@ func (w *Watchdog) tick() {
 				continue
 			}
 			w.stats.Renewed++
-			e.deadline = sent.Add(w.opts.Timeout)
+			e.deadline = sent.Add(w.validity())
 			e.lastErr = nil
 		}
 	}

@@ -9,9 +9,10 @@
 // released lock back.
 //
 // A lease is lost when a renewal finds the owner gone, or when renewals keep
-// failing until the local deadline passes: Timeout after the send time of the
-// last renewal that succeeded, on this process's monotonic clock. Either way
-// the entry's onLost callback runs once, on the watchdog goroutine.
+// failing until the local deadline passes: Timeout less DriftMargin(Timeout)
+// after the send time of the last renewal that succeeded, on this process's
+// monotonic clock. Either way the entry's onLost callback runs once, on the
+// watchdog goroutine.
 package watchdog
 
 import (
@@ -30,14 +31,37 @@ const (
 	DefaultBatchSize = 100
 )
 
+// The local deadline of a lease comes DriftMargin before its nominal end.
+const (
+	// DriftFactor is the share of a lease allowed for the server's clock
+	// running fast against ours (Redlock allows the same 1%).
+	DriftFactor = 0.01
+	// TimerSlack is allowed for the loss signal itself to fire late: a timer
+	// and the goroutines it wakes on a loaded machine. The partition test
+	// measured up to 10ms of it under -race on 2 cores.
+	TimerSlack = 20 * time.Millisecond
+)
+
+// DriftMargin is how long before a lease of the given length can lapse on
+// the server its holder is told it has lost it: DriftFactor of the lease
+// plus TimerSlack, but never more than a quarter of the lease. The local
+// deadline starts when the request was sent, which is already no later than
+// the server's start; the margin covers what that cannot: clocks that drift
+// and a signal that arrives late. A next holder can still get in before the
+// old one looks at its context, which is why writes need fencing tokens.
+func DriftMargin(lease time.Duration) time.Duration {
+	return min(time.Duration(float64(lease)*DriftFactor)+TimerSlack, lease/4)
+}
+
 // Options configures a Watchdog.
 type Options struct {
-	// Timeout is the lease every renewal sets, and how long after the last
-	// successful renewal was sent the watchdog gives a lease up. Default 30s.
+	// Timeout is the lease every renewal sets. The watchdog gives a lease up
+	// when Timeout less DriftMargin(Timeout) has passed since the last
+	// successful renewal was sent. Default 30s.
 	Timeout time.Duration
 	// Interval is the time between renewal ticks. Default Timeout/3, which
 	// leaves two more ticks to get through before a lease can lapse.
-	// It must be shorter than Timeout.
+	// It must be shorter than Timeout less DriftMargin(Timeout).
 	Interval time.Duration
 	// BatchSize is the most keys one renew call carries. Default 100.
 	BatchSize int
@@ -67,8 +91,8 @@ func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.Timeout < time.Millisecond:
 		return o, fmt.Errorf("%w: Timeout %v must be at least 1ms", ErrInvalidOptions, o.Timeout)
-	case o.Interval <= 0 || o.Interval >= o.Timeout:
-		return o, fmt.Errorf("%w: Interval %v must be positive and shorter than Timeout %v", ErrInvalidOptions, o.Interval, o.Timeout)
+	case o.Interval <= 0 || o.Interval >= o.Timeout-DriftMargin(o.Timeout):
+		return o, fmt.Errorf("%w: Interval %v must be positive and shorter than Timeout %v less its drift margin %v", ErrInvalidOptions, o.Interval, o.Timeout, DriftMargin(o.Timeout))
 	case o.BatchSize < 1:
 		return o, fmt.Errorf("%w: BatchSize %d must be at least 1", ErrInvalidOptions, o.BatchSize)
 	}
@@ -157,7 +181,7 @@ type Entry struct {
 
 // Add keeps key's lease for owner alive until Stop. sentAt is when the
 // request that last set the lease to Timeout was sent (the acquire): the
-// local deadline starts from it. onLost runs at most once, on the watchdog
+// local deadline is Timeout less DriftMargin(Timeout) after it. onLost runs at most once, on the watchdog
 // goroutine, with an error matching ErrGone or ErrExpired; it must not block
 // and must not call Stop.
 func (w *Watchdog) Add(key, owner string, sentAt time.Time, onLost func(cause error)) *Entry {
@@ -170,11 +194,16 @@ func (w *Watchdog) Add(key, owner string, sentAt time.Time, onLost func(cause er
 		probe := w.client.B().Exists().Key(key).Build()
 		slot = probe.Slot()
 	}
-	e := &Entry{w: w, key: key, owner: owner, onLost: onLost, slot: slot, deadline: sentAt.Add(w.opts.Timeout)}
+	e := &Entry{w: w, key: key, owner: owner, onLost: onLost, slot: slot, deadline: sentAt.Add(w.validity())}
 	w.mu.Lock()
 	w.entries[e] = struct{}{}
 	w.mu.Unlock()
 	return e
+}
+
+// validity is how long after a renewal's send time its lease counts as held.
+func (w *Watchdog) validity() time.Duration {
+	return w.opts.Timeout - DriftMargin(w.opts.Timeout)
 }
 
 // Stop ends the renewals of e. Once it returns, onLost will not be called.

@@ -191,6 +191,8 @@ func TestOptionsValidation(t *testing.T) {
 		opts watchdog.Options
 	}{
 		{"IntervalEqualsTimeout", watchdog.Options{Timeout: time.Second, Interval: time.Second}},
+		// 1s less its 30ms margin leaves 970ms for a renewal to succeed in.
+		{"IntervalInsideDriftMargin", watchdog.Options{Timeout: time.Second, Interval: 970 * time.Millisecond}},
 		{"IntervalAboveTimeout", watchdog.Options{Timeout: time.Second, Interval: 2 * time.Second}},
 		{"IntervalAboveDefaultTimeout", watchdog.Options{Interval: 40 * time.Second}},
 		{"NegativeTimeout", watchdog.Options{Timeout: -time.Second}},
@@ -222,6 +224,7 @@ func TestOptionsDefaults(t *testing.T) {
 		{"Zero", watchdog.Options{}, watchdog.Options{Timeout: 30 * time.Second, Interval: 10 * time.Second, BatchSize: 100}},
 		{"TimeoutOnly", watchdog.Options{Timeout: 3 * time.Second}, watchdog.Options{Timeout: 3 * time.Second, Interval: time.Second, BatchSize: 100}},
 		{"Explicit", watchdog.Options{Timeout: timeout, Interval: interval, BatchSize: 7}, watchdog.Options{Timeout: timeout, Interval: interval, BatchSize: 7}},
+		{"IntervalJustBeforeDriftMargin", watchdog.Options{Timeout: time.Second, Interval: 969 * time.Millisecond}, watchdog.Options{Timeout: time.Second, Interval: 969 * time.Millisecond, BatchSize: 100}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWatchdog(t, c, tc.in)
@@ -232,6 +235,20 @@ func TestOptionsDefaults(t *testing.T) {
 	assert.Equal(t, 100, watchdog.DefaultBatchSize)
 }
 
+func TestDriftMargin(t *testing.T) {
+	for _, tc := range []struct {
+		lease, want time.Duration
+	}{
+		{30 * time.Second, 320 * time.Millisecond},
+		{time.Second, 30 * time.Millisecond},
+		{100 * time.Millisecond, 21 * time.Millisecond},
+		{80 * time.Millisecond, 20 * time.Millisecond}, // capped at a quarter
+		{time.Millisecond, 250 * time.Microsecond},
+	} {
+		assert.Equal(t, tc.want, watchdog.DriftMargin(tc.lease), "lease %v", tc.lease)
+	}
+}
+
 // ---- entries ----
 
 func TestEntryDeadlineStartsAtSentAt(t *testing.T) {
@@ -240,10 +257,31 @@ func TestEntryDeadlineStartsAtSentAt(t *testing.T) {
 	w := newWatchdog(t, c, watchdog.Options{Timeout: time.Hour, Interval: 30 * time.Minute})
 	sent := time.Now().Add(-time.Minute)
 	e := w.Add(uniqueKey(t), "A", sent, nil)
-	assert.Equal(t, sent.Add(time.Hour), e.Deadline())
+	// An hour's margin is 1% (36s) plus the 20ms timer slack.
+	assert.Equal(t, sent.Add(time.Hour-36*time.Second-20*time.Millisecond), e.Deadline())
 	assert.Equal(t, 1, w.Len())
 	e.Stop()
 	assert.Equal(t, 0, w.Len())
+}
+
+// TestRenewalDeadline: a renewal moves the local deadline to its send time
+// plus Timeout less the drift margin, so the holder gives up that margin
+// before the server (which started the lease no earlier) lets it lapse.
+func TestRenewalDeadline(t *testing.T) {
+	c := standaloneClient(t)
+	w := newWatchdog(t, c, watchdog.Options{Timeout: timeout, Interval: interval})
+	const owner = "owner-margin"
+	key, sent := lock(t, c, owner, timeout)
+	e := w.Add(key, owner, sent, nil)
+	defer e.Stop()
+	validity := timeout - watchdog.DriftMargin(timeout)
+	d0 := e.Deadline()
+	require.Equal(t, sent.Add(validity), d0)
+	require.Eventually(t, func() bool { return w.Stats().Renewed >= 1 }, waitFor, time.Millisecond, "a renewal")
+	// The renewal was sent after sent and before now.
+	d1 := e.Deadline()
+	assert.True(t, d1.After(d0), "the renewal moved the deadline")
+	assert.False(t, d1.After(time.Now().Add(validity)), "deadline %v past the validity %v of a renewal sent by now", time.Until(d1), validity)
 }
 
 func TestKeepsAlive(t *testing.T) {
