@@ -330,3 +330,48 @@ func fenceValue(t *testing.T, rc rueidis.Client, key string) int64 {
 }
 
 func slicesEqual(a, b []string) bool { return strings.Join(a, ",") == strings.Join(b, ",") }
+
+// TestFaultResetHandover: an Unlock hands the lock to a waiting goroutine of
+// its client, and the release's reply comes too late (replies are delayed
+// past ReleaseTimeout). The release did run, so the heir holds the lock
+// without being told. The heir must give that hold back before it tries
+// again; otherwise its next try re-enters the hold (count 2, the handover's
+// token), and the lock outlives the heir's Unlock by a lease.
+func TestFaultResetHandover(t *testing.T) {
+	const replyDelay = 1500 * time.Millisecond
+	ctx := faultCtx(t)
+	x, rc := resetFixture(t)
+	name := lockName(t)
+	att := newAttempts()
+	// The lease outlasts the test by far, so that only an Unlock, not an
+	// expiry, can free the lock in time.
+	c := oneConnLockClient(t, proxied(x), att.options(rlock.Options{WatchdogTimeout: 30 * time.Second, ReleaseTimeout: 300 * time.Millisecond}))
+	holder, heir := c.Mutex(name), c.Mutex(name)
+	lctx := mustLock(t, ctx, holder)
+	oldToken, err := holder.Token(lctx)
+	require.NoError(t, err)
+
+	got := make(chan lockResult, 1)
+	go func() {
+		hctx, err := heir.Lock(ctx)
+		got <- lockResult{hctx, err}
+	}()
+	await(t, att.reached(waitKey(name), 1), 10*time.Second, "the heir to wait")
+
+	x.add(t, toxic{Name: "slow", Type: "latency", Stream: "downstream", Attributes: map[string]int{"latency": int(replyDelay / time.Millisecond)}})
+	require.Error(t, holder.Unlock(lctx), "the release's reply came after ReleaseTimeout")
+	// Whether the release ran shows in the tokens below: the handover's
+	// grant takes one. (The lock hash cannot tell now: the heir, told of
+	// the unknown outcome, may already have given the hold back.)
+
+	hctx := awaitLocked(t, got)
+	x.remove(t, "slow")
+	require.Equal(t, []string{"1"}, holdCounts(t, rc, holder.Key()), "the unconfirmed handover must be given back, not re-entered")
+	require.Equal(t, 1, holdCount(t, hctx, heir))
+	token, err := heir.Token(hctx)
+	require.NoError(t, err)
+	require.Equal(t, oldToken+2, token, "the heir holds a grant after the unconfirmed handover's, not that one")
+	require.NoError(t, heir.Unlock(hctx))
+	require.False(t, exists(t, rc, holder.Key()), "the lock outlived the heir's Unlock: the unconfirmed handover was kept")
+	logFault(t, "reset-handover: acquisitions=3 old_token=%d heir_token=%d orphaned=0", oldToken, token)
+}

@@ -40,11 +40,13 @@ const (
 
 // handover is the outcome of a promise: whether the heir holds the lock now,
 // with which token, and when the release that made it so was first sent
-// (the heir's lease runs from there).
+// (the heir's lease runs from there). unknown is a release whose reply never
+// came: the heir may hold the lock without knowing, and must undo that.
 type handover struct {
-	handed bool
-	token  int64
-	sent   time.Time
+	handed  bool
+	unknown bool
+	token   int64
+	sent    time.Time
 }
 
 // heirLine is the queue of heirs for one lock key, oldest first, and how

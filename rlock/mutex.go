@@ -141,7 +141,7 @@ func (m *Mutex) releaseHold(ctx context.Context, owner string, token int64, last
 		m.c.tell(h, handover{handed: true, token: r.Token, sent: sent})
 		return luascripts.Released, nil
 	case h != nil:
-		m.c.tell(h, handover{})
+		m.c.tell(h, handover{unknown: err != nil})
 	case err == nil && r.Status == luascripts.Released:
 		m.c.resetStreak(m.key)
 	}

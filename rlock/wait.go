@@ -73,9 +73,12 @@ func (m *Mutex) pubsubLoop(ctx context.Context, sub *notify.Subscription, owner 
 	released := false
 	h := m.c.addHeir(ctx, m, owner, lo)
 	defer func() {
-		if res := m.c.removeHeir(h); res.handed && err != nil {
+		switch res := m.c.removeHeir(h); {
+		case res.handed && err != nil:
 			// Handed the lock as we gave up: pass it on (or release it).
 			_, _ = m.releaseHold(context.Background(), owner, res.token, true, true)
+		case res.unknown && err != nil:
+			m.undoHandover(owner)
 		}
 		if !released {
 			sub.Release()
@@ -103,9 +106,13 @@ func (m *Mutex) pubsubLoop(ctx context.Context, sub *notify.Subscription, owner 
 		mark := sub.Mark()
 		if !m.c.beginTry(h) {
 			// An Unlock of this client is handing the lock to us.
-			if res := m.c.takeOutcome(h); res.handed {
+			res := m.c.takeOutcome(h)
+			if res.handed {
 				released = true
 				return m.inherit(ctx, sub, owner, res, lo)
+			}
+			if res.unknown {
+				m.undoHandover(owner)
 			}
 			continue
 		}
@@ -173,6 +180,15 @@ func (m *Mutex) inherit(ctx context.Context, sub *notify.Subscription, owner str
 	sub.Release()
 	t := try{AcquireReply: luascripts.AcquireReply{Acquired: true, Count: 1, Token: res.token}, sent: res.sent, held: m.c.heldCount(holdKey{m.key, owner})}
 	return m.c.grant(ctx, m, owner, t, lo)
+}
+
+// undoHandover gives back a hold that a release whose reply never came may
+// have handed to owner: owner was waiting, so a hold of exactly one more
+// than it knows of can only be that handover. Left alone, owner's next try
+// would re-enter it, and the lock would outlive owner's last Unlock by a
+// lease; an acquire whose outcome is unknown is undone the same way.
+func (m *Mutex) undoHandover(owner string) {
+	m.undo(owner, m.c.heldCount(holdKey{m.key, owner})+1)
 }
 
 // won is a pub/sub waiter's successful try: it leaves the subscription and,
