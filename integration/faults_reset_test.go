@@ -93,6 +93,21 @@ func loadScripts(t *testing.T, rc rueidis.Client) {
 	}
 }
 
+// requireFreshSoleHold checks that lctx holds m exactly once, in Redis and
+// locally, under the grant with token want, and that its Unlock leaves no
+// lock behind: a hold whose acquisition was lost must be given back, not
+// stacked under (or re-entered by) the new one (undone says which).
+func requireFreshSoleHold(t *testing.T, rc rueidis.Client, lctx context.Context, m *rlock.Mutex, want int64, undone string) {
+	t.Helper()
+	require.Equal(t, []string{"1"}, holdCounts(t, rc, m.Key()), undone)
+	require.Equal(t, 1, holdCount(t, lctx, m))
+	tok, err := m.Token(lctx)
+	require.NoError(t, err)
+	require.Equal(t, want, tok, "the hold is not the grant after the lost one")
+	require.NoError(t, m.Unlock(lctx))
+	require.False(t, exists(t, rc, m.Key()), "a lock outlived its last Unlock: a lost grant was kept")
+}
+
 type lockResult struct {
 	ctx context.Context
 	err error
@@ -110,14 +125,8 @@ func TestFaultResetAcquire(t *testing.T) {
 	lostGrant := fenceValue(t, rc, m.Key())
 	x.remove(t, "lose")
 	lctx := awaitLocked(t, got)
-	require.Equal(t, []string{"1"}, holdCounts(t, rc, m.Key()), "the lost grant must be undone, not stacked under the new one")
-	require.Equal(t, 1, holdCount(t, lctx, m))
-	tok, err := m.Token(lctx)
-	require.NoError(t, err)
-	require.Equal(t, lostGrant+1, tok, "the hold is the grant after the lost one")
-	require.NoError(t, m.Unlock(lctx))
-	require.False(t, exists(t, rc, m.Key()), "no orphan lock")
-	logFault(t, "reset-acquire: acquisitions=1 lost_grant_token=%d new_token=%d orphaned=0", lostGrant, tok)
+	requireFreshSoleHold(t, rc, lctx, m, lostGrant+1, "the lost grant must be undone, not stacked under the new one")
+	logFault(t, "reset-acquire: acquisitions=1 lost_grant_token=%d new_token=%d orphaned=0", lostGrant, lostGrant+1)
 }
 
 // TestFaultResetUndo: the reply of an acquire is lost, and Redis cannot be
@@ -366,12 +375,7 @@ func TestFaultResetHandover(t *testing.T) {
 
 	hctx := awaitLocked(t, got)
 	x.remove(t, "slow")
-	require.Equal(t, []string{"1"}, holdCounts(t, rc, holder.Key()), "the unconfirmed handover must be given back, not re-entered")
-	require.Equal(t, 1, holdCount(t, hctx, heir))
-	token, err := heir.Token(hctx)
-	require.NoError(t, err)
-	require.Equal(t, oldToken+2, token, "the heir holds a grant after the unconfirmed handover's, not that one")
-	require.NoError(t, heir.Unlock(hctx))
-	require.False(t, exists(t, rc, holder.Key()), "the lock outlived the heir's Unlock: the unconfirmed handover was kept")
-	logFault(t, "reset-handover: acquisitions=3 old_token=%d heir_token=%d orphaned=0", oldToken, token)
+	// The heir's grant comes after the unconfirmed handover's, not that one.
+	requireFreshSoleHold(t, rc, hctx, heir, oldToken+2, "the unconfirmed handover must be given back, not re-entered")
+	logFault(t, "reset-handover: acquisitions=3 old_token=%d heir_token=%d orphaned=0", oldToken, oldToken+2)
 }
