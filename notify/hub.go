@@ -71,13 +71,6 @@ type Options struct {
 	// UnsubscribeTimeout bounds the UNSUBSCRIBE sent when the last waiter
 	// leaves a channel or the hub closes.
 	UnsubscribeTimeout time.Duration
-	// OnUnclaimed, when set, is told of a wake-up that no waiter will take:
-	// a message that arrived while the channel had no waiters (it was being
-	// unsubscribed), or one still pending when the last waiter left. A
-	// publisher that sends exactly one wake-up per event can then pass it
-	// on elsewhere. It may run on rueidis' connection goroutine: it must
-	// not block.
-	OnUnclaimed func(channel string)
 }
 
 // ErrClosed is returned by Subscribe and Wait once the hub is closed.
@@ -191,28 +184,6 @@ func (h *Hub) Subscribe(ctx context.Context, name string) (*Subscription, error)
 	}
 }
 
-// Join is Subscribe's fast path: when the process is already subscribed to
-// channel and the server has confirmed it, Join takes a share of that
-// subscription without any I/O. Otherwise it returns nil and the caller
-// uses Subscribe. A waiter that arrives while others already wait can thus
-// skip the try it would otherwise make before subscribing.
-func (h *Hub) Join(name string) *Subscription {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	ch := h.chans[name]
-	if h.closed || ch == nil || !ch.cur.finished || ch.cur.err != nil {
-		return nil
-	}
-	ch.refs++
-	return &Subscription{hub: h, ch: ch}
-}
-
-func (h *Hub) unclaimed(name string) {
-	if f := h.opts.OnUnclaimed; f != nil {
-		f(name)
-	}
-}
-
 // run owns one channel's subscription for as long as anyone wants it. Each
 // pass of the loop is one rueidis Receive call (a "round"); rueidis itself
 // resubscribes after reconnects inside a round.
@@ -300,14 +271,10 @@ func (h *Hub) receive(ctx context.Context, ch *channel, r *round) error {
 		return err
 	}
 	rctx := rueidis.WithOnReceiveReturnHook(rueidis.WithOnSubscriptionHook(ctx, onSubscription), onReturn)
+	// A message that arrives after the last waiter left is dropped with the
+	// channel; a publisher that must not lose it takes the listener out of
+	// its audience before the unsubscribe (latchkey's leave script does).
 	err := h.client.Receive(rctx, sub, func(rueidis.PubSubMessage) {
-		h.mu.Lock()
-		unclaimed := ch.refs == 0
-		h.mu.Unlock()
-		if unclaimed {
-			h.unclaimed(ch.name)
-			return
-		}
 		select {
 		case ch.permit <- struct{}{}:
 		default: // a wake-up is already pending; one is enough to make progress

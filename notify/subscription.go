@@ -21,8 +21,6 @@ type channel struct {
 	// is dropped: the pending wake-up already guarantees that one waiter will
 	// look at the lock after this release, which is all a release needs.
 	permit chan struct{}
-	// hint is a time the channel's users share; see Subscription.Hint.
-	hint time.Time
 }
 
 // round is one Receive call. ready closes at the round's first confirmation
@@ -72,8 +70,6 @@ const (
 	WokenAll
 	// TimedOut: the bound passed to Wait elapsed.
 	TimedOut
-	// Signalled: the signal passed to WaitFor fired.
-	Signalled
 )
 
 // String names the reason, for logs and test failures.
@@ -85,8 +81,6 @@ func (w Wake) String() string {
 		return "woken-all"
 	case TimedOut:
 		return "timed-out"
-	case Signalled:
-		return "signalled"
 	}
 	return "unknown"
 }
@@ -114,14 +108,6 @@ func (s *Subscription) Mark() Mark {
 // (ErrClosed). max bounds every wait, so a lost message costs at most max.
 // A max of zero or less only takes a pending wake-up, without blocking.
 func (s *Subscription) Wait(ctx context.Context, mark Mark, max time.Duration) (Wake, error) {
-	return s.WaitFor(ctx, mark, max, nil)
-}
-
-// WaitFor is Wait that also returns Signalled when signal can be received
-// (and receives from it): for a waiter that can also be woken by something
-// other than the channel, such as a lock handed over inside the process. A
-// nil signal never fires.
-func (s *Subscription) WaitFor(ctx context.Context, mark Mark, max time.Duration, signal <-chan struct{}) (Wake, error) {
 	h, ch := s.hub, s.ch
 	h.mu.Lock()
 	if ch.epoch != uint64(mark) {
@@ -133,8 +119,6 @@ func (s *Subscription) WaitFor(ctx context.Context, mark Mark, max time.Duration
 
 	if max <= 0 {
 		select {
-		case <-signal:
-			return Signalled, nil
 		case <-ch.permit:
 			return WokenOne, nil
 		default:
@@ -144,8 +128,6 @@ func (s *Subscription) WaitFor(ctx context.Context, mark Mark, max time.Duration
 	timer := time.NewTimer(max)
 	defer timer.Stop()
 	select {
-	case <-signal:
-		return Signalled, nil
 	case <-ch.permit:
 		return WokenOne, nil
 	case <-bcast:
@@ -159,15 +141,6 @@ func (s *Subscription) WaitFor(ctx context.Context, mark Mark, max time.Duration
 	}
 }
 
-// Waiters is the number of waiters sharing this subscription, this one
-// included: a waiter that is about to stop waiting can tell whether others
-// still need wake-ups on the channel.
-func (s *Subscription) Waiters() int {
-	s.hub.mu.Lock()
-	defer s.hub.mu.Unlock()
-	return s.ch.refs
-}
-
 // PassOn hands a wake-up to another waiter. Call it after Wait returned
 // WokenOne if you are leaving without acting on it (your context ended, say),
 // so that the waiter who should have been woken is.
@@ -178,37 +151,15 @@ func (s *Subscription) PassOn() {
 	}
 }
 
-// SetHint records a time for the channel's other users: latchkey records
-// when the lock's current holder's lease ends, so that a waiter who joins
-// can sleep until then without asking Redis first. It lasts as long as the
-// channel stays subscribed.
-func (s *Subscription) SetHint(t time.Time) {
-	s.hub.mu.Lock()
-	defer s.hub.mu.Unlock()
-	s.ch.hint = t
-}
-
-// Hint returns the time last given to SetHint on this channel, or the zero
-// time.
-func (s *Subscription) Hint() time.Time {
-	s.hub.mu.Lock()
-	defer s.hub.mu.Unlock()
-	return s.ch.hint
-}
-
 // Release leaves the subscription; the last waiter to leave a channel
-// unsubscribes it. Release is idempotent.
-func (s *Subscription) Release() { s.Leave() }
-
-// Leave is Release that also reports how many waiters the channel has left,
-// counted atomically with leaving: a waiter that joins afterwards finds
-// the channel being unsubscribed (Hub.Join returns nil) if the count was 0.
-func (s *Subscription) Leave() (remaining int) {
+// unsubscribes it, and a wake-up still pending then is dropped. Release is
+// idempotent.
+func (s *Subscription) Release() {
 	h := s.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if s.released {
-		return s.ch.refs
+		return
 	}
 	s.released = true
 	ch := s.ch
@@ -218,14 +169,9 @@ func (s *Subscription) Leave() (remaining int) {
 		// Whoever arrives before the running round has unsubscribed must
 		// wait for the next round's confirmation, not trust this one.
 		ch.cur = newRound()
-		ch.hint = time.Time{}
 		select {
 		case <-ch.permit:
-			// Nobody is left to take it. h.mu is held, which OnUnclaimed
-			// must tolerate: it must not block.
-			h.unclaimed(ch.name)
 		default:
 		}
 	}
-	return ch.refs
 }

@@ -2,14 +2,12 @@ package rlock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
@@ -18,27 +16,31 @@ import (
 )
 
 // Client hands out lock handles that coordinate through one rueidis client.
-// It owns one notify hub (one subscription per contended lock, shared by all
-// local waiters) and one watchdog (one goroutine renewing every lock taken
-// without a lease). A Client is safe for concurrent use; create one per
-// process and Close it when done.
+// It owns one notify hub (this client's wake-up subscriptions), one watchdog
+// (one goroutine renewing every lock taken without a lease) and one gate per
+// lock its goroutines want (gate.go). A Client is safe for concurrent use;
+// create one per process and Close it when done.
 type Client struct {
-	rc         rueidis.Client
-	opts       Options
-	id         string
-	notifyArg  string
-	handoffArg string // Options.HandoffWindow in ms, for the scripts
-	hub        *notify.Hub
-	wd         *watchdog.Watchdog
-	bg         sync.WaitGroup // passUnclaimed calls
-	seq        atomic.Uint64  // owner ids
-	rid        atomic.Uint64  // release ids
-	done       chan struct{}
+	rc   rueidis.Client
+	opts Options
+	id   string
+	wake luascripts.Wake
+	hub  *notify.Hub
+	wd   *watchdog.Watchdog
+	seq  atomic.Uint64 // owner ids
+
+	// closing ends, with cause ErrClosed, when Close is called: every wait
+	// and every contender's Redis call watches it.
+	closing context.Context
+	close   context.CancelCauseFunc
+	// contenders counts goroutines that hold a gate's baton without holding
+	// the lock: Close waits for them to take their client off the queues.
+	contenders sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool
-	holds  map[holdKey]*hold
-	heirs  map[string]*heirLine // by lock key
+	gates  map[string]*gate   // by lock key
+	holds  map[*hold]struct{} // live holds, whose contexts Close ends
 }
 
 // NewClient returns a Client over rc, which stays the caller's: Close does not
@@ -51,10 +53,16 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	// 128 random bits from crypto/rand, so that no two clients anywhere
-	// share owner ids; each handle adds a sequence number.
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
+	cluster := rc.Mode() == rueidis.ClientModeCluster
+	if cluster && opts.PubSub == PubSubClassic {
+		// A classic PUBLISH on a Cluster counts only the subscribers of the
+		// node it runs on, so a release could not tell a listening client
+		// from a gone one, and the cluster bus would still deliver to all.
+		return nil, fmt.Errorf("%w: PubSubClassic cannot wake waiters correctly on Redis Cluster; use PubSubSharded (Redis 7+), or SpinMutex on Redis 6", ErrInvalidOptions)
+	}
+	// A random (version 4) UUID: no two clients anywhere share owner ids.
+	id, err := uuid.NewRandom()
+	if err != nil {
 		return nil, fmt.Errorf("latchkey: generating the client id: %w", err)
 	}
 	wd, err := watchdog.New(rc, opts.watchdogOptions())
@@ -62,39 +70,43 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	mode := notify.Classic
-	if opts.PubSub == PubSubSharded || (opts.PubSub == PubSubAuto && rc.Mode() == rueidis.ClientModeCluster) {
+	if opts.PubSub == PubSubSharded || (opts.PubSub == PubSubAuto && cluster) {
 		mode = notify.Sharded
 	}
-	c := &Client{
-		rc:         rc,
-		opts:       opts,
-		id:         hex.EncodeToString(raw[:]),
-		notifyArg:  luascripts.NotifyClassic,
-		handoffArg: strconv.FormatInt(opts.HandoffWindow.Milliseconds(), 10),
-		hub:        nil, // below: its OnUnclaimed needs c
-		wd:         wd,
-		done:       make(chan struct{}),
-		holds:      make(map[holdKey]*hold),
-		heirs:      make(map[string]*heirLine),
-	}
-	if mode == notify.Sharded {
-		c.notifyArg = luascripts.NotifySharded
-	}
-	c.hub = notify.NewHub(rc, notify.Options{Mode: mode, OnUnclaimed: c.passUnclaimed})
-	return c, nil
+	closing, cancel := context.WithCancelCause(context.Background())
+	return &Client{
+		rc:      rc,
+		opts:    opts,
+		id:      id.String(),
+		wake:    luascripts.Wake{Sharded: mode == notify.Sharded, Window: opts.HandoffWindow},
+		hub:     notify.NewHub(rc, notify.Options{Mode: mode}),
+		wd:      wd,
+		closing: closing,
+		close:   cancel,
+		gates:   make(map[string]*gate),
+		holds:   make(map[*hold]struct{}),
+	}, nil
 }
 
-// ID is the random id (32 hex digits) this client's owner ids start with.
+// ID is this client's random id (a UUID), which its owner ids start with.
 func (c *Client) ID() string { return c.id }
+
+// newOwner returns an owner id never used before: the client id and a
+// sequence number. Owner ids are never reused, which is what lets the
+// release script recognise its own retries.
+func (c *Client) newOwner() string {
+	return c.id + ":" + strconv.FormatUint(c.seq.Add(1), 10)
+}
 
 // WatchdogStats returns the watchdog's running totals.
 func (c *Client) WatchdogStats() watchdog.Stats { return c.wd.Stats() }
 
-// Close stops the watchdog and the notify hub and returns once their
-// goroutines have ended. Waiters return ErrClosed. Locks still held are not
-// released (Close does no I/O): they expire within their lease, and their
-// contexts are cancelled with ErrClosed as cause. Unlock still works after
-// Close. Close is idempotent and always returns nil.
+// Close makes every waiter return ErrClosed, takes this client off the wait
+// queues of the locks it waited for (bounded by Options.ReleaseTimeout),
+// stops the watchdog and the notify hub, and returns once their goroutines
+// have ended. Locks still held are not released: they expire within their
+// lease, and their contexts end with ErrClosed as cause. Unlock still works
+// after Close. Close is idempotent and always returns nil.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -102,26 +114,23 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	close(c.done)
 	holds := c.holds
-	c.holds = make(map[holdKey]*hold)
+	c.holds = make(map[*hold]struct{})
 	c.mu.Unlock()
 
+	c.close(ErrClosed)
+	c.contenders.Wait()
 	c.wd.Close()
 	c.hub.Close()
-	c.bg.Wait()
-	for _, h := range holds {
-		for _, lv := range h.levels {
-			lv.cancel(ErrClosed)
-		}
+	for h := range holds {
+		h.endLevels(ErrClosed)
 	}
 	return nil
 }
 
-// Mutex returns a handle on the lock called name. Handles are cheap; make
-// one per goroutine that must be excluded from the others. A handle is one
-// owner: a second Lock through the same handle re-enters instead of
-// waiting, exactly as a second Lock with a context returned by Lock does.
+// Mutex returns a handle on the lock called name. Handles are cheap and safe
+// for concurrent use: like a sync.Mutex, one handle can be shared by any
+// number of goroutines, and they exclude each other.
 //
 // A name is 1 to MaxNameLen bytes, any bytes but '{' and '}' (they would
 // change the Redis Cluster hash tag). Names are binary-safe and used
@@ -135,24 +144,18 @@ func (c *Client) Mutex(name string) *Mutex {
 
 // SpinMutex returns a handle on the lock called name that waits by polling
 // with exponential backoff and jitter (Options.SpinBackoffMin doubling to
-// SpinBackoffMax) instead of pub/sub. It has the same semantics and
-// scripts as Mutex and interoperates with it on the same name. It exists to
-// compare against. Its waiters sleep through releases, so whoever asks right
-// after a release (often the goroutine that just released) takes the lock:
-// raw throughput can be higher than Mutex's, but waits have a long tail and
-// a waiter can starve (make demo shows both). Mutex's waiters are woken by
-// the release itself.
+// SpinBackoffMax) instead of pub/sub. It has the same semantics and scripts
+// as Mutex and interoperates with it on the same name. It exists to compare
+// against, and for setups without pub/sub. Its waiters sleep through
+// releases, so whoever asks right after a release takes the lock: waits
+// have a long tail and a waiter can starve (make demo shows both).
 func (c *Client) SpinMutex(name string) *Mutex {
 	return c.newMutex(name, true)
 }
 
 func (c *Client) newMutex(name string, spin bool) *Mutex {
-	key, channel, err := lockKeys(c.opts.Prefix, name)
-	return &Mutex{
-		c: c, name: name, key: key, channel: channel, err: err, spin: spin,
-		fence: fenceKey(key), queue: queueKey(key), inbox: channel + ":" + c.id,
-		owner: c.id + ":" + strconv.FormatUint(c.seq.Add(1), 10),
-	}
+	keys, err := lockKeys(c.opts.Prefix, name)
+	return &Mutex{c: c, name: name, keys: keys, inbox: keys.Inbox(c.id), spin: spin, err: err}
 }
 
 // ForceUnlock deletes the lock called name whoever holds it and wakes a
@@ -163,47 +166,19 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	if ctx == nil {
 		return false, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	key, channel, err := lockKeys(c.opts.Prefix, name)
+	keys, err := lockKeys(c.opts.Prefix, name)
 	if err != nil {
 		return false, err
 	}
 	if ctx.Err() != nil {
 		return false, ctxErr(ctx)
 	}
-	n, err := luascripts.ForceUnlock.Exec(ctx, c.rc, []string{key, channel, queueKey(key)}, []string{c.notifyArg}).AsInt64()
+	// No reservation: the former holder is not in the queue to barge in.
+	ok, err := luascripts.RunForceUnlock(ctx, c.rc, keys, luascripts.Wake{Sharded: c.wake.Sharded})
 	if err != nil {
 		return false, fmt.Errorf("latchkey: force-unlock %q: %w", name, err)
 	}
-	return n == 1, nil
+	return ok, nil
 }
 
-// passUnclaimed passes on a wake-up that reached this client when none of
-// its waiters could take it (they had all left): the lock was handed off to
-// this client, and without this the next client would wait out its TTL.
-// It runs on rueidis' goroutine or under the hub's mutex, so the I/O is
-// done in a goroutine that Close waits for.
-func (c *Client) passUnclaimed(channel string) {
-	key, ok := strings.CutSuffix(channel, ":ch:"+c.id)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !ok || c.closed {
-		return
-	}
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReleaseTimeout)
-		defer cancel()
-		keys := []string{key, key + ":ch", queueKey(key)}
-		_ = luascripts.Pass.Exec(ctx, c.rc, keys, []string{c.notifyArg, c.id, c.handoffArg}).Error()
-	}()
-}
-
-func (c *Client) isClosed() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
+func (c *Client) isClosed() bool { return c.closing.Err() != nil }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -13,8 +14,8 @@ import (
 )
 
 // A worker takes the lock, does its work under the context Lock returned,
-// and unlocks. Without a lease, the watchdog keeps the lock alive for as long
-// as the work takes.
+// and unlocks, checking Unlock's error too. Without a lease, the watchdog
+// keeps the lock alive for as long as the work takes.
 func Example() {
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
 	if err != nil {
@@ -27,18 +28,87 @@ func Example() {
 	}
 	defer locks.Close()
 
-	ctx := context.Background()
-	m := locks.Mutex("invoice:42")
-	lctx, err := m.Lock(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer m.Unlock(lctx)
+	work := func(ctx context.Context) (err error) {
+		m := locks.Mutex("invoice:42")
+		lctx, err := m.Lock(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, m.Unlock(lctx)) }()
 
-	// lctx is cancelled, with cause rlock.ErrLockLost, if the lock is lost:
-	// pass it to everything the lock protects.
-	fmt.Println("holding", m.Name())
-	// Output: holding invoice:42
+		// lctx is cancelled, with cause rlock.ErrLockLost, if the lock is
+		// lost: pass it to everything the lock protects.
+		fmt.Println("holding", m.Name())
+		return nil
+	}
+	fmt.Println(work(context.Background()))
+	// Output:
+	// holding invoice:42
+	// <nil>
+}
+
+// One handle, kept in a struct and shared by goroutines, excludes them from
+// each other as a sync.Mutex would: each Lock is an owner of its own.
+func ExampleMutex_shared() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	locks, _ := rlock.NewClient(rc, rlock.Options{})
+	defer locks.Close()
+
+	type account struct {
+		mu      *rlock.Mutex
+		balance int // stands for state kept elsewhere, behind the lock
+	}
+	acct := &account{mu: locks.Mutex("account:1")}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 25 {
+				lctx, err := acct.mu.Lock(context.Background())
+				if err != nil {
+					log.Fatal(err)
+				}
+				b := acct.balance // a read-modify-write that needs exclusion
+				acct.balance = b + 1
+				if err := acct.mu.Unlock(lctx); err != nil {
+					log.Fatal(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println("balance:", acct.balance)
+	// Output: balance: 100
+}
+
+// Goroutines started with a context derived from a lock context belong to
+// that owner: their Locks re-enter rather than wait, so they do not exclude
+// each other. Give them the context from before Lock if they must.
+func ExampleMutex_Lock_sharedOwner() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	locks, _ := rlock.NewClient(rc, rlock.Options{})
+	defer locks.Close()
+
+	m := locks.Mutex("batch:9")
+	lctx, _ := m.Lock(context.Background())
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			inner, err := m.Lock(lctx) // re-enters at once: same owner
+			if err != nil {
+				log.Fatal(err)
+			}
+			defer m.Unlock(inner)
+		})
+	}
+	wg.Wait()
+	n, _ := m.HoldCount(lctx)
+	fmt.Println("holds after the goroutines:", n)
+	fmt.Println(m.Unlock(lctx))
+	// Output:
+	// holds after the goroutines: 1
+	// <nil>
 }
 
 // TryLock reports a busy lock with false rather than an error. With WithWait
@@ -50,28 +120,28 @@ func ExampleMutex_TryLock() {
 	defer locks.Close()
 	ctx := context.Background()
 
-	holder := locks.Mutex("report")
-	hctx, _ := holder.Lock(ctx)
+	m := locks.Mutex("report")
+	hctx, _ := m.Lock(ctx)
 
-	other := locks.Mutex("report") // another handle is another owner
-	_, ok, err := other.TryLock(ctx)
+	// ctx carries no hold, so these are other owners, refused.
+	_, ok, err := m.TryLock(ctx)
 	fmt.Println("free now:", ok, err)
-	_, ok, err = other.TryLock(ctx, rlock.WithWait(50*time.Millisecond))
+	_, ok, err = m.TryLock(ctx, rlock.WithWait(50*time.Millisecond))
 	fmt.Println("free within 50ms:", ok, err)
 
-	holder.Unlock(hctx)
-	octx, ok, err := other.TryLock(ctx)
+	m.Unlock(hctx)
+	octx, ok, err := m.TryLock(ctx)
 	fmt.Println("free after Unlock:", ok, err)
-	other.Unlock(octx)
+	m.Unlock(octx)
 	// Output:
 	// free now: false <nil>
 	// free within 50ms: false <nil>
 	// free after Unlock: true <nil>
 }
 
-// The context that Lock returns carries the ownership: a nested function
-// that locks the same name with it re-enters, whatever handle it uses.
-// Every Lock needs its Unlock; the lock is released at the last one.
+// The context that Lock returns carries the hold: a nested function that
+// locks the same name with it re-enters, whatever handle it uses. Every
+// Lock needs its Unlock; the lock is released at the last one.
 func ExampleMutex_Lock_reentrant() {
 	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
 	defer rc.Close()
@@ -119,10 +189,9 @@ func ExampleWithLease() {
 	<-lctx.Done() // the job overran its lease
 	fmt.Println("lost:", errors.Is(context.Cause(lctx), rlock.ErrLockLost))
 
-	next := locks.Mutex("short-job")
-	nctx, ok, _ := next.TryLock(ctx, rlock.WithWait(time.Second))
+	nctx, ok, _ := m.TryLock(ctx, rlock.WithWait(time.Second))
 	fmt.Println("next owner got it:", ok)
-	next.Unlock(nctx)
+	m.Unlock(nctx)
 	// Output:
 	// lost: true
 	// next owner got it: true

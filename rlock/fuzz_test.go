@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,8 @@ func FuzzLockKeys(f *testing.F) {
 			}
 			return
 		}
-		key, channel, err := lockKeys(opts.Prefix, name)
+		keys, err := lockKeys(opts.Prefix, name)
+		key, channel := keys.Lock, keys.Channel
 		valid := len(name) >= 1 && len(name) <= MaxNameLen && !strings.ContainsAny(name, "{}")
 		if !valid {
 			if !errors.Is(err, ErrInvalidName) {
@@ -44,11 +46,12 @@ func FuzzLockKeys(f *testing.F) {
 		if err != nil {
 			t.Fatalf("valid name %q rejected: %v", name, err)
 		}
-		if key == channel {
-			t.Fatalf("key and channel are both %q", key)
-		}
 		want := crc16(name) % clusterSlots
-		for _, s := range []string{key, channel} {
+		all := []string{keys.Lock, keys.Channel, keys.Fence, keys.Queue, keys.Reservation, keys.Inbox("client")}
+		if len(slices.Compact(slices.Sorted(slices.Values(all)))) != len(all) {
+			t.Fatalf("two of the lock's keys coincide: %q", all)
+		}
+		for _, s := range all {
 			if !strings.HasPrefix(s, opts.Prefix+":") {
 				t.Fatalf("%q does not start with the prefix %q", s, opts.Prefix)
 			}

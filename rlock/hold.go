@@ -2,161 +2,197 @@ package rlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
+	"time"
 
 	"github.com/latchkey/latchkey/watchdog"
 )
 
-// holdKey identifies one owner's hold on one lock in this process.
-type holdKey struct{ key, owner string }
-
-// hold is the local mirror of an owner's entry in the lock hash: one level
-// per successful Lock, each with the context that Lock returned.
+// hold is one owner's hold on one lock: the local mirror of its field in
+// the lock hash. Each Lock of the owner (the first, then re-entries through
+// its contexts) adds a level with a context of its own; each Unlock ends one.
 type hold struct {
+	m     *Mutex
+	g     *gate
+	owner string // never reused: each new owner gets a fresh id
+	token int64  // the grant's fencing token; re-entries share it
+	lease bool   // kept by a fixed lease rather than the watchdog
+
+	// io serialises the owner's calls to Redis (re-entries and releases),
+	// so that count always equals the owner's count in Redis and a call
+	// whose reply was lost can be retried or undone exactly.
+	io    sync.Mutex
+	count int64
+
+	// Guarded by Client.mu.
 	levels []*level
-	wd     *watchdog.Entry // set while any level was taken without a lease
-	token  int64           // the grant's fencing token
+	baton  bool  // this hold has its gate's baton, to pass on when it ends
+	done   bool  // the last level was unlocked
+	lost   error // why the hold was lost (ErrLockLost), once it was
+
+	// The keeper: a watchdog entry, or the timer of a fixed lease. Set
+	// once at the grant; stopped before the last release.
+	wd           *watchdog.Entry
+	expiry       *time.Timer
+	deadline     time.Time // of a fixed lease, on the local clock
+	expiredCause error     // why a fixed lease's contexts end
 }
 
+// level is one Lock's share of a hold.
 type level struct {
-	cancel context.CancelCauseFunc
-	token  int64 // the hold's token when this level was taken
+	h        *hold
+	cancel   context.CancelCauseFunc
+	released bool // guarded by Client.mu
 }
 
-// ownerKey is the context key under which a lock context carries its owner
-// id, so that any handle of the same client and lock re-enters with it.
-type ownerKey struct {
+// levelKey is the context key under which a lock context carries its level,
+// so that a Lock called with it (or a context derived from it) re-enters.
+type levelKey struct {
 	c   *Client
 	key string
 }
 
-// grant records the successful acquisition t and builds the context Lock
-// returns. The lease (or the watchdog's deadline) runs from t.sent, and the
-// context ends a drift margin before the lease does.
-func (c *Client) grant(parent context.Context, m *Mutex, owner string, t try, lo lockOptions) (context.Context, error) {
-	ctx := context.WithValue(parent, ownerKey{c, m.key}, owner)
-	var stopLease context.CancelFunc
-	if lo.leaseSet {
-		ctx, stopLease = context.WithDeadlineCause(ctx, t.sent.Add(lo.lease-watchdog.DriftMargin(lo.lease)),
-			fmt.Errorf("%w: %q: its lease of %v is about to run out (take a longer lease, or omit WithLease to have the watchdog renew it)", ErrLockLost, m.name, lo.lease))
+// carried returns the level that ctx carries for m's lock, if any.
+func (m *Mutex) carried(ctx context.Context) *level {
+	lv, _ := ctx.Value(levelKey{m.c, m.keys.Lock}).(*level)
+	return lv
+}
+
+// newHold registers a fresh grant to owner with a count of one. The hold
+// starts with its gate's baton.
+func (m *Mutex) newHold(g *gate, owner string, token int64, lo lockOptions) *hold {
+	h := &hold{m: m, g: g, owner: owner, token: token, lease: lo.leaseSet, count: 1, baton: true}
+	m.c.mu.Lock()
+	m.c.holds[h] = struct{}{}
+	m.c.mu.Unlock()
+	return h
+}
+
+// keep starts h's keeper. The lease runs from sent, when the grant's request
+// left, and the holder is told a drift margin before it can lapse.
+func (h *hold) keep(sent time.Time, lo lockOptions) {
+	if !lo.leaseSet {
+		h.wd = h.m.c.wd.Add(h.m.keys.Lock, h.owner, sent, h.lose)
+		return
+	}
+	h.expiredCause = fmt.Errorf("%w: %q: its lease of %v is about to run out (take a longer lease, or omit WithLease to have the watchdog renew it)", ErrLockLost, h.m.name, lo.lease)
+	h.deadline = sent.Add(lo.lease - watchdog.DriftMargin(lo.lease))
+	h.expiry = time.AfterFunc(time.Until(h.deadline), func() { h.lose(h.expiredCause) })
+}
+
+// stopKeeper stops renewing (or timing) h. After it returns, the keeper
+// will not report a loss: a renewal that found the key just released would
+// otherwise report one for a normal Unlock.
+func (h *hold) stopKeeper() {
+	if h.wd != nil {
+		h.wd.Stop()
+	}
+	if h.expiry != nil {
+		h.expiry.Stop()
+	}
+}
+
+// addLevel makes the context a Lock returns: derived from parent, carrying
+// the level, and ended by the matching Unlock or when the hold is lost. A
+// fixed lease's local deadline is also the context's deadline.
+func (h *hold) addLevel(parent context.Context) (context.Context, error) {
+	c := h.m.c
+	lv := &level{h: h}
+	ctx := context.WithValue(parent, levelKey{c, h.m.keys.Lock}, lv)
+	var stopDeadline context.CancelFunc = func() {}
+	if h.lease {
+		ctx, stopDeadline = context.WithDeadlineCause(ctx, h.deadline, h.expiredCause)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	lv := &level{token: t.Token, cancel: func(cause error) {
+	lv.cancel = func(cause error) {
 		cancel(cause)
-		if stopLease != nil {
-			stopLease()
-		}
-	}}
-
-	hk := holdKey{m.key, owner}
-	var stale *hold
+		stopDeadline()
+	}
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		lv.cancel(ErrClosed)
-		m.undo(owner, t.Count)
-		return nil, ErrClosed
-	}
-	h := c.holds[hk]
-	if h != nil && t.Count <= t.held {
-		// Redis counted fewer holds than we had when the acquire was sent:
-		// they were lost before the watchdog noticed. Those levels end; this
-		// one starts afresh. (Concurrent Locks of one owner only ever make
-		// the count larger, so they cannot trip this.)
-		stale, h = h, nil
-	}
-	if h == nil {
-		h = &hold{token: t.Token}
-		c.holds[hk] = h
-	}
-	h.levels = append(h.levels, lv)
-	if !lo.leaseSet && h.wd == nil {
-		h.wd = c.wd.Add(m.key, owner, t.sent, func(cause error) { c.lost(hk, h, cause) })
+	lost, closed := h.lost, c.closed
+	if lost == nil {
+		h.levels = append(h.levels, lv)
 	}
 	c.mu.Unlock()
-
-	if stale != nil {
-		if stale.wd != nil {
-			stale.wd.Stop()
-		}
-		for _, l := range stale.levels {
-			l.cancel(fmt.Errorf("%w: %q was found re-acquired from scratch", ErrLockLost, m.name))
-		}
+	switch {
+	case lost != nil:
+		lv.cancel(lost)
+		return nil, lost
+	case closed:
+		// Close ran since the grant and ended every other hold's contexts;
+		// this one ends the same way, and Unlock still releases it.
+		lv.cancel(ErrClosed)
 	}
 	return ctx, nil
 }
 
-// lost is the watchdog's loss callback: every level of the hold ends with
-// ErrLockLost and the hold is forgotten.
-func (c *Client) lost(hk holdKey, h *hold, cause error) {
-	c.mu.Lock()
-	if c.holds[hk] == h {
-		delete(c.holds, hk)
-	}
-	levels := h.levels
-	h.levels, h.wd = nil, nil
-	c.mu.Unlock()
-	err := fmt.Errorf("%w: %w", ErrLockLost, cause)
-	for _, lv := range levels {
-		lv.cancel(err)
-	}
-}
-
-// popLevel removes the innermost level of owner's hold. When it was the last
-// (last), the hold is forgotten and its watchdog entry (if any) returned for
-// the caller to stop outside c.mu: Stop may wait for a loss callback that
-// takes c.mu.
-func (c *Client) popLevel(hk holdKey) (lv *level, wd *watchdog.Entry, last bool) {
+// takeLevel marks lv released, reporting false if it already was (a second
+// Unlock with the same context), and whether the hold was lost, and why.
+func (h *hold) takeLevel(lv *level) (ok bool, lost error) {
+	c := h.m.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := c.holds[hk]
-	if h == nil || len(h.levels) == 0 {
-		return nil, nil, false
+	if lv.released {
+		return false, nil
 	}
-	lv = h.levels[len(h.levels)-1]
-	h.levels = h.levels[:len(h.levels)-1]
-	if len(h.levels) > 0 {
-		return lv, nil, false
-	}
-	delete(c.holds, hk)
-	wd, h.wd = h.wd, nil
-	return lv, wd, true
+	lv.released = true
+	h.levels = slices.DeleteFunc(h.levels, func(x *level) bool { return x == lv })
+	return true, h.lost
 }
 
-// dropHold forgets owner's hold after Redis said it holds nothing, ending
-// every remaining level with ErrLockLost.
-func (c *Client) dropHold(hk holdKey, name string) {
+// end marks h done at its last release. It reports whether h still had the
+// gate's baton (it is then the caller's to pass on) and why h was lost, if
+// it was: then nothing is left to release.
+func (h *hold) end() (baton bool, lost error) {
+	c := h.m.c
 	c.mu.Lock()
-	h := c.holds[hk]
-	delete(c.holds, hk)
-	c.mu.Unlock()
-	if h == nil {
+	defer c.mu.Unlock()
+	h.done = true
+	delete(c.holds, h)
+	baton, h.baton = h.baton, false
+	return baton, h.lost
+}
+
+// lose ends h because the lock is no longer held: every level's context is
+// cancelled with cause, and the gate's baton passes on, since the lock is
+// free in Redis or soon will be. It is the watchdog's loss callback, so it
+// must not block.
+func (h *hold) lose(cause error) {
+	c := h.m.c
+	c.mu.Lock()
+	if h.done || h.lost != nil {
+		c.mu.Unlock()
 		return
 	}
-	if h.wd != nil {
-		h.wd.Stop()
+	if !errors.Is(cause, ErrLockLost) {
+		cause = fmt.Errorf("%w: %w", ErrLockLost, cause)
 	}
-	for _, lv := range h.levels {
-		lv.cancel(fmt.Errorf("%w: %q was no longer held at Unlock", ErrLockLost, name))
+	h.lost = cause
+	delete(c.holds, h)
+	baton := h.baton
+	h.baton = false
+	levels := h.levels
+	h.levels = nil
+	c.mu.Unlock()
+	for _, lv := range levels {
+		lv.cancel(h.lost)
+	}
+	if baton {
+		c.leaveGate(h.g, h.m, false)
 	}
 }
 
-// token is the fencing token of owner's hold on key, 0 when none.
-func (c *Client) token(hk holdKey) int64 {
+// endLevels cancels every level's context with cause, leaving the hold in
+// place (Close: the lock is still held, and Unlock still releases it).
+func (h *hold) endLevels(cause error) {
+	c := h.m.c
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if h := c.holds[hk]; h != nil && len(h.levels) > 0 {
-		return h.token
+	levels := slices.Clone(h.levels)
+	c.mu.Unlock()
+	for _, lv := range levels {
+		lv.cancel(cause)
 	}
-	return 0
-}
-
-// heldCount is the local hold count of owner on key.
-func (c *Client) heldCount(hk holdKey) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if h := c.holds[hk]; h != nil {
-		return int64(len(h.levels))
-	}
-	return 0
 }

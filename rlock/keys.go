@@ -3,27 +3,20 @@ package rlock
 import (
 	"fmt"
 	"strings"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
-// lockKeys builds the key and channel of one lock. Both start with
-// "<prefix>:{<name>}", and since neither prefix nor name may hold a brace,
-// Redis Cluster hashes both on exactly <name>: they share a slot, which the
-// release script (it touches the key and publishes on the channel) requires.
-func lockKeys(prefix, name string) (key, channel string, err error) {
+// lockKeys validates name and builds the keys of its lock. Every key starts
+// with "<prefix>:{<name>}", and since neither prefix nor name may hold a
+// brace, Redis Cluster hashes them all on exactly <name>: they share the
+// slot that the scripts, which touch several of them at once, require.
+func lockKeys(prefix, name string) (luascripts.Keys, error) {
 	if err := validateName(name); err != nil {
-		return "", "", err
+		return luascripts.Keys{}, err
 	}
-	key = prefix + ":{" + name + "}"
-	return key, key + ":ch", nil
+	return luascripts.NewKeys(prefix + ":{" + name + "}"), nil
 }
-
-// fenceKey is the lock's fencing-token counter: in the lock's slot, since the
-// acquire script increments it, and without expiry, so tokens never go back.
-func fenceKey(key string) string { return key + ":fence" }
-
-// queueKey is the lock's wait queue: the clients with waiters, oldest first,
-// that releases wake one at a time (see internal/luascripts/wake.lua).
-func queueKey(key string) string { return key + ":q" }
 
 func validateName(name string) error {
 	switch {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -15,36 +14,40 @@ import (
 // Mutex is a handle on one named, reentrant, distributed lock. Get it from
 // Client.Mutex or Client.SpinMutex.
 //
-// A handle is one owner. Lock through the same handle again and it
-// re-enters; so does Lock through any handle of the same Client and name
-// when called with a context that an earlier Lock returned. Each Lock needs
-// its own Unlock; the lock is released at the last one. Goroutines that must
-// exclude each other therefore need handles of their own (they are cheap),
-// and must not pass lock contexts to each other. The methods are safe for
-// concurrent use.
+// Ownership works as with sync.Mutex: a handle is not an owner, and any
+// number of goroutines may share one; each Lock is a new owner that
+// excludes every other, in this process and elsewhere. A Lock re-enters
+// only when its context carries a hold of the lock: the context an earlier
+// Lock of the same Client returned, or one derived from it. So a function
+// that is passed the lock context can lock again without deadlocking, and
+// each Lock needs its own Unlock; the lock is released at the last.
+//
+// Goroutines started with a context derived from a lock context (an
+// errgroup's, say) are part of that owner: their Locks re-enter instead of
+// excluding each other. Give such goroutines the context you had before
+// Lock if they must exclude each other.
 type Mutex struct {
-	c       *Client
-	name    string
-	key     string
-	channel string
-	fence   string // the fencing-token counter
-	queue   string // the wait queue of clients with waiters
-	inbox   string // the channel on which this client's waiters are woken
-	owner   string
-	spin    bool
-	err     error // invalid name, reported by every method
+	c     *Client
+	name  string
+	keys  luascripts.Keys
+	inbox string // the channel on which this client's waiters are woken
+	spin  bool
+	err   error // invalid name, reported by every method
 }
 
 // Name is the lock's name.
 func (m *Mutex) Name() string { return m.name }
 
 // Key is the Redis key of the lock hash.
-func (m *Mutex) Key() string { return m.key }
+func (m *Mutex) Key() string { return m.keys.Lock }
 
 // Lock blocks until it holds the lock or ctx ends. It returns a context
-// derived from ctx that carries the ownership (pass it to nested calls to
-// re-enter) and is cancelled when this hold ends: normally by the matching
-// Unlock, or with cause ErrLockLost when the lock is lost.
+// derived from ctx that carries the hold (pass it to nested calls that may
+// lock again: they re-enter) and is cancelled when this hold ends: normally
+// by the matching Unlock, or with cause ErrLockLost when the lock is lost.
+//
+// If ctx already carries a hold of this lock, Lock re-enters it at once,
+// without waiting; it fails with ErrLockLost if that hold was lost.
 //
 // The returned context ends when ctx does, too: a deadline on ctx bounds
 // the hold as well as the wait. To bound only the wait, use TryLock with
@@ -52,27 +55,39 @@ func (m *Mutex) Key() string { return m.key }
 //
 // Without WithLease the lock's lease is Options.WatchdogTimeout and the
 // watchdog renews it until Unlock. With WithLease(d) it expires d after the
-// acquire was sent. Transient Redis errors (a dropped connection) are
-// retried until ctx ends; errors Redis itself returns end the call.
+// acquire was sent, and the returned context's deadline is a drift margin
+// before that. A re-entry shares the lease of the Lock it re-enters, so it
+// takes no WithLease (ErrInvalidArgument). Transient Redis errors (a
+// dropped connection) are retried until ctx ends; errors Redis itself
+// returns end the call.
 func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (context.Context, error) {
 	lo, err := m.check(ctx, opts, false)
 	if err != nil {
 		return nil, err
 	}
-	return m.acquire(ctx, lo, time.Time{})
+	if lv := m.carried(ctx); lv != nil {
+		return m.reenter(ctx, lv, lo)
+	}
+	return m.acquire(ctx, lo, time.Time{}, false)
 }
 
-// TryLock tries once to take the lock; with WithWait(d) it waits up to d.
-// It reports false (with a nil error) when the lock stayed busy. On success
-// the context is as Lock's. ctx still bounds everything: if it ends first,
-// TryLock returns its error.
+// TryLock is Lock that gives up when the lock is busy: at once, or after
+// waiting up to WithWait(d). It reports false (with a nil error) when the
+// lock stayed busy; another goroutine of this Client holding or waiting for
+// the lock counts as busy. On success the context is as Lock's. ctx still
+// bounds everything: if it ends first, TryLock returns its error. A context
+// that carries a hold re-enters, as with Lock.
 func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (context.Context, bool, error) {
 	lo, err := m.check(ctx, opts, true)
 	if err != nil {
 		return nil, false, err
 	}
-	deadline := time.Now().Add(lo.wait)
-	lctx, err := m.acquire(ctx, lo, deadline)
+	var lctx context.Context
+	if lv := m.carried(ctx); lv != nil {
+		lctx, err = m.reenter(ctx, lv, lo)
+	} else {
+		lctx, err = m.acquire(ctx, lo, time.Now().Add(lo.wait), lo.wait == 0)
+	}
 	if errors.Is(err, errBusy) {
 		return nil, false, nil
 	}
@@ -82,169 +97,238 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (context.Contex
 // errBusy ends a TryLock whose wait ran out.
 var errBusy = errors.New("busy")
 
-// Unlock releases one hold: the innermost Lock of the owner that ctx carries
-// (a context returned by Lock) or else of this handle. The lock itself is
-// released, and one waiter woken, at the last hold. It returns ErrNotHeld
-// when that owner holds no lock, changing nothing. Unlock ignores ctx's
-// cancellation, so `defer m.Unlock(lctx)` works even when lctx has ended; its
-// Redis call is bounded by Options.ReleaseTimeout instead. If that call fails
-// the hold still ends locally and the lock expires within its lease.
-func (m *Mutex) Unlock(ctx context.Context) error {
-	if err := m.checkCtx(ctx); err != nil {
-		return err
+// reenter takes one more hold for the owner of lv. It never waits for
+// anyone: the owner holds the lock already.
+func (m *Mutex) reenter(ctx context.Context, lv *level, lo lockOptions) (context.Context, error) {
+	h := lv.h
+	h.io.Lock()
+	defer h.io.Unlock()
+	if lost := m.c.lostOrDone(h); lost != nil {
+		return nil, lost
 	}
-	owner := m.ownerFor(ctx)
-	hk := holdKey{m.key, owner}
-	lv, wd, last := m.c.popLevel(hk)
-	if wd != nil {
-		// Stop renewing before releasing: a renewal that found the key
-		// just deleted would otherwise report a loss for a normal release.
-		wd.Stop()
+	if lo.leaseSet {
+		return nil, fmt.Errorf("%w: WithLease on a re-entry of %q: a re-entry shares the lease (or the watchdog) of the Lock it re-enters", ErrInvalidArgument, m.name)
 	}
-	if lv != nil {
-		defer lv.cancel(nil)
-	}
-
-	var token int64
-	if lv != nil {
-		token = lv.token
-	}
-	// After the loss signal nothing is held here any more, so a retried
-	// release that finds nothing held did not release anything either.
-	held := !(lv == nil && errors.Is(context.Cause(ctx), ErrLockLost))
-	status, err := m.releaseHold(ctx, owner, token, last, held)
-	if err != nil {
-		return err
-	}
-	if status == luascripts.ReleaseNotHeld {
-		m.c.dropHold(hk, m.name)
-		if lv != nil {
-			return fmt.Errorf("%w: %q was lost before Unlock", ErrNotHeld, m.name)
+	retry := m.c.opts.SpinBackoffMin
+	for {
+		n, err := luascripts.RunReenter(ctx, m.c.rc, m.keys, h.owner)
+		if hook := m.c.opts.OnAttempt; hook != nil {
+			hook(m.name, err == nil && n > 0)
 		}
-		return fmt.Errorf("%w: %q", ErrNotHeld, m.name)
+		switch {
+		case err == nil && n == 0:
+			h.stopKeeper()
+			h.lose(fmt.Errorf("%q was found gone at a re-entry", m.name))
+			return nil, m.c.lostOrDone(h)
+		case err == nil:
+			h.count = n
+			return h.addLevel(ctx)
+		}
+		if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, luascripts.ErrUnexpectedReply) {
+			return nil, fmt.Errorf("latchkey: re-enter %q: %w", m.name, err)
+		}
+		// The outcome is unknown: take back the hold it may have added.
+		undoErr := m.undo(h.owner, h.count+1)
+		err = &unknownOutcomeError{name: m.name, err: err, undo: undoErr}
+		if !transient(ctx, err) || undoErr != nil {
+			return nil, m.ended(ctx, ctx, err)
+		}
+		if !sleep(ctx, m.c.closing, retry) {
+			return nil, m.ended(ctx, ctx, withLast(ctxErr(ctx), err))
+		}
+		retry = min(retry*2, m.c.opts.SpinBackoffMax)
+	}
+}
+
+// lostOrDone returns why h can no longer be re-entered, or nil.
+func (c *Client) lostOrDone(h *hold) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case h.lost != nil:
+		return h.lost
+	case h.done:
+		return fmt.Errorf("%w: %q: the context carries a hold that was unlocked", ErrNotHeld, h.m.name)
 	}
 	return nil
 }
 
-// releaseHold releases one hold of owner (of grant token, 0 if unknown).
-// At the hold's last level (last), if another goroutine of this client waits
-// for the lock, the release hands the lock over to it (see heirs.go).
-func (m *Mutex) releaseHold(ctx context.Context, owner string, token int64, last, held bool) (luascripts.ReleaseStatus, error) {
-	var h *heir
-	var yield bool
-	if last {
-		h, yield = m.c.promiseHeir(m.key)
+// Unlock releases the hold that ctx carries (a context Lock returned, or
+// one derived from it): its innermost level. The lock itself is released,
+// and the next waiter woken, at the last level. Unlock returns ErrNotHeld,
+// changing nothing, when ctx carries no hold of this lock, when that level
+// was already unlocked, or when the hold was lost before.
+//
+// Unlock ignores ctx's cancellation, so `defer m.Unlock(lctx)` works even
+// when lctx has ended; its Redis call is bounded by Options.ReleaseTimeout
+// instead, and retried while its reply is lost. If it still fails, the hold
+// ends locally and the lock expires within its lease.
+func (m *Mutex) Unlock(ctx context.Context) error {
+	if err := m.checkCtx(ctx); err != nil {
+		return err
 	}
-	r, sent, err := m.release(ctx, owner, token, h, yield, held)
+	lv := m.carried(ctx)
+	if lv == nil {
+		return fmt.Errorf("%w: %q: the context carries no hold of this lock (pass the context Lock returned)", ErrNotHeld, m.name)
+	}
+	h := lv.h
+	h.io.Lock()
+	defer h.io.Unlock()
+	ok, lost := h.takeLevel(lv)
 	switch {
-	case h != nil && err == nil && r.Status == luascripts.ReleaseHandedOver:
-		m.c.tell(h, handover{handed: true, token: r.Token, sent: sent})
-		return luascripts.Released, nil
-	case h != nil:
-		m.c.tell(h, handover{unknown: err != nil})
-	case err == nil && r.Status == luascripts.Released:
-		m.c.resetStreak(m.key)
+	case !ok:
+		return fmt.Errorf("%w: %q: this level was already unlocked", ErrNotHeld, m.name)
+	case lost != nil:
+		lv.cancel(lost)
+		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
 	}
-	return r.Status, err
+	defer lv.cancel(nil)
+	if h.count > 1 {
+		r, err := m.runRelease(luascripts.ReleaseArgs{Owner: h.owner, Count: h.count})
+		switch {
+		case err != nil:
+			// Most likely it ran (Redis was reachable a moment ago); if not,
+			// the last release finds a count it does not expect, reports
+			// ErrNotHeld, and the lock expires within its lease.
+			h.count--
+			return err
+		case r.Status == luascripts.ReleaseNotHeld:
+			h.stopKeeper()
+			h.lose(fmt.Errorf("%q was found gone at Unlock", m.name))
+			return fmt.Errorf("%w: %q was lost before Unlock", ErrNotHeld, m.name)
+		}
+		h.count = int64(r.Status)
+		return nil
+	}
+	return m.releaseLast(h)
 }
 
-// release runs the release script for one hold of owner. A retry of a call
-// whose reply was lost carries the same release id and grant token, so it
-// neither drops a second hold nor touches a newer grant; and when the
-// caller believed it held the lock (held), a retry that finds the hold gone
-// means the first call did release it. sent is when the first call was
-// sent: a handed-over lease runs from there.
-func (m *Mutex) release(ctx context.Context, owner string, token int64, h *heir, yield, held bool) (r luascripts.ReleaseReply, sent time.Time, err error) {
-	tok, heirOwner, heirLease, yieldArg := "", "", "0", ""
-	if token > 0 {
-		tok = strconv.FormatInt(token, 10)
+// releaseLast releases h's last hold. If another goroutine of this client
+// waits for the lock, the release hands it straight over (see gate.go);
+// either way the gate's baton passes on.
+func (m *Mutex) releaseLast(h *hold) error {
+	h.stopKeeper()
+	hasBaton, lost := h.end()
+	if lost != nil {
+		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
 	}
-	if h != nil {
-		heirOwner, heirLease = h.owner, luascripts.Millis(h.m.lease(h.lo))
+	args := luascripts.ReleaseArgs{Owner: h.owner, Count: 1, Wake: m.c.wake}
+	var w *gateWaiter
+	if hasBaton {
+		if w = m.c.chooseHeir(h.g, h); w != nil {
+			args.Heir, args.HeirLease = m.c.newOwner(), m.lease(w.lo)
+		}
 	}
-	if yield {
-		yieldArg = "y"
+	sent := time.Now()
+	r, err := m.runRelease(args)
+	h.count = 0
+	switch {
+	case w != nil:
+		b := baton{}
+		if err == nil && r.Status == luascripts.ReleaseHandedOver {
+			b = baton{owner: args.Heir, token: r.Token, sent: sent}
+		} else if err != nil {
+			// The handover may have happened unseen: take it back, so the
+			// heir contends from a clean slate.
+			if undoErr := m.undo(args.Heir, 1); undoErr != nil {
+				err = fmt.Errorf("%w (and the handover to the next waiter could not be undone: %v; it expires within its lease)", err, undoErr)
+			}
+		}
+		m.c.handedOver(h.g, w, b)
+	case hasBaton:
+		m.c.leaveGate(h.g, m, false)
 	}
-	args := []string{owner, m.c.notifyArg, "0", "", strconv.FormatUint(m.c.rid.Add(1), 10), m.c.handoffArg,
-		heirOwner, heirLease, yieldArg, m.c.id, "0"}
-	sent = time.Now()
-	v, retried, err := m.runRelease(ctx, args, tok)
 	if err != nil {
-		return r, sent, fmt.Errorf("latchkey: unlock %q: %w (the lock expires within its lease)", m.name, err)
+		return err
 	}
-	r, err = luascripts.ParseRelease(v)
-	if err == nil && retried && held && r.Status == luascripts.ReleaseNotHeld {
-		r.Status = luascripts.Released
+	if r.Status == luascripts.ReleaseNotHeld {
+		return fmt.Errorf("%w: %q was lost before Unlock", ErrNotHeld, m.name)
 	}
-	return r, sent, err
+	return nil
 }
 
-// runRelease runs the release script with args, retrying a call whose reply
-// was lost (a connection reset after the send, or no connection at all)
-// until ReleaseTimeout, whatever ctx does. Retries are marked as such and
-// carry token (see release.lua). retried reports that an earlier call may
-// have run.
-func (m *Mutex) runRelease(ctx context.Context, args []string, token string) (v []int64, retried bool, err error) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.c.opts.ReleaseTimeout)
+// runRelease runs the release script, retrying a call whose reply was lost
+// (a connection reset after the send, or no connection at all) until
+// ReleaseTimeout, whatever the caller's context does. The script is
+// idempotent for a retry (see release.lua).
+func (m *Mutex) runRelease(args luascripts.ReleaseArgs) (luascripts.ReleaseReply, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.c.opts.ReleaseTimeout)
 	defer cancel()
-	keys := []string{m.key, m.channel, m.fence, m.queue}
 	backoff := m.c.opts.SpinBackoffMin
-	for ; ; retried = true {
-		if retried {
-			args[3], args[10] = token, "1"
-		}
-		v, err = luascripts.Release.Exec(rctx, m.c.rc, keys, args).AsIntSlice()
+	for {
+		r, err := luascripts.RunRelease(ctx, m.c.rc, m.keys, args)
 		if err == nil {
-			return v, retried, nil
+			return r, nil
 		}
-		if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, rueidis.ErrClosing) {
-			return nil, retried, err
+		if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, rueidis.ErrClosing) || errors.Is(err, luascripts.ErrUnexpectedReply) || !sleep(ctx, nil, backoff) {
+			return r, fmt.Errorf("latchkey: unlock %q: %w (the lock expires within its lease)", m.name, err)
 		}
-		timer := time.NewTimer(backoff)
-		select {
-		case <-timer.C:
-		case <-rctx.Done():
-			timer.Stop()
-			return nil, retried, err
-		}
+		args.Retry = true
 		backoff = min(backoff*2, m.c.opts.SpinBackoffMax)
 	}
 }
 
-// Token returns the fencing token of the hold that the owner ctx carries (or
-// else this handle) has on the lock, or ErrNotHeld. Tokens rise strictly
-// from grant to grant of one lock, across all clients; re-entries share
-// their grant's token. Pass it with every write to a resource the lock
-// protects, and have the resource reject a token below the highest it has
-// seen: that is what stops a holder that paused past its lease (see
-// docs/safety.md). Token does no I/O.
+// undo takes back a hold that a call of unknown outcome may have given
+// owner: it releases one hold if owner's count is count, the count that
+// call would have left, and does nothing if the call never ran.
+func (m *Mutex) undo(owner string, count int64) error {
+	_, err := m.runRelease(luascripts.ReleaseArgs{Owner: owner, Count: count, Wake: m.c.wake, Retry: true})
+	return err
+}
+
+// leave takes this client off the lock's wait queue, passing on a
+// reservation made for it. If Redis cannot be reached the entry stays until
+// the queue expires; a release then wakes nobody there (the publish finds
+// no subscriber) and the other waiters' TTL-bounded waits cover the rest.
+func (m *Mutex) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), m.c.opts.ReleaseTimeout)
+	defer cancel()
+	_, _ = luascripts.RunLeave(ctx, m.c.rc, m.keys, m.c.id, m.c.wake)
+}
+
+// Token returns the fencing token of the hold that ctx carries, or
+// ErrNotHeld. Tokens rise strictly from grant to grant of one lock, across
+// all clients; re-entries share their grant's token. Pass it with every
+// write to a resource the lock protects, and have the resource reject a
+// token below the highest it has seen: that is what stops a holder that
+// paused past its lease (see docs/safety.md). Token does no I/O.
 func (m *Mutex) Token(ctx context.Context) (int64, error) {
 	if err := m.checkCtx(ctx); err != nil {
 		return 0, err
 	}
-	if t := m.c.token(holdKey{m.key, m.ownerFor(ctx)}); t > 0 {
-		return t, nil
+	lv := m.carried(ctx)
+	if lv == nil {
+		return 0, fmt.Errorf("%w: %q: the context carries no hold (no fencing token without one)", ErrNotHeld, m.name)
 	}
-	return 0, fmt.Errorf("%w: %q (no fencing token without a hold)", ErrNotHeld, m.name)
+	if err := m.c.lostOrDone(lv.h); err != nil {
+		return 0, err
+	}
+	return lv.h.token, nil
 }
 
 // IsLocked reports whether anyone holds the lock.
 func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
-	r, err := m.inspect(ctx)
+	r, err := m.inspect(ctx, "")
 	return r.Held, err
 }
 
-// HoldCount is the number of holds that the owner ctx carries (or else this
-// handle) has on the lock, as Redis counts them: 0 when it holds none.
+// HoldCount is the number of holds that the owner ctx carries has on the
+// lock, as Redis counts them: 0 when ctx carries no hold or it was lost.
 func (m *Mutex) HoldCount(ctx context.Context) (int, error) {
-	r, err := m.inspect(ctx)
+	owner := ""
+	if ctx != nil {
+		if lv := m.carried(ctx); lv != nil {
+			owner = lv.h.owner
+		}
+	}
+	r, err := m.inspect(ctx, owner)
 	return int(r.Count), err
 }
 
 // TTL is the lock's remaining lease: 0 when it is not locked, and -1ns for
 // a key without expiry (not written by latchkey).
 func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
-	r, err := m.inspect(ctx)
+	r, err := m.inspect(ctx, "")
 	switch {
 	case err != nil || !r.Held:
 		return 0, err
@@ -254,18 +338,18 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 	return r.PTTL, nil
 }
 
-func (m *Mutex) inspect(ctx context.Context) (luascripts.InspectReply, error) {
+func (m *Mutex) inspect(ctx context.Context, owner string) (luascripts.InspectReply, error) {
 	if err := m.checkCtx(ctx); err != nil {
 		return luascripts.InspectReply{}, err
 	}
 	if ctx.Err() != nil {
 		return luascripts.InspectReply{}, ctxErr(ctx)
 	}
-	v, err := luascripts.Inspect.Exec(ctx, m.c.rc, []string{m.key}, []string{m.ownerFor(ctx)}).AsIntSlice()
+	r, err := luascripts.RunInspect(ctx, m.c.rc, m.keys, owner)
 	if err != nil {
-		return luascripts.InspectReply{}, fmt.Errorf("latchkey: inspect %q: %w", m.name, err)
+		return r, fmt.Errorf("latchkey: inspect %q: %w", m.name, err)
 	}
-	return luascripts.ParseInspect(v)
+	return r, nil
 }
 
 func (m *Mutex) checkCtx(ctx context.Context) error {
@@ -292,13 +376,6 @@ func (m *Mutex) check(ctx context.Context, opts []LockOption, try bool) (lockOpt
 	return lo, nil
 }
 
-func (m *Mutex) ownerFor(ctx context.Context) string {
-	if owner, ok := ctx.Value(ownerKey{m.c, m.key}).(string); ok {
-		return owner
-	}
-	return m.owner
-}
-
 func (m *Mutex) lease(lo lockOptions) time.Duration {
 	if lo.leaseSet {
 		return lo.lease
@@ -306,73 +383,45 @@ func (m *Mutex) lease(lo lockOptions) time.Duration {
 	return m.c.wd.Options().Timeout
 }
 
-// try is one run of the acquire script with what grant needs to know.
-type try struct {
-	luascripts.AcquireReply
-	sent time.Time // when the script was sent: leases and deadlines run from here
-	held int64     // the owner's local hold count when it was sent
-}
-
-// queueing says whether an attempt is made by a waiter who will wait for a
-// wake-up (its client is then queued if refused), and whether others of its
-// client wait too (its client is then queued again if it acquires).
-type queueing struct{ waiting, others bool }
-
-// attempt runs the acquire script once. If the outcome is unknown (the
-// connection failed or ctx ended after the command may have been sent) it
-// undoes the acquisition in case it happened, so no lock is left that
-// nobody knows it holds, and returns the error.
-func (m *Mutex) attempt(ctx context.Context, owner string, lo lockOptions, q queueing) (try, error) {
-	t := try{held: m.c.heldCount(holdKey{m.key, owner}), sent: time.Now()}
-	flags := ""
-	switch {
-	case q.waiting && q.others:
-		flags = "wr"
-	case q.waiting:
-		flags = "w"
-	}
-	keys := []string{m.key, m.fence, m.queue}
-	v, err := luascripts.Acquire.Exec(ctx, m.c.rc, keys, []string{owner, luascripts.Millis(m.lease(lo)), m.c.id, flags}).AsIntSlice()
-	if err == nil {
-		t.AcquireReply, err = luascripts.ParseAcquire(v)
-	}
-	if hook := m.c.opts.OnAttempt; hook != nil {
-		hook(m.name, t.Acquired)
-	}
-	if err != nil {
-		if _, isRedis := rueidis.IsRedisErr(err); !isRedis && !errors.Is(err, luascripts.ErrUnexpectedReply) {
-			m.undo(owner, t.held+1)
-			return t, &unknownOutcomeError{name: m.name, err: err}
-		}
-		return t, fmt.Errorf("latchkey: acquire %q: %w", m.name, err)
-	}
-	return t, nil
-}
-
-// undo releases owner's hold if, and only if, its count is exactly count:
-// that is the state an acquisition we cannot confirm would have left.
-func (m *Mutex) undo(owner string, count int64) {
-	args := []string{owner, m.c.notifyArg, strconv.FormatInt(count, 10), "", "", m.c.handoffArg, "", "0", "", m.c.id, "0"}
-	_, _, _ = m.runRelease(context.Background(), args, "")
-}
-
-// unknownOutcomeError is an acquire that may or may not have reached Redis;
-// it has been undone. Lock retries it while ctx lasts.
+// unknownOutcomeError is a call that may or may not have reached Redis; it
+// has been undone, unless undo says why not.
 type unknownOutcomeError struct {
 	name string
 	err  error
+	undo error
 }
 
 func (e *unknownOutcomeError) Error() string {
+	if e.undo != nil {
+		return fmt.Sprintf("latchkey: acquire %q: outcome unknown: %v; the undo failed too (%v): a hold may remain until its lease ends", e.name, e.err, e.undo)
+	}
 	return fmt.Sprintf("latchkey: acquire %q: outcome unknown, undone: %v", e.name, e.err)
 }
 
 func (e *unknownOutcomeError) Unwrap() error { return e.err }
 
-// transient reports whether err is worth retrying: an acquire whose outcome
+// transient reports whether err is worth retrying: a call whose outcome
 // was unknown for a reason other than the caller's context or a closed
 // rueidis client.
 func transient(ctx context.Context, err error) bool {
 	var u *unknownOutcomeError
 	return errors.As(err, &u) && ctx.Err() == nil && !errors.Is(err, rueidis.ErrClosing)
+}
+
+// sleep waits d, or until ctx or closing (if not nil) ends; it reports
+// whether the full d passed.
+func sleep(ctx context.Context, closing context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	var closed <-chan struct{}
+	if closing != nil {
+		closed = closing.Done()
+	}
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+	case <-closed:
+	}
+	return false
 }

@@ -14,8 +14,7 @@ const (
 	DefaultSpinBackoffMax = 128 * time.Millisecond
 	DefaultReleaseTimeout = 5 * time.Second
 	DefaultHandoffWindow  = 50 * time.Millisecond
-	// DefaultMaxLocalHandovers bounds a client's handovers in a row while
-	// other clients are queued.
+	// DefaultMaxLocalHandovers bounds a client's handovers in a row.
 	DefaultMaxLocalHandovers = 8
 	// DefaultNoExpiryWait bounds a wait on a lock that has no expiry (a key
 	// written by something other than latchkey), which gives no TTL to wait for.
@@ -40,8 +39,9 @@ const (
 	// PubSubAuto uses sharded pub/sub on a Cluster client and classic pub/sub
 	// otherwise.
 	PubSubAuto PubSubMode = iota
-	// PubSubClassic uses PUBLISH/SUBSCRIBE. Use it for Redis 6 Cluster, which
-	// has no sharded pub/sub.
+	// PubSubClassic uses PUBLISH/SUBSCRIBE. Standalone Redis only: on a
+	// Cluster, PUBLISH cannot tell whether the woken client listens (use
+	// SpinMutex on a Redis 6 Cluster, which has no sharded pub/sub).
 	PubSubClassic
 	// PubSubSharded uses SPUBLISH/SSUBSCRIBE (Redis 7+).
 	PubSubSharded
@@ -65,7 +65,8 @@ type Options struct {
 	// RenewBatchSize is the most locks one renewal call carries. Default 100.
 	RenewBatchSize int
 
-	// PubSub selects the pub/sub flavour. Default PubSubAuto.
+	// PubSub selects the pub/sub flavour. Default PubSubAuto. PubSubClassic
+	// is refused on a Cluster client (ErrInvalidOptions).
 	PubSub PubSubMode
 
 	// SpinBackoffMin and SpinBackoffMax bound the spin variant's exponential
@@ -85,19 +86,22 @@ type Options struct {
 	HandoffWindow time.Duration
 
 	// MaxLocalHandovers bounds how many times in a row a release may hand
-	// the lock straight to another waiting goroutine of the same Client
-	// (one round trip, no message, no acquire) while other clients are
-	// queued for it; then the release goes to the oldest queued client.
-	// Handovers make a contended lock cheaper and faster; the bound keeps
-	// other processes from starving. Default 8; negative turns handovers
-	// off (strictly first come, first served across clients).
+	// the lock straight to the next waiting goroutine of the same Client
+	// (one round trip: no message, no acquire); then the lock goes back to
+	// Redis, which wakes the oldest queued client, and the local waiter
+	// queues behind it. Handovers make a contended lock cheaper and faster;
+	// the bound keeps other processes from starving. Default 8; negative
+	// turns handovers off (every turn goes through Redis, first come, first
+	// served across clients).
 	MaxLocalHandovers int
 
-	// ReleaseTimeout bounds Unlock's release and the undo of an acquisition
-	// whose outcome is unknown; each is retried while its reply is lost or
-	// Redis cannot be reached. Both ignore the caller's cancellation, so
-	// that `defer m.Unlock(ctx)` releases even after ctx ended, and a Lock
-	// whose ctx ended may return up to ReleaseTimeout later. Default 5s.
+	// ReleaseTimeout bounds Unlock's release, the undo of an acquisition
+	// whose outcome is unknown, and the call that takes a client that stops
+	// waiting off the wait queue; the first two are retried while their
+	// reply is lost or Redis cannot be reached. They ignore the caller's
+	// cancellation, so that `defer m.Unlock(lctx)` releases even after lctx
+	// ended, and a Lock whose ctx ended (or Close) may return up to
+	// ReleaseTimeout later when Redis does not answer. Default 5s.
 	ReleaseTimeout time.Duration
 
 	// OnAttempt, when set, is called after every run of the acquire script
@@ -175,9 +179,10 @@ type lockOptions struct {
 // WithLease gives the lock a fixed lease: it expires lease after the acquire
 // was sent unless unlocked first, and no watchdog renews it. The lock's
 // context is cancelled with ErrLockLost watchdog.DriftMargin(lease) before
-// the lease runs out, so that the holder is told before a clock running
-// fast or a late timer could let someone else in. Without WithLease the
-// watchdog keeps the lock for as long as it is held.
+// the lease runs out (that is also its deadline), so that the holder is
+// told before a clock running fast or a late timer could let someone else
+// in. Without WithLease the watchdog keeps the lock for as long as it is
+// held. A re-entry shares its hold's lease and takes no WithLease.
 func WithLease(lease time.Duration) LockOption {
 	return func(o *lockOptions) { o.lease = lease; o.leaseSet = true }
 }

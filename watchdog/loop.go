@@ -15,16 +15,37 @@ func (w *Watchdog) loop() {
 	ticker := time.NewTicker(w.opts.Interval)
 	defer ticker.Stop()
 	// expiry fires at the earliest local deadline when that comes before the
-	// next tick, which happens only while renewals are failing.
+	// next tick: while renewals are failing, or for an entry added with a
+	// deadline already near (an acquire whose reply came late).
 	expiry := time.NewTimer(time.Hour)
 	defer expiry.Stop()
+	// retry renews again soon after a tick in which a renewal failed: one
+	// dropped connection must not cost a lease while a new one can still
+	// renew it in time.
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	backoff := retryMin
 	for {
+		renew := false
 		select {
 		case <-w.ctx.Done():
 			return
 		case <-ticker.C:
-			w.tick()
+			renew = true
+		case <-retry.C:
+			renew = true
 		case <-expiry.C:
+		case <-w.added:
+		}
+		if renew {
+			retry.Stop()
+			if w.tick() {
+				retry.Reset(backoff)
+				backoff = min(backoff*2, w.opts.Interval)
+			} else {
+				backoff = retryMin
+			}
 		}
 		next := w.expire(time.Now())
 		if next.IsZero() {
@@ -33,6 +54,10 @@ func (w *Watchdog) loop() {
 		expiry.Reset(time.Until(next))
 	}
 }
+
+// retryMin is the first pause before renewing again after a failure; it
+// doubles up to the interval while failures go on.
+const retryMin = 10 * time.Millisecond
 
 // expire gives up every lease past its deadline and returns the earliest
 // deadline still pending (zero when there is none).
@@ -62,12 +87,13 @@ func (w *Watchdog) expire(now time.Time) time.Time {
 	return earliest
 }
 
-// tick renews every kept lease in one pipelined burst.
-func (w *Watchdog) tick() {
+// tick renews every kept lease in one pipelined burst. It reports whether
+// a renewal failed (other than by finding its lease gone).
+func (w *Watchdog) tick() (failed bool) {
 	now := time.Now()
 	earliest := w.expire(now)
 	if earliest.IsZero() {
-		return
+		return false
 	}
 
 	w.mu.Lock()
@@ -112,6 +138,7 @@ func (w *Watchdog) tick() {
 	for i, r := range results {
 		held, err := parseRenew(r, len(batches[i]))
 		if err != nil {
+			failed = true
 			w.stats.Errors++
 			for _, e := range batches[i] {
 				e.lastErr = err
@@ -132,6 +159,7 @@ func (w *Watchdog) tick() {
 	for _, e := range gone {
 		e.lose(ErrGone)
 	}
+	return failed
 }
 
 func parseRenew(r rueidis.RedisResult, n int) ([]bool, error) {

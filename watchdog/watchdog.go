@@ -116,6 +116,10 @@ type Watchdog struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// added wakes the loop when an entry is added, so that it watches the
+	// new deadline even when that comes before the next tick.
+	added chan struct{}
+
 	mu      sync.Mutex
 	entries map[*Entry]struct{}
 	stats   Stats
@@ -131,7 +135,7 @@ func New(client rueidis.Client, opts Options) (*Watchdog, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Watchdog{client: client, opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{}), entries: make(map[*Entry]struct{})}
+	w := &Watchdog{client: client, opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{}), added: make(chan struct{}, 1), entries: make(map[*Entry]struct{})}
 	go w.loop()
 	return w, nil
 }
@@ -198,6 +202,10 @@ func (w *Watchdog) Add(key, owner string, sentAt time.Time, onLost func(cause er
 	w.mu.Lock()
 	w.entries[e] = struct{}{}
 	w.mu.Unlock()
+	select {
+	case w.added <- struct{}{}:
+	default: // the loop has a wake-up pending already
+	}
 	return e
 }
 

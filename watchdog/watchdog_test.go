@@ -91,7 +91,7 @@ func lock(t *testing.T, c rueidis.Client, owner string, lease time.Duration) (st
 	t.Helper()
 	key := uniqueKey(t)
 	sent := time.Now()
-	v, err := luascripts.Acquire.Exec(t.Context(), c, []string{key, key + ":fence", key + ":q"}, []string{owner, luascripts.Millis(lease), "client", ""}).AsIntSlice()
+	v, err := luascripts.Acquire.Exec(t.Context(), c, luascripts.NewKeys(key).AcquireKeys(), []string{owner, luascripts.Millis(lease), "client", "0"}).AsIntSlice()
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 1, 1}, v)
 	return key, sent
@@ -328,7 +328,7 @@ func TestGone(t *testing.T) {
 	// One deleted outright, one deleted and then taken by someone else.
 	del(t, c, deleted)
 	del(t, c, taken)
-	v, err := luascripts.Acquire.Exec(t.Context(), c, []string{taken, taken + ":fence", taken + ":q"}, []string{"owner-B", luascripts.Millis(time.Hour), "client", ""}).AsIntSlice()
+	v, err := luascripts.Acquire.Exec(t.Context(), c, luascripts.NewKeys(taken).AcquireKeys(), []string{"owner-B", luascripts.Millis(time.Hour), "client", "0"}).AsIntSlice()
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 1, 2}, v, "a second grant: token 2")
 
@@ -415,7 +415,7 @@ func TestBatching(t *testing.T) {
 	calls := make([]luascripts.Call, n)
 	for i := range keys {
 		keys[i] = uniqueKey(t)
-		calls[i] = luascripts.Call{Keys: []string{keys[i], keys[i] + ":fence", keys[i] + ":q"}, Args: []string{"owner-batch", luascripts.Millis(5 * time.Second), "client", ""}}
+		calls[i] = luascripts.Call{Keys: luascripts.NewKeys(keys[i]).AcquireKeys(), Args: []string{"owner-batch", luascripts.Millis(5 * time.Second), "client", "0"}}
 	}
 	sent := time.Now()
 	for i, r := range luascripts.Acquire.ExecMulti(t.Context(), c, calls) {
@@ -532,4 +532,24 @@ func TestClusterKeepsAlive(t *testing.T) {
 	assert.Equal(t, uint64(len(slots))*ticks, s1.Calls-s0.Calls)
 	assert.Equal(t, n*ticks, s1.Renewed-s0.Renewed)
 	assert.Zero(t, s1.Lost)
+}
+
+// TestLateEntryExpiresByItsDeadline: an entry whose deadline comes before
+// the next tick (an acquire whose reply arrived late) is given up at that
+// deadline, not at the next tick: Add wakes the loop to watch it. Before,
+// the loop slept until the tick, so the holder kept a context that was
+// live past the server's expiry.
+func TestLateEntryExpiresByItsDeadline(t *testing.T) {
+	c := standaloneClient(t)
+	const timeout = 20 * time.Second
+	w := newWatchdog(t, c, watchdog.Options{Timeout: timeout, Interval: 10 * time.Second})
+	key, _ := lock(t, c, "owner-late", timeout)
+	// Sent so long ago that only 200ms of validity are left.
+	sent := time.Now().Add(-(timeout - watchdog.DriftMargin(timeout) - 200*time.Millisecond))
+	lost := newLostLog()
+	e := w.Add(key, "owner-late", sent, lost.onLost)
+	cause, at := lost.await(t, 5*time.Second) // the first tick is 10s away
+	require.ErrorIs(t, cause, watchdog.ErrExpired)
+	require.False(t, at.Before(e.Deadline()), "given up before its deadline")
+	del(t, c, key)
 }

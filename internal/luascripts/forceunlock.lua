@@ -1,16 +1,15 @@
 -- forceunlock: delete the lock whoever holds it, and wake a waiter.
 --
 -- KEYS[1]  lock hash
--- KEYS[2]  the lock's channel (same hash tag as KEYS[1]; waiters listen on
---          "<channel>:<client id>", see queue.lua)
--- KEYS[3]  the lock's wait queue (same hash tag)
--- ARGV[1]  "s" to notify with SPUBLISH, anything else PUBLISH
+-- KEYS[2]  the lock's channel   (same hash tag; see queue.lua)
+-- KEYS[3]  wait queue           (same hash tag)
+-- KEYS[4]  reservation          (same hash tag)
+-- ARGV[1]  "s" to notify with SPUBLISH (Cluster), anything else PUBLISH
 --
--- Returns 1 when a lock was deleted (and the oldest live waiting client
--- woken, without a handoff window), 0 when there was no lock (nothing
--- published).
+-- Returns 1 when a lock was deleted (and the oldest listening queued client
+-- woken, without a reservation), 0 when there was none (nothing published).
 if redis.call('del', KEYS[1]) == 0 then
   return 0
 end
-wake(KEYS[1], KEYS[3], KEYS[2], ARGV[1] == 's', 'force', 0)
+wake(KEYS[3], KEYS[2], KEYS[4], ARGV[1] == 's', 0)
 return 1

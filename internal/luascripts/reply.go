@@ -17,33 +17,20 @@ func unexpected(script string, v any) error {
 
 // AcquireReply is the acquire script's answer.
 type AcquireReply struct {
-	Acquired bool          // the caller holds the lock now
-	Count    int64         // the caller's hold count, when Acquired
+	Acquired bool          // the caller holds the lock now, with a hold count of 1
 	Token    int64         // the grant's fencing token, when Acquired
-	PTTL     time.Duration // the holder's remaining lease, when not Acquired; < 0 when it has no expiry
+	PTTL     time.Duration // how long to wait, when not Acquired; < 0 when the holder has no expiry
 }
 
-// ParseAcquire decodes the acquire script's {1, count, token} / {0, pttl} reply.
+// ParseAcquire decodes the acquire script's {1, 1, token} / {0, pttl} reply.
 func ParseAcquire(v []int64) (AcquireReply, error) {
 	switch {
-	case len(v) == 3 && v[0] == 1:
-		// A token of 0 is a re-entry after the counter was deleted behind
-		// the holder's back (FLUSHALL, say); it is still a valid grant.
-		if v[1] < 1 || v[2] < 0 {
-			return AcquireReply{}, unexpected("acquire", v)
-		}
-		return AcquireReply{Acquired: true, Count: v[1], Token: v[2]}, nil
-	case len(v) != 2:
-		return AcquireReply{}, unexpected("acquire", v)
-	}
-	switch v[0] {
-	case 0:
-		// PTTL is -1 for a key without expiry and -2 when the key vanished
-		// between the EXISTS and the PTTL (it cannot inside one script, but a
-		// decoder should not trust that).
-		if v[1] < -2 {
-			return AcquireReply{}, unexpected("acquire", v)
-		}
+	case len(v) == 3 && v[0] == 1 && v[1] == 1 && v[2] > 0:
+		return AcquireReply{Acquired: true, Token: v[2]}, nil
+	case len(v) == 2 && v[0] == 0 && v[1] >= -2:
+		// PTTL is -1 for a key without expiry; -2 (a key that vanished
+		// between two calls of one script) cannot happen, but a decoder
+		// should not trust that.
 		return AcquireReply{PTTL: pttl(v[1])}, nil
 	}
 	return AcquireReply{}, unexpected("acquire", v)
@@ -54,10 +41,9 @@ type ReleaseStatus int
 
 // Release outcomes; a positive value is the number of holds left.
 const (
-	ReleaseNotHeld       ReleaseStatus = -1
-	ReleaseCountMismatch ReleaseStatus = -2
-	ReleaseHandedOver    ReleaseStatus = -3 // the heir holds the lock now
-	Released             ReleaseStatus = 0
+	ReleaseNotHeld    ReleaseStatus = -1
+	ReleaseHandedOver ReleaseStatus = -3 // the heir holds the lock now
+	Released          ReleaseStatus = 0
 )
 
 // ReleaseReply is the release script's answer.
@@ -68,10 +54,12 @@ type ReleaseReply struct {
 
 // ParseRelease decodes the release script's {status, token} reply.
 func ParseRelease(v []int64) (ReleaseReply, error) {
-	if len(v) != 2 || v[0] < -3 || v[1] < 0 || (v[0] != -3 && v[1] != 0) {
-		return ReleaseReply{}, unexpected("release", v)
+	switch {
+	case len(v) != 2:
+	case v[0] == -3 && v[1] >= 0, (v[0] == -1 || v[0] >= 0) && v[1] == 0:
+		return ReleaseReply{Status: ReleaseStatus(v[0]), Token: v[1]}, nil
 	}
-	return ReleaseReply{Status: ReleaseStatus(v[0]), Token: v[1]}, nil
+	return ReleaseReply{}, unexpected("release", v)
 }
 
 // ParseRenew decodes the renew script's per-key 0/1 array for a batch of n keys.

@@ -3,6 +3,7 @@ package luascripts_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,9 +18,8 @@ func TestParseAcquire(t *testing.T) {
 		in   []int64
 		want luascripts.AcquireReply
 	}{
-		{[]int64{1, 1, 1}, luascripts.AcquireReply{Acquired: true, Count: 1, Token: 1}},
-		{[]int64{1, 7, 42}, luascripts.AcquireReply{Acquired: true, Count: 7, Token: 42}},
-		{[]int64{1, 2, 0}, luascripts.AcquireReply{Acquired: true, Count: 2}}, // counter deleted under a holder
+		{[]int64{1, 1, 1}, luascripts.AcquireReply{Acquired: true, Token: 1}},
+		{[]int64{1, 1, 42}, luascripts.AcquireReply{Acquired: true, Token: 42}},
 		{[]int64{0, 1500}, luascripts.AcquireReply{PTTL: 1500 * time.Millisecond}},
 		{[]int64{0, 0}, luascripts.AcquireReply{PTTL: 0}},
 		{[]int64{0, -1}, luascripts.AcquireReply{PTTL: -time.Millisecond}},     // holder without expiry
@@ -39,8 +39,10 @@ func TestParseAcquire(t *testing.T) {
 		{1, 1},       // acquired without a token
 		{0, 1, 1},    // refused with a token
 		{1, 1, 1, 1}, // too long
+		{1, 2, 1},    // a grant is a first hold: re-entry has its own script
 		{1, 0, 1},    // acquired with no hold
 		{1, -1, 1},   // acquired with a negative hold
+		{1, 1, 0},    // a grant always takes a token
 		{1, 1, -1},   // negative token
 		{0, -3},      // PTTL below -2 does not exist
 		{2, 1},
@@ -63,7 +65,7 @@ func TestParseRelease(t *testing.T) {
 		want luascripts.ReleaseReply
 	}{
 		{[]int64{-3, 7}, luascripts.ReleaseReply{Status: luascripts.ReleaseHandedOver, Token: 7}},
-		{[]int64{-2, 0}, luascripts.ReleaseReply{Status: luascripts.ReleaseCountMismatch}},
+		{[]int64{-3, 0}, luascripts.ReleaseReply{Status: luascripts.ReleaseHandedOver}}, // a retry after the counter was deleted
 		{[]int64{-1, 0}, luascripts.ReleaseReply{Status: luascripts.ReleaseNotHeld}},
 		{[]int64{0, 0}, luascripts.ReleaseReply{Status: luascripts.Released}},
 		{[]int64{1, 0}, luascripts.ReleaseReply{Status: 1}},
@@ -76,7 +78,12 @@ func TestParseRelease(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 		})
 	}
-	for _, in := range [][]int64{nil, {0}, {-4, 0}, {-100, 0}, {0, 1}, {-3, -1}, {1, 0, 0}} {
+	for _, in := range [][]int64{
+		nil, {0}, {1, 0, 0},
+		{-2, 0}, {-4, 0}, {-100, 0}, // no such status
+		{0, 1}, {1, 1}, {-1, 5}, // a token without a handover
+		{-3, -1},
+	} {
 		t.Run(fmt.Sprintf("invalid %v", in), func(t *testing.T) {
 			_, err := luascripts.ParseRelease(in)
 			require.Error(t, err)
@@ -189,7 +196,9 @@ func TestScriptNames(t *testing.T) {
 		name string
 	}{
 		{luascripts.Acquire, "acquire"},
+		{luascripts.Reenter, "reenter"},
 		{luascripts.Release, "release"},
+		{luascripts.Leave, "leave"},
 		{luascripts.Renew, "renew"},
 		{luascripts.ForceUnlock, "forceunlock"},
 		{luascripts.Inspect, "inspect"},
@@ -198,5 +207,13 @@ func TestScriptNames(t *testing.T) {
 		// The embedded source is the script itself, header included.
 		assert.Contains(t, tc.s.Source(), "-- "+tc.name+":")
 		assert.Contains(t, tc.s.Source(), "redis.call")
+	}
+	// Those that queue or wake clients start with the queue prelude.
+	for _, s := range []*luascripts.Script{luascripts.Acquire, luascripts.Release, luascripts.Leave, luascripts.ForceUnlock} {
+		assert.True(t, strings.HasPrefix(s.Source(), "-- queue:"), s.Name())
+		assert.Contains(t, s.Source(), "local function wake(", s.Name())
+	}
+	for _, s := range []*luascripts.Script{luascripts.Reenter, luascripts.Renew, luascripts.Inspect} {
+		assert.NotContains(t, s.Source(), "-- queue:", s.Name())
 	}
 }

@@ -19,39 +19,34 @@ import (
 )
 
 var (
+	//go:embed queue.lua
+	queueSrc string
 	//go:embed acquire.lua
 	acquireSrc string
+	//go:embed reenter.lua
+	reenterSrc string
 	//go:embed release.lua
 	releaseSrc string
+	//go:embed leave.lua
+	leaveSrc string
 	//go:embed renew.lua
 	renewSrc string
 	//go:embed forceunlock.lua
 	forceUnlockSrc string
 	//go:embed inspect.lua
 	inspectSrc string
-	//go:embed queue.lua
-	queueSrc string
-	//go:embed enqueue.lua
-	enqueueSrc string
-	//go:embed pass.lua
-	passSrc string
 )
 
-// The scripts. They are safe for concurrent use.
+// The scripts. They are safe for concurrent use. Those that queue or wake
+// clients start with the queue.lua prelude.
 var (
 	Acquire     = New("acquire", queueSrc+acquireSrc)
+	Reenter     = New("reenter", reenterSrc)
 	Release     = New("release", queueSrc+releaseSrc)
+	Leave       = New("leave", queueSrc+leaveSrc)
 	Renew       = New("renew", renewSrc)
 	ForceUnlock = New("forceunlock", queueSrc+forceUnlockSrc)
 	Inspect     = New("inspect", inspectSrc)
-	Pass        = New("pass", queueSrc+passSrc)
-	Enqueue     = New("enqueue", queueSrc+enqueueSrc)
-)
-
-// Notify values for the release and forceunlock scripts' notify argument.
-const (
-	NotifySharded = "s" // SPUBLISH: Redis 7 Cluster, the message stays on the slot's shard
-	NotifyClassic = "p" // PUBLISH
 )
 
 // Script is one Lua script with its SHA-1 computed once.

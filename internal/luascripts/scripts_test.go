@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,12 +36,52 @@ var (
 // purpose: it only matters when the test is failing.
 const waitFor = 10 * time.Second
 
+// lease is the tests' default lease: long enough never to lapse during a
+// test, so a TTL bound below it is never hit by a slow run.
+const lease = 100 * time.Second
+
 // TestMain gets real servers from the harness; RunTests checks for leaked
 // goroutines with goleak once they are closed.
 func TestMain(m *testing.M) {
 	os.Exit(redistest.RunTests(m, "luascripts", true, func(e redistest.Env) {
 		standaloneAddr, clusterAddrs = e.Standalone.Addr, e.Cluster.Addrs
-	}, nil))
+	}, checkClean))
+}
+
+// checkClean asserts that the tests left no key but fencing counters (which
+// must never go back) and no subscribed channel, on any server.
+func checkClean(e redistest.Env) error {
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	// Only this run's names: a REDIS_ADDR server may be shared.
+	mine := fmt.Sprintf("*-%d-*", runID)
+	var problems []string
+	for _, addr := range append([]string{e.Standalone.Addr}, e.Cluster.Addrs...) {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true, DisableCache: true})
+		if err != nil {
+			return err
+		}
+		for _, cmd := range []rueidis.Completed{
+			c.B().Keys().Pattern(mine).Build(),
+			c.B().PubsubChannels().Pattern(mine).Build(),
+			c.B().PubsubShardchannels().Pattern(mine).Build(),
+		} {
+			name := strings.Join(cmd.Commands(), " ")
+			got, err := c.Do(ctx, cmd).AsStrSlice()
+			got = slices.DeleteFunc(got, func(k string) bool { return strings.HasSuffix(k, ":fence") })
+			switch {
+			case err != nil:
+				problems = append(problems, fmt.Sprintf("%s %s: %v", addr, name, err))
+			case len(got) > 0:
+				problems = append(problems, fmt.Sprintf("%s %s: %v", addr, name, got))
+			}
+		}
+		c.Close()
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("left behind: %s", strings.Join(problems, "; "))
+	}
+	return nil
 }
 
 // ---- helpers ----
@@ -72,79 +113,99 @@ func uniqueTag(t *testing.T) string {
 	return fmt.Sprintf("%s-%d-%d", t.Name(), runID, seq.Add(1))
 }
 
-// testWaiter is the client id the tests queue in a lock's wait queue before
-// freeing it, so that the release wakes it: on "<channel>:w".
-const testWaiter = "w"
-
-// lockNames returns a lock key and the channel on which testWaiter is woken,
-// sharing one hash tag as latchkey names them.
-func lockNames(t *testing.T) (key, inbox string) {
-	tag := uniqueTag(t)
-	return "latchkey:{" + tag + "}", "latchkey:{" + tag + "}:ch:" + testWaiter
-}
-
-// freeKeys queues testWaiter on key's lock and returns the keys of the
-// scripts that free it: lock, channel, fencing counter, queue.
-func freeKeys(t *testing.T, c rueidis.Client, key, inbox string) []string {
+// keysFor returns the keys of the lock at base and deletes all but its
+// fencing counter when the test ends (before c closes: cleanups run last in,
+// first out).
+func keysFor(t *testing.T, c rueidis.Client, base string) luascripts.Keys {
 	t.Helper()
-	do(t, c, c.B().Zadd().Key(key+":q").Nx().ScoreMember().ScoreMember(0, testWaiter).Build())
-	return []string{key, strings.TrimSuffix(inbox, ":"+testWaiter), key + ":fence", key + ":q"}
+	k := luascripts.NewKeys(base)
+	t.Cleanup(func() {
+		// t.Context() is already cancelled here.
+		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Lock, k.Queue, k.Reservation).Build()).Error())
+	})
+	return k
 }
 
-func acquireRaw(t *testing.T, c rueidis.Client, key, owner string, lease time.Duration) []int64 {
+// newKeys returns a lock's keys under a hash tag of its own.
+func newKeys(t *testing.T, c rueidis.Client) luascripts.Keys {
 	t.Helper()
-	v, err := luascripts.Acquire.Exec(t.Context(), c, []string{key, key + ":fence", key + ":q"}, []string{owner, luascripts.Millis(lease), "client-" + owner, ""}).AsIntSlice()
-	require.NoError(t, err)
-	return v
-}
-
-func acquire(t *testing.T, c rueidis.Client, key, owner string, lease time.Duration) luascripts.AcquireReply {
-	t.Helper()
-	r, err := luascripts.ParseAcquire(acquireRaw(t, c, key, owner, lease))
-	require.NoError(t, err)
-	return r
-}
-
-func release(t *testing.T, c rueidis.Client, key, channel, owner, notify string, expected int) int64 {
-	t.Helper()
-	return releaseIdem(t, c, key, channel, owner, notify, expected, "", "")
-}
-
-// releaseIdem is release with the idempotency arguments: the grant's token
-// and a release id.
-func releaseIdem(t *testing.T, c rueidis.Client, key, channel, owner, notify string, expected int, token, rid string) int64 {
-	t.Helper()
-	return int64(execRelease(t, c, freeKeys(t, c, key, channel), owner, notify, fmt.Sprint(expected), token, rid, "0").Status)
-}
-
-// execRelease runs the release script without an heir and decodes its reply.
-func execRelease(t *testing.T, c rueidis.Client, keys []string, owner, notify, expected, token, rid, handoff string) luascripts.ReleaseReply {
-	t.Helper()
-	return execReleaseArgs(t, c, keys, owner, notify, expected, token, rid, handoff, "", "0", "", "", retryFlag(token, rid))
-}
-
-// retryFlag marks a release with a token or an id as a retry, so that the
-// script checks them.
-func retryFlag(token, rid string) string {
-	if token != "" || rid != "" {
-		return "1"
-	}
-	return "0"
-}
-
-func execReleaseArgs(t *testing.T, c rueidis.Client, keys []string, args ...string) luascripts.ReleaseReply {
-	t.Helper()
-	v, err := luascripts.Release.Exec(t.Context(), c, keys, args).AsIntSlice()
-	require.NoError(t, err)
-	r, err := luascripts.ParseRelease(v)
-	require.NoError(t, err)
-	return r
+	return keysFor(t, c, "latchkey:{"+uniqueTag(t)+"}")
 }
 
 func do(t *testing.T, c rueidis.Client, cmd rueidis.Completed) rueidis.RedisResult {
 	t.Helper()
 	r := c.Do(t.Context(), cmd)
 	require.NoError(t, r.Error())
+	return r
+}
+
+func acquireRaw(t *testing.T, c rueidis.Client, k luascripts.Keys, a luascripts.AcquireArgs) []int64 {
+	t.Helper()
+	waiter := "0"
+	if a.Waiter {
+		waiter = "1"
+	}
+	v, err := luascripts.Acquire.Exec(t.Context(), c, k.AcquireKeys(), []string{a.Owner, luascripts.Millis(a.Lease), a.Client, waiter}).AsIntSlice()
+	require.NoError(t, err)
+	return v
+}
+
+func acquire(t *testing.T, c rueidis.Client, k luascripts.Keys, a luascripts.AcquireArgs) luascripts.AcquireReply {
+	t.Helper()
+	r, err := luascripts.RunAcquire(t.Context(), c, k, a)
+	require.NoError(t, err)
+	return r
+}
+
+// take grants k to owner, who does not wait, and returns the grant's token.
+func take(t *testing.T, c rueidis.Client, k luascripts.Keys, owner string) int64 {
+	t.Helper()
+	r := acquire(t, c, k, luascripts.AcquireArgs{Owner: owner, Lease: lease, Client: "client-" + owner})
+	require.True(t, r.Acquired, "%s takes %s", owner, k.Lock)
+	return r.Token
+}
+
+// enqueue has a waiter of client refused on the held lock k, which queues
+// client. Tests name clients so that queue order is also alphabetical: two
+// calls in one microsecond would tie on the score, and ties go by name.
+func enqueue(t *testing.T, c rueidis.Client, k luascripts.Keys, client string) {
+	t.Helper()
+	r := acquire(t, c, k, luascripts.AcquireArgs{Owner: fmt.Sprintf("%s:%d", client, seq.Add(1)), Lease: lease, Client: client, Waiter: true})
+	require.False(t, r.Acquired, "%s refused", client)
+}
+
+func reenter(t *testing.T, c rueidis.Client, k luascripts.Keys, owner string) int64 {
+	t.Helper()
+	n, err := luascripts.RunReenter(t.Context(), c, k, owner)
+	require.NoError(t, err)
+	return n
+}
+
+func release(t *testing.T, c rueidis.Client, k luascripts.Keys, a luascripts.ReleaseArgs) luascripts.ReleaseReply {
+	t.Helper()
+	r, err := luascripts.RunRelease(t.Context(), c, k, a)
+	require.NoError(t, err)
+	return r
+}
+
+func leave(t *testing.T, c rueidis.Client, k luascripts.Keys, client string, w luascripts.Wake) bool {
+	t.Helper()
+	passed, err := luascripts.RunLeave(t.Context(), c, k, client, w)
+	require.NoError(t, err)
+	return passed
+}
+
+func forceUnlock(t *testing.T, c rueidis.Client, k luascripts.Keys, w luascripts.Wake) bool {
+	t.Helper()
+	deleted, err := luascripts.RunForceUnlock(t.Context(), c, k, w)
+	require.NoError(t, err)
+	return deleted
+}
+
+func inspect(t *testing.T, c rueidis.Client, k luascripts.Keys, owner string) luascripts.InspectReply {
+	t.Helper()
+	r, err := luascripts.RunInspect(t.Context(), c, k, owner)
+	require.NoError(t, err)
 	return r
 }
 
@@ -164,6 +225,13 @@ func expireAt(t *testing.T, c rueidis.Client, key string) int64 {
 	return n
 }
 
+// between asserts lo < d <= hi.
+func between(t *testing.T, d, lo, hi time.Duration, what string) {
+	t.Helper()
+	assert.Greater(t, d, lo, what)
+	assert.LessOrEqual(t, d, hi, what)
+}
+
 func exists(t *testing.T, c rueidis.Client, key string) bool {
 	t.Helper()
 	n, err := do(t, c, c.B().Exists().Key(key).Build()).AsInt64()
@@ -171,9 +239,13 @@ func exists(t *testing.T, c rueidis.Client, key string) bool {
 	return n == 1
 }
 
+// get is the string at key, "" when there is none.
 func get(t *testing.T, c rueidis.Client, key string) string {
 	t.Helper()
-	v, err := do(t, c, c.B().Get().Key(key).Build()).ToString()
+	v, err := c.Do(t.Context(), c.B().Get().Key(key).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return ""
+	}
 	require.NoError(t, err)
 	return v
 }
@@ -185,37 +257,74 @@ func hgetall(t *testing.T, c rueidis.Client, key string) map[string]string {
 	return m
 }
 
-func publish(t *testing.T, c rueidis.Client, notify, channel, msg string) {
+func queued(t *testing.T, c rueidis.Client, k luascripts.Keys) []string {
 	t.Helper()
-	if notify == luascripts.NotifySharded {
+	v, err := do(t, c, c.B().Zrange().Key(k.Queue).Min("0").Max("-1").Build()).AsStrSlice()
+	require.NoError(t, err)
+	return v
+}
+
+// reserve plants a reservation of k for client, as a release's wake-up
+// leaves it.
+func reserve(t *testing.T, c rueidis.Client, k luascripts.Keys, client string, window time.Duration) {
+	t.Helper()
+	do(t, c, c.B().Set().Key(k.Reservation).Value(client).Px(window).Build())
+}
+
+// state is everything the scripts may change about one lock, so that a test
+// can assert that a call changed nothing at all.
+type state struct {
+	Hash        map[string]string
+	LockAt      int64 // PEXPIRETIME
+	Queue       []rueidis.ZScore
+	QueueAt     int64
+	Reservation string
+	ReservedAt  int64
+	Fence       string
+}
+
+func snapshot(t *testing.T, c rueidis.Client, k luascripts.Keys) state {
+	t.Helper()
+	q, err := do(t, c, c.B().Zrange().Key(k.Queue).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	require.NoError(t, err)
+	return state{
+		Hash: hgetall(t, c, k.Lock), LockAt: expireAt(t, c, k.Lock),
+		Queue: q, QueueAt: expireAt(t, c, k.Queue),
+		Reservation: get(t, c, k.Reservation), ReservedAt: expireAt(t, c, k.Reservation),
+		Fence: get(t, c, k.Fence),
+	}
+}
+
+func scriptCached(t *testing.T, c rueidis.Client, s *luascripts.Script) bool {
+	t.Helper()
+	sum := sha1.Sum([]byte(s.Source()))
+	v, err := do(t, c, c.B().ScriptExists().Sha1(hex.EncodeToString(sum[:])).Build()).AsIntSlice()
+	require.NoError(t, err)
+	require.Len(t, v, 1)
+	return v[0] == 1
+}
+
+func publish(t *testing.T, c rueidis.Client, sharded bool, channel, msg string) {
+	t.Helper()
+	if sharded {
 		do(t, c, c.B().Spublish().Channel(channel).Message(msg).Build())
 	} else {
 		do(t, c, c.B().Publish().Channel(channel).Message(msg).Build())
 	}
 }
 
-func scriptSHA(s *luascripts.Script) string {
-	sum := sha1.Sum([]byte(s.Source()))
-	return hex.EncodeToString(sum[:])
-}
-
-func scriptCached(t *testing.T, c rueidis.Client, s *luascripts.Script) bool {
-	t.Helper()
-	v, err := do(t, c, c.B().ScriptExists().Sha1(scriptSHA(s)).Build()).AsIntSlice()
-	require.NoError(t, err)
-	require.Len(t, v, 1)
-	return v[0] == 1
-}
-
-// subscribe listens on channel (SUBSCRIBE for "p", SSUBSCRIBE for "s") with
-// a dedicated client and returns once the server has confirmed the
-// subscription. Messages arrive on the returned channel in order.
-func subscribe(t *testing.T, addrs []string, notify, channel string) <-chan string {
+// subscribe listens on channel (SSUBSCRIBE when sharded) with a client of
+// its own and returns once the server has confirmed the subscription.
+// Messages arrive on the returned channel in order. When the test ends it
+// unsubscribes and waits for the confirmation, so no channel outlives it.
+func subscribe(t *testing.T, addrs []string, sharded bool, channel string) <-chan string {
 	t.Helper()
 	c := newClient(t, addrs...)
-	kind, cmd := "subscribe", c.B().Subscribe().Channel(channel).Build()
-	if notify == luascripts.NotifySharded {
-		kind, cmd = "ssubscribe", c.B().Ssubscribe().Channel(channel).Build()
+	kind := "subscribe"
+	sub, unsub := c.B().Subscribe().Channel(channel).Build(), c.B().Unsubscribe().Channel(channel).Build()
+	if sharded {
+		kind = "ssubscribe"
+		sub, unsub = c.B().Ssubscribe().Channel(channel).Build(), c.B().Sunsubscribe().Channel(channel).Build()
 	}
 	subscribed := make(chan struct{})
 	var once sync.Once
@@ -228,7 +337,7 @@ func subscribe(t *testing.T, addrs []string, notify, channel string) <-chan stri
 	msgs := make(chan string, 64)
 	done := make(chan error, 1)
 	go func() {
-		done <- c.Receive(ctx, cmd, func(m rueidis.PubSubMessage) {
+		done <- c.Receive(ctx, sub, func(m rueidis.PubSubMessage) {
 			if m.Channel == channel {
 				msgs <- m.Message
 			}
@@ -236,8 +345,15 @@ func subscribe(t *testing.T, addrs []string, notify, channel string) <-chan stri
 	}()
 	// Registered after newClient's Close, so it runs before it.
 	t.Cleanup(func() {
-		cancel()
-		<-done
+		defer cancel()
+		// Receive returns nil once the server confirms the unsubscribe.
+		assert.NoError(t, c.Do(context.Background(), unsub).Error())
+		select {
+		case err := <-done:
+			assert.NoError(t, err, "Receive on %s", channel)
+		case <-time.After(waitFor):
+			t.Errorf("unsubscribe from %s not confirmed within %v", channel, waitFor)
+		}
 	})
 	select {
 	case <-subscribed:
@@ -262,229 +378,657 @@ func expectMessages(t *testing.T, msgs <-chan string, want ...string) {
 	}
 }
 
-// expectNothingPublished publishes a sentinel on channel and asserts that it
-// is the first message received: anything published before it (by the
-// script under test) would have arrived first.
-func expectNothingPublished(t *testing.T, c rueidis.Client, msgs <-chan string, notify, channel string) {
-	t.Helper()
-	sentinel := fmt.Sprintf("sentinel-%d", seq.Add(1))
-	publish(t, c, notify, channel, sentinel)
-	expectMessages(t, msgs, sentinel)
+// listener is a queued client's inbox, subscribed.
+type listener struct {
+	c       rueidis.Client // publishes the sentinels
+	sharded bool
+	inbox   string
+	msgs    <-chan string
 }
 
-var notifyModes = []struct {
-	name, notify string
+func listen(t *testing.T, c rueidis.Client, addrs []string, sharded bool, k luascripts.Keys, client string) listener {
+	t.Helper()
+	inbox := k.Inbox(client)
+	return listener{c: c, sharded: sharded, inbox: inbox, msgs: subscribe(t, addrs, sharded, inbox)}
+}
+
+// expect publishes a sentinel and asserts that want, then the sentinel, are
+// the next messages: anything else published before it would come first.
+func (l listener) expect(t *testing.T, want ...string) {
+	t.Helper()
+	sentinel := fmt.Sprintf("sentinel-%d", seq.Add(1))
+	publish(t, l.c, l.sharded, l.inbox, sentinel)
+	expectMessages(t, l.msgs, append(want, sentinel)...)
+}
+
+// woken asserts exactly one wake-up since the last check.
+func (l listener) woken(t *testing.T) { t.Helper(); l.expect(t, "unlock") }
+
+// quiet asserts that nothing was published since the last check.
+func (l listener) quiet(t *testing.T) { t.Helper(); l.expect(t) }
+
+var modes = []struct {
+	name    string
+	sharded bool
 }{
-	{"publish", luascripts.NotifyClassic},
-	{"spublish", luascripts.NotifySharded},
+	{"publish", false},
+	{"spublish", true},
 }
 
 // ---- acquire ----
 
 func TestAcquire(t *testing.T) {
 	c := standaloneClient(t)
-	key, _ := lockNames(t)
-	const lease = 10 * time.Second
 
-	assert.Equal(t, []int64{1, 1, 1}, acquireRaw(t, c, key, "A", lease), "free lock: the first token")
-	p := pttl(t, c, key)
-	assert.Greater(t, p, lease/2)
-	assert.LessOrEqual(t, p, lease)
-	assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, key))
-
-	assert.Equal(t, []int64{1, 2, 1}, acquireRaw(t, c, key, "A", lease), "reentrant: same token")
-	assert.Equal(t, map[string]string{"A": "2"}, hgetall(t, c, key))
-
-	v := acquireRaw(t, c, key, "B", lease)
-	require.Len(t, v, 2)
-	assert.Equal(t, int64(0), v[0], "other owner")
-	assert.Greater(t, v[1], int64(0), "holder's pttl")
-	r, err := luascripts.ParseAcquire(v)
-	require.NoError(t, err)
-	assert.False(t, r.Acquired)
-	assert.Greater(t, r.PTTL, lease/2)
-	assert.LessOrEqual(t, r.PTTL, lease)
-	assert.Equal(t, map[string]string{"A": "2"}, hgetall(t, c, key), "a refused acquire changes nothing")
-	assert.Equal(t, "1", get(t, c, key+":fence"), "a refused acquire takes no token")
-}
-
-// Tokens rise strictly from grant to grant, whoever the owner, and the
-// counter outlives the lock.
-func TestAcquireFencingToken(t *testing.T) {
-	c := standaloneClient(t)
-	key, ch := lockNames(t)
-	var last int64
-	for i, owner := range []string{"A", "B", "A", "C"} {
-		r := acquire(t, c, key, owner, 10*time.Second)
-		require.True(t, r.Acquired)
-		assert.Greater(t, r.Token, last, "grant %d", i)
-		last = r.Token
-		again := acquire(t, c, key, owner, 10*time.Second)
-		assert.Equal(t, r.Token, again.Token, "re-entry keeps grant %d's token", i)
-		require.Equal(t, int64(1), release(t, c, key, ch, owner, luascripts.NotifyClassic, 0))
-		require.Equal(t, int64(0), release(t, c, key, ch, owner, luascripts.NotifyClassic, 0))
-	}
-	assert.Equal(t, -time.Millisecond, pttl(t, c, key+":fence"), "the counter never expires")
-}
-
-func TestAcquireExpiryRaisedNeverLowered(t *testing.T) {
-	c := standaloneClient(t)
-
-	t.Run("NotLowered", func(t *testing.T) {
-		key, _ := lockNames(t)
-		require.Equal(t, luascripts.AcquireReply{Acquired: true, Count: 1, Token: 1}, acquire(t, c, key, "A", 10*time.Second))
-		require.Equal(t, luascripts.AcquireReply{Acquired: true, Count: 2, Token: 1}, acquire(t, c, key, "A", time.Second))
-		assert.Greater(t, pttl(t, c, key), 5*time.Second)
+	t.Run("Free", func(t *testing.T) {
+		k := newKeys(t, c)
+		assert.Equal(t, []int64{1, 1, 1}, acquireRaw(t, c, k, luascripts.AcquireArgs{Owner: "A", Lease: lease, Client: "a"}), "the first token")
+		assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, k.Lock))
+		between(t, pttl(t, c, k.Lock), lease-10*time.Second, lease, "the lease")
+		assert.False(t, exists(t, c, k.Queue), "a grant queues nobody")
 	})
-	t.Run("Raised", func(t *testing.T) {
-		key, _ := lockNames(t)
-		require.Equal(t, luascripts.AcquireReply{Acquired: true, Count: 1, Token: 1}, acquire(t, c, key, "A", time.Second))
-		require.Equal(t, luascripts.AcquireReply{Acquired: true, Count: 2, Token: 1}, acquire(t, c, key, "A", 10*time.Second))
-		assert.Greater(t, pttl(t, c, key), 5*time.Second)
+
+	t.Run("Held", func(t *testing.T) {
+		k := newKeys(t, c)
+		take(t, c, k, "A")
+		before := snapshot(t, c, k)
+		v := acquireRaw(t, c, k, luascripts.AcquireArgs{Owner: "B", Lease: time.Second, Client: "b"})
+		require.Len(t, v, 2)
+		assert.Equal(t, int64(0), v[0])
+		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "B2", Lease: time.Second, Client: "b"})
+		assert.False(t, r.Acquired)
+		between(t, r.PTTL, lease-10*time.Second, lease, "the holder's lease")
+		assert.Equal(t, before, snapshot(t, c, k), "a refusal without waiting changes nothing, takes no token")
 	})
+
 	t.Run("HolderWithoutExpiry", func(t *testing.T) {
-		key, _ := lockNames(t)
-		do(t, c, c.B().Hset().Key(key).FieldValue().FieldValue("A", "1").Build())
-		assert.Equal(t, []int64{0, -1}, acquireRaw(t, c, key, "B", time.Second), "pttl -1 for a holder without expiry")
-		assert.Equal(t, []int64{1, 2, 0}, acquireRaw(t, c, key, "A", 10*time.Second), "no counter: token 0")
-		p := pttl(t, c, key)
-		assert.Greater(t, p, 5*time.Second, "re-entry gives the lock an expiry")
-		assert.LessOrEqual(t, p, 10*time.Second)
+		k := newKeys(t, c)
+		do(t, c, c.B().Hset().Key(k.Lock).FieldValue().FieldValue("A", "1").Build())
+		assert.Equal(t, []int64{0, -1}, acquireRaw(t, c, k, luascripts.AcquireArgs{Owner: "B", Lease: lease, Client: "b", Waiter: true}))
+		assert.Equal(t, []string{"b"}, queued(t, c, k))
+		between(t, pttl(t, c, k.Queue), 5*time.Second, 10*time.Second, "queued for the slack alone")
+	})
+
+	t.Run("ReservedForAnother", func(t *testing.T) {
+		k := newKeys(t, c)
+		reserve(t, c, k, "x", 5*time.Second)
+		before := snapshot(t, c, k)
+		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "Y", Lease: lease, Client: "y"})
+		assert.False(t, r.Acquired, "reserved for x")
+		between(t, r.PTTL, 0, 5*time.Second, "the rest of the reservation")
+		assert.Equal(t, before, snapshot(t, c, k), "no lock, the reservation and the counter untouched")
+
+		r = acquire(t, c, k, luascripts.AcquireArgs{Owner: "Y2", Lease: lease, Client: "y", Waiter: true})
+		assert.False(t, r.Acquired)
+		assert.Equal(t, []string{"y"}, queued(t, c, k), "a refused waiter is queued")
+		between(t, pttl(t, c, k.Queue), 10*time.Second, 15*time.Second, "the reservation's pttl plus the slack")
+		assert.Equal(t, "x", get(t, c, k.Reservation))
+		assert.False(t, exists(t, c, k.Lock))
+	})
+
+	t.Run("ReservedForUs", func(t *testing.T) {
+		k := newKeys(t, c)
+		do(t, c, c.B().Zadd().Key(k.Queue).ScoreMember().ScoreMember(1, "x").ScoreMember(2, "z").Build())
+		reserve(t, c, k, "x", 5*time.Second)
+		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "X", Lease: lease, Client: "x", Waiter: true})
+		assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: 1}, r)
+		assert.False(t, exists(t, c, k.Reservation), "the reservation is used up")
+		assert.Equal(t, []string{"z"}, queued(t, c, k), "a granted waiter leaves the queue")
+		assert.Equal(t, map[string]string{"X": "1"}, hgetall(t, c, k.Lock))
+		between(t, pttl(t, c, k.Lock), lease-10*time.Second, lease, "the lease")
+	})
+
+	// Without the waiter flag a grant leaves the queue alone.
+	t.Run("ReservedForUsNotWaiting", func(t *testing.T) {
+		k := newKeys(t, c)
+		do(t, c, c.B().Zadd().Key(k.Queue).ScoreMember().ScoreMember(1, "x").Build())
+		reserve(t, c, k, "x", 5*time.Second)
+		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "X", Lease: lease, Client: "x"})
+		assert.True(t, r.Acquired)
+		assert.False(t, exists(t, c, k.Reservation))
+		assert.Equal(t, []string{"x"}, queued(t, c, k))
+	})
+}
+
+// TestAcquireWaitQueue: refused waiters queue their client once, oldest
+// first, in a queue that outlives the holder's lease; a granted waiter
+// leaves it.
+func TestAcquireWaitQueue(t *testing.T) {
+	c := standaloneClient(t)
+	k := newKeys(t, c)
+	take(t, c, k, "H")
+
+	score := func(client string) float64 {
+		t.Helper()
+		s, err := do(t, c, c.B().Zscore().Key(k.Queue).Member(client).Build()).AsFloat64()
+		require.NoError(t, err)
+		return s
+	}
+	enqueue(t, c, k, "c1")
+	first := score("c1")
+	for _, client := range []string{"c2", "c1", "c3"} {
+		enqueue(t, c, k, client)
+	}
+	require.False(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "S", Lease: lease, Client: "spinner"}).Acquired)
+	assert.Equal(t, []string{"c1", "c2", "c3"}, queued(t, c, k), "once each, oldest first; a client that does not wait not at all")
+	assert.Equal(t, first, score("c1"), "queued again, c1 keeps its place")
+	between(t, pttl(t, c, k.Queue), lease, lease+10*time.Second, "the holder's lease plus the slack")
+
+	// The queue's expiry is raised, never lowered.
+	do(t, c, c.B().Pexpire().Key(k.Queue).Milliseconds(1000*1000).Build())
+	at := expireAt(t, c, k.Queue)
+	enqueue(t, c, k, "c4")
+	assert.Equal(t, at, expireAt(t, c, k.Queue))
+
+	// H's lease lapses; a waiter takes the free lock and leaves the queue.
+	do(t, c, c.B().Del().Key(k.Lock).Build())
+	r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "c2:x", Lease: lease, Client: "c2", Waiter: true})
+	require.True(t, r.Acquired)
+	assert.Equal(t, []string{"c1", "c3", "c4"}, queued(t, c, k))
+
+	// The queue key goes with its last client.
+	do(t, c, c.B().Del().Key(k.Lock).Build())
+	do(t, c, c.B().Zrem().Key(k.Queue).Member("c1", "c3").Build())
+	require.True(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "c4:x", Lease: lease, Client: "c4", Waiter: true}).Acquired)
+	assert.False(t, exists(t, c, k.Queue))
+}
+
+// Tokens rise by one from grant to grant, whoever the owner and however the
+// lock was granted, and the counter never expires.
+func TestFencingToken(t *testing.T) {
+	c := standaloneClient(t)
+	k := newKeys(t, c)
+	wake := luascripts.Wake{Window: time.Second}
+
+	a := take(t, c, k, "A")
+	assert.Equal(t, int64(1), a)
+	require.Equal(t, int64(2), reenter(t, c, k, "A"))
+	require.Equal(t, luascripts.ReleaseReply{Status: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2, Wake: wake}))
+	require.Equal(t, "1", get(t, c, k.Fence), "re-entry and partial release take no token")
+	require.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
+
+	b := take(t, c, k, "B")
+	assert.Equal(t, a+1, b)
+	h := release(t, c, k, luascripts.ReleaseArgs{Owner: "B", Count: 1, Heir: "B2", HeirLease: lease, Wake: wake})
+	assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseHandedOver, Token: b + 1}, h, "a handover is a new grant")
+	require.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, luascripts.ReleaseArgs{Owner: "B2", Count: 1, Wake: wake}))
+
+	assert.Equal(t, h.Token+1, take(t, c, k, "C"))
+	assert.Equal(t, -time.Millisecond, pttl(t, c, k.Fence), "the counter never expires")
+}
+
+// ---- reenter ----
+
+func TestReenter(t *testing.T) {
+	c := standaloneClient(t)
+
+	t.Run("Held", func(t *testing.T) {
+		k := newKeys(t, c)
+		tok := take(t, c, k, "A")
+		at := expireAt(t, c, k.Lock)
+		assert.Equal(t, int64(2), reenter(t, c, k, "A"))
+		assert.Equal(t, int64(3), reenter(t, c, k, "A"))
+		assert.Equal(t, map[string]string{"A": "3"}, hgetall(t, c, k.Lock))
+		assert.Equal(t, at, expireAt(t, c, k.Lock), "a re-entry shares its hold's lease")
+		assert.Equal(t, fmt.Sprint(tok), get(t, c, k.Fence), "and its token")
+	})
+
+	t.Run("NotHeld", func(t *testing.T) {
+		k := newKeys(t, c)
+		assert.Equal(t, int64(0), reenter(t, c, k, "A"))
+		assert.False(t, exists(t, c, k.Lock), "nothing created")
+
+		take(t, c, k, "B")
+		before := snapshot(t, c, k)
+		assert.Equal(t, int64(0), reenter(t, c, k, "A"), "held by another owner")
+		assert.Equal(t, before, snapshot(t, c, k))
+	})
+
+	t.Run("NegativeCount", func(t *testing.T) {
+		k := newKeys(t, c)
+		do(t, c, c.B().Hset().Key(k.Lock).FieldValue().FieldValue("A", "-5").Build())
+		_, err := luascripts.RunReenter(t.Context(), c, k, "A")
+		assert.ErrorIs(t, err, luascripts.ErrUnexpectedReply)
 	})
 }
 
 // ---- release ----
 
 func TestRelease(t *testing.T) {
-	for _, mode := range notifyModes {
+	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
-			notify := mode.notify
+			c := standaloneClient(t)
+			wake := luascripts.Wake{Sharded: mode.sharded, Window: 5 * time.Second}
+			// held returns a lock held count times by A, with w0 (gone) and
+			// w1, w2 (listening) queued, in that order.
+			held := func(t *testing.T, count int) (luascripts.Keys, listener, listener) {
+				t.Helper()
+				k := newKeys(t, c)
+				take(t, c, k, "A")
+				for range count - 1 {
+					reenter(t, c, k, "A")
+				}
+				for _, w := range []string{"w0", "w1", "w2"} {
+					enqueue(t, c, k, w)
+				}
+				return k, listen(t, c, []string{standaloneAddr}, mode.sharded, k, "w1"),
+					listen(t, c, []string{standaloneAddr}, mode.sharded, k, "w2")
+			}
 
-			t.Run("NotOwner", func(t *testing.T) {
-				c := standaloneClient(t)
-				key, ch := lockNames(t)
-				msgs := subscribe(t, []string{standaloneAddr}, notify, ch)
-				require.True(t, acquire(t, c, key, "A", 100*time.Second).Acquired)
-				before, at := hgetall(t, c, key), expireAt(t, c, key)
+			t.Run("Decrement", func(t *testing.T) {
+				k, w1, w2 := held(t, 3)
+				before := snapshot(t, c, k)
+				assert.Equal(t, luascripts.ReleaseReply{Status: 2}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 3, Wake: wake}))
+				assert.Equal(t, luascripts.ReleaseReply{Status: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2, Wake: wake}))
+				before.Hash["A"] = "1"
+				assert.Equal(t, before, snapshot(t, c, k), "only the count moved")
+				w1.quiet(t)
+				w2.quiet(t)
+			})
 
-				assert.Equal(t, int64(-1), release(t, c, key, ch, "B", notify, 0))
-				assert.Equal(t, before, hgetall(t, c, key), "hash unchanged")
-				assert.Equal(t, at, expireAt(t, c, key), "expiry unchanged")
-				expectNothingPublished(t, c, msgs, notify, ch)
+			t.Run("Mismatch", func(t *testing.T) {
+				k, w1, w2 := held(t, 2)
+				before := snapshot(t, c, k)
+				for _, a := range []luascripts.ReleaseArgs{
+					{Owner: "A", Count: 1},
+					{Owner: "A", Count: 3},
+					{Owner: "B", Count: 2},
+					{Owner: "B", Count: 1},
+					{Owner: "A", Count: 1, Heir: "A2", HeirLease: lease},
+				} {
+					a.Wake = wake
+					assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseNotHeld}, release(t, c, k, a), "%+v", a)
+				}
+				assert.Equal(t, before, snapshot(t, c, k))
+				w1.quiet(t)
+				w2.quiet(t)
 
 				// Releasing a lock nobody holds does not create it.
-				missing, _ := lockNames(t)
-				assert.Equal(t, int64(-1), release(t, c, missing, ch, "A", notify, 0))
-				assert.False(t, exists(t, c, missing))
-				expectNothingPublished(t, c, msgs, notify, ch)
+				missing := newKeys(t, c)
+				assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseNotHeld}, release(t, c, missing, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
+				assert.False(t, exists(t, c, missing.Lock))
 			})
 
-			t.Run("Reentrant", func(t *testing.T) {
-				c := standaloneClient(t)
-				key, ch := lockNames(t)
-				msgs := subscribe(t, []string{standaloneAddr}, notify, ch)
-				require.True(t, acquire(t, c, key, "A", 100*time.Second).Acquired)
-				require.Equal(t, int64(2), acquire(t, c, key, "A", 100*time.Second).Count)
-				at := expireAt(t, c, key)
-
-				assert.Equal(t, int64(1), release(t, c, key, ch, "A", notify, 0))
-				assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, key), "hash kept, count decremented")
-				assert.Equal(t, at, expireAt(t, c, key))
-				expectNothingPublished(t, c, msgs, notify, ch)
-			})
-
+			// The last hold frees the lock and wakes the oldest queued
+			// client that listens (w0 does not), reserving the lock for it.
 			t.Run("Last", func(t *testing.T) {
-				c := standaloneClient(t)
-				key, ch := lockNames(t)
-				msgs := subscribe(t, []string{standaloneAddr}, notify, ch)
-				require.True(t, acquire(t, c, key, "A", 100*time.Second).Acquired)
-
-				n := release(t, c, key, ch, "A", notify, 0)
-				assert.Equal(t, int64(luascripts.Released), n)
-				assert.False(t, exists(t, c, key))
-				// Exactly one "unlock", then our own message.
-				sentinel := fmt.Sprintf("sentinel-%d", seq.Add(1))
-				publish(t, c, notify, ch, sentinel)
-				expectMessages(t, msgs, "unlock", sentinel)
+				k, w1, w2 := held(t, 1)
+				fence := get(t, c, k.Fence)
+				assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.Released}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
+				assert.False(t, exists(t, c, k.Lock))
+				w1.woken(t)
+				w2.quiet(t)
+				assert.Equal(t, []string{"w2"}, queued(t, c, k), "w0 skipped, w1 woken")
+				assert.Equal(t, "w1", get(t, c, k.Reservation))
+				between(t, pttl(t, c, k.Reservation), 0, wake.Window, "the window")
+				assert.Equal(t, fence, get(t, c, k.Fence))
 			})
 
-			t.Run("ExpectedCount", func(t *testing.T) {
-				c := standaloneClient(t)
-				key, ch := lockNames(t)
-				msgs := subscribe(t, []string{standaloneAddr}, notify, ch)
-				require.True(t, acquire(t, c, key, "A", 100*time.Second).Acquired)
-				require.Equal(t, int64(2), acquire(t, c, key, "A", 100*time.Second).Count)
-				at := expireAt(t, c, key)
-
-				assert.Equal(t, int64(-2), release(t, c, key, ch, "A", notify, 1), "count 2, expected 1")
-				assert.Equal(t, int64(-2), release(t, c, key, ch, "A", notify, 3), "count 2, expected 3")
-				assert.Equal(t, map[string]string{"A": "2"}, hgetall(t, c, key))
-				assert.Equal(t, at, expireAt(t, c, key))
-				assert.Equal(t, int64(-1), release(t, c, key, ch, "B", notify, 2), "not the owner")
-				expectNothingPublished(t, c, msgs, notify, ch)
-
-				assert.Equal(t, int64(1), release(t, c, key, ch, "A", notify, 2), "count 2, expected 2")
-				assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, key))
-				assert.Equal(t, int64(-2), release(t, c, key, ch, "A", notify, 2), "count 1, expected 2")
-				assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, key))
-				expectNothingPublished(t, c, msgs, notify, ch)
-
-				assert.Equal(t, int64(0), release(t, c, key, ch, "A", notify, 1), "count 1, expected 1")
-				assert.False(t, exists(t, c, key))
-				sentinel := fmt.Sprintf("sentinel-%d", seq.Add(1))
-				publish(t, c, notify, ch, sentinel)
-				expectMessages(t, msgs, "unlock", sentinel)
+			t.Run("LastWithoutWindow", func(t *testing.T) {
+				k, w1, w2 := held(t, 1)
+				assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: luascripts.Wake{Sharded: mode.sharded}}))
+				w1.woken(t)
+				w2.quiet(t)
+				assert.False(t, exists(t, c, k.Reservation), "window 0: no reservation")
+				assert.Equal(t, []string{"w2"}, queued(t, c, k))
 			})
 
-			// A release retried with the same id and token after its reply
-			// was lost changes nothing more, whatever happened in between.
-			t.Run("Idempotent", func(t *testing.T) {
-				c := standaloneClient(t)
-				key, ch := lockNames(t)
-				msgs := subscribe(t, []string{standaloneAddr}, notify, ch)
-				tok := fmt.Sprint(acquire(t, c, key, "A", 100*time.Second).Token)
-				require.Equal(t, int64(2), acquire(t, c, key, "A", 100*time.Second).Count)
+			t.Run("LastNobodyListening", func(t *testing.T) {
+				k := newKeys(t, c)
+				take(t, c, k, "A")
+				enqueue(t, c, k, "w0")
+				w := listen(t, c, []string{standaloneAddr}, mode.sharded, k, "w")
+				assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
+				assert.False(t, exists(t, c, k.Lock))
+				assert.False(t, exists(t, c, k.Queue), "w0 popped")
+				assert.False(t, exists(t, c, k.Reservation), "nobody to reserve for")
+				w.quiet(t) // subscribed but never queued
+			})
 
-				assert.Equal(t, int64(1), releaseIdem(t, c, key, ch, "A", notify, 0, tok, "r1"))
-				assert.Equal(t, int64(1), releaseIdem(t, c, key, ch, "A", notify, 0, tok, "r1"), "retry: no second drop")
-				assert.Equal(t, "1", hgetall(t, c, key)["A"])
-				assert.Equal(t, int64(-1), releaseIdem(t, c, key, ch, "A", notify, 0, "999", "r2"), "another grant's token")
-				assert.Equal(t, "1", hgetall(t, c, key)["A"])
-				expectNothingPublished(t, c, msgs, notify, ch)
+			// The last hold passes to the heir: a new grant, no wake-up.
+			t.Run("Heir", func(t *testing.T) {
+				k, w1, w2 := held(t, 1)
+				before := snapshot(t, c, k)
+				r := release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Heir: "A2", HeirLease: 7 * time.Second, Wake: wake})
+				assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseHandedOver, Token: 2}, r)
+				assert.Equal(t, map[string]string{"A2": "1"}, hgetall(t, c, k.Lock))
+				between(t, pttl(t, c, k.Lock), 5*time.Second, 7*time.Second, "the heir's lease")
+				assert.Equal(t, "2", get(t, c, k.Fence))
+				assert.Equal(t, before.Queue, snapshot(t, c, k).Queue, "nobody popped")
+				assert.False(t, exists(t, c, k.Reservation))
+				w1.quiet(t)
+				w2.quiet(t)
+				assert.Equal(t, int64(2), reenter(t, c, k, "A2"), "the heir holds it")
+			})
 
-				assert.Equal(t, int64(0), releaseIdem(t, c, key, ch, "A", notify, 0, tok, "r2"))
-				// The same owner takes the lock again: a new grant, a new token.
-				again := acquire(t, c, key, "A", 100*time.Second)
-				require.Equal(t, int64(1), again.Count)
-				require.NotEqual(t, tok, fmt.Sprint(again.Token))
-				assert.Equal(t, int64(-1), releaseIdem(t, c, key, ch, "A", notify, 0, tok, "r2"), "retry after the key was re-granted")
-				assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, key), "the newer grant is untouched")
-				sentinel := fmt.Sprintf("sentinel-%d", seq.Add(1))
-				publish(t, c, notify, ch, sentinel)
-				expectMessages(t, msgs, "unlock", sentinel)
-				assert.Equal(t, int64(0), release(t, c, key, ch, "A", notify, 0))
+			// A heir is used only at the last hold.
+			t.Run("HeirNotLast", func(t *testing.T) {
+				k, w1, _ := held(t, 2)
+				r := release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2, Heir: "A2", HeirLease: lease, Wake: wake})
+				assert.Equal(t, luascripts.ReleaseReply{Status: 1}, r)
+				assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, k.Lock))
+				assert.Equal(t, "1", get(t, c, k.Fence))
+				w1.quiet(t)
 			})
 		})
 	}
+}
+
+// TestReleaseRetry: a release retried after its reply was lost reports what
+// the first call did, without doing it again; when the first call never ran
+// the retry does it.
+func TestReleaseRetry(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			c := standaloneClient(t)
+			wake := luascripts.Wake{Sharded: mode.sharded, Window: 5 * time.Second}
+			// held returns a lock held count times by A, with w1 and w2
+			// queued and listening.
+			held := func(t *testing.T, count int) (luascripts.Keys, listener, listener) {
+				t.Helper()
+				k := newKeys(t, c)
+				take(t, c, k, "A")
+				for range count - 1 {
+					reenter(t, c, k, "A")
+				}
+				enqueue(t, c, k, "w1")
+				enqueue(t, c, k, "w2")
+				return k, listen(t, c, []string{standaloneAddr}, mode.sharded, k, "w1"),
+					listen(t, c, []string{standaloneAddr}, mode.sharded, k, "w2")
+			}
+			args := func(count int64, heir string) luascripts.ReleaseArgs {
+				return luascripts.ReleaseArgs{Owner: "A", Count: count, Heir: heir, HeirLease: lease, Wake: wake, Retry: true}
+			}
+
+			t.Run("DecrementRan", func(t *testing.T) {
+				k, w1, _ := held(t, 3)
+				first := args(3, "")
+				first.Retry = false
+				require.Equal(t, luascripts.ReleaseReply{Status: 2}, release(t, c, k, first))
+				before := snapshot(t, c, k)
+				assert.Equal(t, luascripts.ReleaseReply{Status: 2}, release(t, c, k, args(3, "")))
+				assert.Equal(t, before, snapshot(t, c, k), "no second drop")
+				w1.quiet(t)
+			})
+
+			t.Run("DecrementNotRun", func(t *testing.T) {
+				k, _, _ := held(t, 2)
+				assert.Equal(t, luascripts.ReleaseReply{Status: 1}, release(t, c, k, args(2, "")))
+				assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, k.Lock))
+			})
+
+			t.Run("FreeRan", func(t *testing.T) {
+				k, w1, w2 := held(t, 1)
+				first := args(1, "")
+				first.Retry = false
+				require.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, first))
+				w1.woken(t)
+				before := snapshot(t, c, k)
+				assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, args(1, "")))
+				assert.Equal(t, before, snapshot(t, c, k), "no second wake-up, the reservation kept")
+				w1.quiet(t)
+				w2.quiet(t)
+			})
+
+			t.Run("FreeNotRun", func(t *testing.T) {
+				k, w1, w2 := held(t, 1)
+				assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, args(1, "")))
+				assert.False(t, exists(t, c, k.Lock))
+				w1.woken(t)
+				w2.quiet(t)
+				assert.Equal(t, "w1", get(t, c, k.Reservation))
+			})
+
+			t.Run("HandoverRan", func(t *testing.T) {
+				k, w1, _ := held(t, 1)
+				first := args(1, "A2")
+				first.Retry = false
+				r := release(t, c, k, first)
+				require.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseHandedOver, Token: 2}, r)
+				before := snapshot(t, c, k)
+				assert.Equal(t, r, release(t, c, k, args(1, "A2")), "the same token again")
+				assert.Equal(t, before, snapshot(t, c, k), "no second grant")
+				w1.quiet(t)
+			})
+
+			t.Run("HandoverNotRun", func(t *testing.T) {
+				k, w1, _ := held(t, 1)
+				assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseHandedOver, Token: 2}, release(t, c, k, args(1, "A2")))
+				assert.Equal(t, map[string]string{"A2": "1"}, hgetall(t, c, k.Lock))
+				w1.quiet(t)
+			})
+
+			// The heir's hold is gone by the time of the retry: only that
+			// the owner's hold is gone is left to report.
+			t.Run("HandoverHeirGone", func(t *testing.T) {
+				k, w1, _ := held(t, 1)
+				first := args(1, "A2")
+				first.Retry = false
+				require.Equal(t, luascripts.ReleaseHandedOver, release(t, c, k, first).Status)
+				do(t, c, c.B().Del().Key(k.Lock).Build())
+				before := snapshot(t, c, k)
+				assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, args(1, "A2")))
+				assert.Equal(t, before, snapshot(t, c, k))
+				w1.quiet(t)
+			})
+
+			t.Run("Mismatch", func(t *testing.T) {
+				k, w1, w2 := held(t, 3)
+				before := snapshot(t, c, k)
+				// 4 is not among them: count 3 is what a ran release of 4 leaves.
+				for _, n := range []int64{1, 2, 5} {
+					assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseNotHeld}, release(t, c, k, args(n, "")), "count 3, retry with %d", n)
+				}
+				o := args(4, "")
+				o.Owner = "B"
+				assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseNotHeld}, release(t, c, k, o), "another owner")
+				assert.Equal(t, before, snapshot(t, c, k))
+				w1.quiet(t)
+				w2.quiet(t)
+
+				// A lost hold (count > 1) is not taken for a ran release.
+				missing := newKeys(t, c)
+				assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseNotHeld}, release(t, c, missing, args(2, "")))
+				assert.False(t, exists(t, c, missing.Lock))
+			})
+		})
+	}
+}
+
+// ---- leave ----
+
+func TestLeave(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			c := standaloneClient(t)
+			wake := luascripts.Wake{Sharded: mode.sharded, Window: 5 * time.Second}
+			lis := func(t *testing.T, k luascripts.Keys, client string) listener {
+				t.Helper()
+				return listen(t, c, []string{standaloneAddr}, mode.sharded, k, client)
+			}
+
+			t.Run("Dequeue", func(t *testing.T) {
+				k := newKeys(t, c)
+				take(t, c, k, "A")
+				for _, w := range []string{"a", "b", "c"} {
+					enqueue(t, c, k, w)
+				}
+				a, cc := lis(t, k, "a"), lis(t, k, "c")
+				hash, at := hgetall(t, c, k.Lock), expireAt(t, c, k.Lock)
+				assert.False(t, leave(t, c, k, "b", wake))
+				assert.Equal(t, []string{"a", "c"}, queued(t, c, k))
+				assert.False(t, leave(t, c, k, "nobody", wake), "not queued")
+				assert.Equal(t, []string{"a", "c"}, queued(t, c, k))
+				assert.Equal(t, hash, hgetall(t, c, k.Lock))
+				assert.Equal(t, at, expireAt(t, c, k.Lock))
+				assert.False(t, exists(t, c, k.Reservation))
+				a.quiet(t)
+				cc.quiet(t)
+			})
+
+			// A client woken with a reservation that leaves passes the
+			// wake-up and the reservation on to the next listening client.
+			t.Run("PassReservation", func(t *testing.T) {
+				k := newKeys(t, c)
+				do(t, c, c.B().Zadd().Key(k.Queue).ScoreMember().ScoreMember(1, "n0").ScoreMember(2, "n1").ScoreMember(3, "n2").Build())
+				reserve(t, c, k, "me", time.Second)
+				n1, n2 := lis(t, k, "n1"), lis(t, k, "n2")
+				assert.True(t, leave(t, c, k, "me", wake))
+				n1.woken(t)
+				n2.quiet(t)
+				assert.Equal(t, "n1", get(t, c, k.Reservation))
+				between(t, pttl(t, c, k.Reservation), time.Second, wake.Window, "a fresh window")
+				assert.Equal(t, []string{"n2"}, queued(t, c, k), "n0 skipped, n1 woken")
+				assert.False(t, exists(t, c, k.Lock))
+			})
+
+			t.Run("PassWithoutWindow", func(t *testing.T) {
+				k := newKeys(t, c)
+				do(t, c, c.B().Zadd().Key(k.Queue).ScoreMember().ScoreMember(1, "n1").Build())
+				reserve(t, c, k, "me", time.Second)
+				n1 := lis(t, k, "n1")
+				assert.True(t, leave(t, c, k, "me", luascripts.Wake{Sharded: mode.sharded}))
+				n1.woken(t)
+				assert.False(t, exists(t, c, k.Reservation))
+			})
+
+			t.Run("ReservationNobodyNext", func(t *testing.T) {
+				k := newKeys(t, c)
+				reserve(t, c, k, "me", time.Second)
+				assert.True(t, leave(t, c, k, "me", wake))
+				assert.False(t, exists(t, c, k.Reservation), "dropped")
+				assert.False(t, exists(t, c, k.Queue))
+			})
+
+			t.Run("ReservationForAnother", func(t *testing.T) {
+				k := newKeys(t, c)
+				do(t, c, c.B().Zadd().Key(k.Queue).ScoreMember().ScoreMember(1, "me").ScoreMember(2, "n1").Build())
+				reserve(t, c, k, "x", time.Second)
+				n1 := lis(t, k, "n1")
+				at := expireAt(t, c, k.Reservation)
+				assert.False(t, leave(t, c, k, "me", wake))
+				assert.Equal(t, "x", get(t, c, k.Reservation))
+				assert.Equal(t, at, expireAt(t, c, k.Reservation))
+				assert.Equal(t, []string{"n1"}, queued(t, c, k))
+				n1.quiet(t)
+			})
+
+			// A lock that is held is not passed on: the reservation is
+			// only dropped.
+			t.Run("ReservationLockHeld", func(t *testing.T) {
+				k := newKeys(t, c)
+				take(t, c, k, "A")
+				enqueue(t, c, k, "n1")
+				reserve(t, c, k, "me", time.Second)
+				n1 := lis(t, k, "n1")
+				hash, at := hgetall(t, c, k.Lock), expireAt(t, c, k.Lock)
+				assert.True(t, leave(t, c, k, "me", wake), "a reservation for the caller was dropped")
+				assert.False(t, exists(t, c, k.Reservation))
+				assert.Equal(t, []string{"n1"}, queued(t, c, k))
+				assert.Equal(t, hash, hgetall(t, c, k.Lock))
+				assert.Equal(t, at, expireAt(t, c, k.Lock))
+				n1.quiet(t)
+			})
+		})
+	}
+}
+
+// ---- forceunlock ----
+
+func TestForceUnlock(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			c := standaloneClient(t)
+			k := newKeys(t, c)
+			take(t, c, k, "A")
+			reenter(t, c, k, "A")
+			for _, w := range []string{"w0", "w1", "w2"} {
+				enqueue(t, c, k, w)
+			}
+			w1 := listen(t, c, []string{standaloneAddr}, mode.sharded, k, "w1")
+			w2 := listen(t, c, []string{standaloneAddr}, mode.sharded, k, "w2")
+
+			// The window is ignored: a forced unlock reserves nothing.
+			wake := luascripts.Wake{Sharded: mode.sharded, Window: 5 * time.Second}
+			assert.True(t, forceUnlock(t, c, k, wake))
+			assert.False(t, exists(t, c, k.Lock))
+			w1.woken(t)
+			w2.quiet(t)
+			assert.Equal(t, []string{"w2"}, queued(t, c, k), "w0 skipped, w1 woken")
+			assert.False(t, exists(t, c, k.Reservation))
+			assert.Equal(t, "1", get(t, c, k.Fence), "the counter stays")
+
+			before := snapshot(t, c, k)
+			assert.False(t, forceUnlock(t, c, k, wake), "no lock to delete")
+			assert.Equal(t, before, snapshot(t, c, k))
+			w2.quiet(t)
+
+			// A reservation is not a lock.
+			reserve(t, c, k, "w1", time.Second)
+			before = snapshot(t, c, k)
+			assert.False(t, forceUnlock(t, c, k, wake))
+			assert.Equal(t, before, snapshot(t, c, k))
+			w2.quiet(t)
+		})
+	}
+}
+
+// ---- inspect ----
+
+func TestInspect(t *testing.T) {
+	c := standaloneClient(t)
+	k := newKeys(t, c)
+
+	v, err := luascripts.Inspect.Exec(t.Context(), c, []string{k.Lock}, []string{"A"}).AsIntSlice()
+	require.NoError(t, err)
+	assert.Equal(t, []int64{0, 0, -2}, v, "no lock")
+	assert.Equal(t, luascripts.InspectReply{PTTL: -2 * time.Millisecond}, inspect(t, c, k, "A"))
+	assert.Equal(t, luascripts.InspectReply{PTTL: -2 * time.Millisecond}, inspect(t, c, k, ""))
+	assert.False(t, exists(t, c, k.Lock), "inspect creates nothing")
+
+	reserve(t, c, k, "x", 5*time.Second)
+	assert.Equal(t, luascripts.InspectReply{PTTL: -2 * time.Millisecond}, inspect(t, c, k, "A"), "a reservation is not a holder")
+	do(t, c, c.B().Del().Key(k.Reservation).Build())
+
+	take(t, c, k, "A")
+	reenter(t, c, k, "A")
+	reenter(t, c, k, "A")
+	before := snapshot(t, c, k)
+
+	r := inspect(t, c, k, "A")
+	assert.True(t, r.Held)
+	assert.Equal(t, int64(3), r.Count)
+	between(t, r.PTTL, lease-10*time.Second, lease, "the lease")
+
+	r = inspect(t, c, k, "B")
+	assert.True(t, r.Held, "held by someone")
+	assert.Equal(t, int64(0), r.Count, "but not by B")
+	r = inspect(t, c, k, "")
+	assert.True(t, r.Held)
+	assert.Equal(t, int64(0), r.Count)
+
+	assert.Equal(t, before, snapshot(t, c, k), "inspect changes nothing")
 }
 
 // ---- renew ----
 
 func TestRenew(t *testing.T) {
 	c := standaloneClient(t)
-	tag := uniqueTag(t)
-	k := func(s string) string { return "latchkey:{" + tag + "}:" + s }
-	ch := "latchkey:{" + tag + "}:ch"
+	base := "latchkey:{" + uniqueTag(t) + "}"
+	k := func(s string) luascripts.Keys { return keysFor(t, c, base+":"+s) }
 	held, other, missing, released, long := k("held"), k("other"), k("missing"), k("released"), k("long")
 
-	require.True(t, acquire(t, c, held, "A", 2*time.Second).Acquired)
-	require.True(t, acquire(t, c, other, "B", 2*time.Second).Acquired)
-	require.True(t, acquire(t, c, released, "A", 2*time.Second).Acquired)
-	require.Equal(t, int64(0), release(t, c, released, ch, "A", luascripts.NotifyClassic, 0))
-	require.True(t, acquire(t, c, long, "A", 100*time.Second).Acquired)
-	otherAt := expireAt(t, c, other)
+	short := func(l luascripts.Keys, owner string) {
+		require.True(t, acquire(t, c, l, luascripts.AcquireArgs{Owner: owner, Lease: 2 * time.Second, Client: "c"}).Acquired)
+	}
+	short(held, "A")
+	short(other, "B")
+	short(released, "A")
+	require.Equal(t, luascripts.ReleaseReply{}, release(t, c, released, luascripts.ReleaseArgs{Owner: "A", Count: 1}))
+	take(t, c, long, "A")
+	otherAt := expireAt(t, c, other.Lock)
 
-	keys := []string{held, other, missing, released, long}
+	keys := []string{held.Lock, other.Lock, missing.Lock, released.Lock, long.Lock}
 	v, err := luascripts.Renew.Exec(t.Context(), c, keys,
 		[]string{luascripts.Millis(60 * time.Second), "A", "A", "A", "A", "A"}).AsIntSlice()
 	require.NoError(t, err)
@@ -493,115 +1037,59 @@ func TestRenew(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []bool{true, false, false, false, true}, got)
 
-	assert.Greater(t, pttl(t, c, held), 30*time.Second, "held lease raised")
-	assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, held))
-	assert.Equal(t, otherAt, expireAt(t, c, other), "another owner's lease untouched")
-	assert.Equal(t, map[string]string{"B": "1"}, hgetall(t, c, other))
-	assert.False(t, exists(t, c, missing), "missing key not created")
-	assert.False(t, exists(t, c, released), "released key not recreated")
-	assert.Greater(t, pttl(t, c, long), 80*time.Second, "a longer lease is not lowered")
-}
-
-// ---- forceunlock ----
-
-func forceKeys(t *testing.T, c rueidis.Client, key, inbox string) []string {
-	k := freeKeys(t, c, key, inbox)
-	return []string{k[0], k[1], k[3]}
-}
-
-func TestForceUnlock(t *testing.T) {
-	for _, mode := range notifyModes {
-		t.Run(mode.name, func(t *testing.T) {
-			notify := mode.notify
-			c := standaloneClient(t)
-			key, ch := lockNames(t)
-			msgs := subscribe(t, []string{standaloneAddr}, notify, ch)
-			require.True(t, acquire(t, c, key, "A", 100*time.Second).Acquired)
-			require.Equal(t, int64(2), acquire(t, c, key, "A", 100*time.Second).Count)
-
-			n, err := luascripts.ForceUnlock.Exec(t.Context(), c, forceKeys(t, c, key, ch), []string{notify}).AsInt64()
-			require.NoError(t, err)
-			assert.Equal(t, int64(1), n)
-			assert.False(t, exists(t, c, key))
-			sentinel := fmt.Sprintf("sentinel-%d", seq.Add(1))
-			publish(t, c, notify, ch, sentinel)
-			expectMessages(t, msgs, "force", sentinel)
-
-			n, err = luascripts.ForceUnlock.Exec(t.Context(), c, forceKeys(t, c, key, ch), []string{notify}).AsInt64()
-			require.NoError(t, err)
-			assert.Equal(t, int64(0), n, "no lock to delete")
-			expectNothingPublished(t, c, msgs, notify, ch)
-		})
-	}
-}
-
-// ---- inspect ----
-
-func inspectRaw(t *testing.T, c rueidis.Client, key, owner string) []int64 {
-	t.Helper()
-	v, err := luascripts.Inspect.Exec(t.Context(), c, []string{key}, []string{owner}).AsIntSlice()
-	require.NoError(t, err)
-	return v
-}
-
-func TestInspect(t *testing.T) {
-	c := standaloneClient(t)
-	key, _ := lockNames(t)
-
-	v := inspectRaw(t, c, key, "A")
-	assert.Equal(t, []int64{0, 0, -2}, v, "no lock")
-	r, err := luascripts.ParseInspect(v)
-	require.NoError(t, err)
-	assert.Equal(t, luascripts.InspectReply{PTTL: -2 * time.Millisecond}, r)
-	assert.False(t, exists(t, c, key), "inspect creates nothing")
-
-	for range 3 {
-		require.True(t, acquire(t, c, key, "A", 10*time.Second).Acquired)
-	}
-	at := expireAt(t, c, key)
-
-	r, err = luascripts.ParseInspect(inspectRaw(t, c, key, "A"))
-	require.NoError(t, err)
-	assert.True(t, r.Held)
-	assert.Equal(t, int64(3), r.Count)
-	assert.Greater(t, r.PTTL, 5*time.Second)
-	assert.LessOrEqual(t, r.PTTL, 10*time.Second)
-
-	r, err = luascripts.ParseInspect(inspectRaw(t, c, key, "B"))
-	require.NoError(t, err)
-	assert.True(t, r.Held, "held by someone")
-	assert.Equal(t, int64(0), r.Count, "but not by B")
-	assert.Greater(t, r.PTTL, 5*time.Second)
-
-	assert.Equal(t, map[string]string{"A": "3"}, hgetall(t, c, key), "inspect changes nothing")
-	assert.Equal(t, at, expireAt(t, c, key))
+	assert.Greater(t, pttl(t, c, held.Lock), 30*time.Second, "held lease raised")
+	assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, held.Lock))
+	assert.Equal(t, otherAt, expireAt(t, c, other.Lock), "another owner's lease untouched")
+	assert.Equal(t, map[string]string{"B": "1"}, hgetall(t, c, other.Lock))
+	assert.False(t, exists(t, c, missing.Lock), "missing key not created")
+	assert.False(t, exists(t, c, released.Lock), "released key not recreated")
+	assert.Greater(t, pttl(t, c, long.Lock), 80*time.Second, "a longer lease is not lowered")
 }
 
 // ---- NOSCRIPT fallback ----
 
-func TestExecAfterScriptFlush(t *testing.T) {
+// Every script runs on a server that has just lost its script cache, and
+// loads itself again (EVALSHA, then EVAL).
+func TestEveryScriptAfterFlush(t *testing.T) {
 	c := standaloneClient(t)
-	key, _ := lockNames(t)
-	do(t, c, c.B().ScriptFlush().Build())
-	require.False(t, scriptCached(t, c, luascripts.Acquire))
-
-	assert.Equal(t, []int64{1, 1, 1}, acquireRaw(t, c, key, "A", 10*time.Second))
-	assert.True(t, scriptCached(t, c, luascripts.Acquire), "EVAL fallback loaded the script")
+	k := newKeys(t, c)
+	steps := []struct {
+		s   *luascripts.Script
+		run func()
+	}{
+		{luascripts.Acquire, func() {
+			assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: 1}, acquire(t, c, k, luascripts.AcquireArgs{Owner: "A", Lease: lease, Client: "a"}))
+		}},
+		{luascripts.Reenter, func() { assert.Equal(t, int64(2), reenter(t, c, k, "A")) }},
+		{luascripts.Inspect, func() { assert.Equal(t, int64(2), inspect(t, c, k, "A").Count) }},
+		{luascripts.Renew, func() {
+			v, err := luascripts.Renew.Exec(t.Context(), c, []string{k.Lock}, []string{luascripts.Millis(lease), "A"}).AsIntSlice()
+			require.NoError(t, err)
+			assert.Equal(t, []int64{1}, v)
+		}},
+		{luascripts.Release, func() {
+			assert.Equal(t, luascripts.ReleaseReply{Status: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2}))
+		}},
+		{luascripts.Leave, func() { assert.False(t, leave(t, c, k, "a", luascripts.Wake{})) }},
+		{luascripts.ForceUnlock, func() { assert.True(t, forceUnlock(t, c, k, luascripts.Wake{})) }},
+	}
+	for _, s := range steps {
+		do(t, c, c.B().ScriptFlush().Build())
+		require.False(t, scriptCached(t, c, s.s), s.s.Name())
+		s.run()
+		assert.True(t, scriptCached(t, c, s.s), "%s: the EVAL fallback loaded the script", s.s.Name())
+	}
+	assert.False(t, exists(t, c, k.Lock))
 }
 
 func TestExecMultiAfterScriptFlush(t *testing.T) {
 	c := standaloneClient(t)
 	const n = 6
-	keys := make([]string, n)
+	keys := make([]luascripts.Keys, n)
 	for i := range keys {
-		keys[i], _ = lockNames(t)
-		// key i is held i times by A, except the last one, held by B.
-		for range i {
-			owner := "A"
-			if i == n-1 {
-				owner = "B"
-			}
-			require.True(t, acquire(t, c, keys[i], owner, 10*time.Second).Acquired)
+		keys[i] = newKeys(t, c)
+		if i%2 == 1 {
+			take(t, c, keys[i], "B")
 		}
 	}
 	do(t, c, c.B().ScriptFlush().Build())
@@ -609,7 +1097,7 @@ func TestExecMultiAfterScriptFlush(t *testing.T) {
 
 	calls := make([]luascripts.Call, n)
 	for i, k := range keys {
-		calls[i] = luascripts.Call{Keys: []string{k, k + ":fence", k + ":q"}, Args: []string{"A", luascripts.Millis(10 * time.Second), "client-A", ""}}
+		calls[i] = luascripts.Call{Keys: k.AcquireKeys(), Args: []string{"A", luascripts.Millis(lease), "a", "0"}}
 	}
 	results := luascripts.Acquire.ExecMulti(t.Context(), c, calls)
 	require.Len(t, results, n)
@@ -618,21 +1106,22 @@ func TestExecMultiAfterScriptFlush(t *testing.T) {
 		require.NoError(t, err, "call %d", i)
 		got, err := luascripts.ParseAcquire(v)
 		require.NoError(t, err, "call %d", i)
-		if i == n-1 {
+		if i%2 == 1 {
 			assert.False(t, got.Acquired, "call %d: held by B", i)
-			assert.Greater(t, got.PTTL, time.Duration(0), "call %d", i)
+			between(t, got.PTTL, lease-10*time.Second, lease, fmt.Sprintf("call %d: B's lease", i))
 			continue
 		}
-		assert.Equal(t, luascripts.AcquireReply{Acquired: true, Count: int64(i + 1), Token: 1}, got, "call %d", i)
+		assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: 1}, got, "call %d", i)
 	}
 	assert.True(t, scriptCached(t, c, luascripts.Acquire), "EVAL fallback loaded the script")
 
 	// With the script cached, the same path answers without a fallback.
-	results = luascripts.Acquire.ExecMulti(t.Context(), c, calls[:1])
+	fresh := newKeys(t, c)
+	results = luascripts.Acquire.ExecMulti(t.Context(), c, []luascripts.Call{{Keys: fresh.AcquireKeys(), Args: calls[0].Args}})
 	require.Len(t, results, 1)
 	v, err := results[0].AsIntSlice()
 	require.NoError(t, err)
-	assert.Equal(t, []int64{1, 2, 1}, v)
+	assert.Equal(t, []int64{1, 1, 1}, v)
 }
 
 func TestExecMultiEmpty(t *testing.T) {
@@ -654,38 +1143,74 @@ func slotOf(t *testing.T, c rueidis.Client, key string) int64 {
 // one contiguous third of the slot space.
 func third(slot int64) int64 { return slot * 3 / 16384 }
 
-func TestClusterAcquireReleaseSharded(t *testing.T) {
-	c := clusterClient(t)
+// tagsOnEveryMaster returns one fresh hash tag per master.
+func tagsOnEveryMaster(t *testing.T, c rueidis.Client) []string {
+	t.Helper()
 	base := uniqueTag(t)
-	// One lock per master, so SPUBLISH is exercised on every shard.
 	var tags []string
 	seen := map[int64]bool{}
 	for i := 0; len(tags) < 3; i++ {
 		require.Less(t, i, 1000, "no tags found on all three masters")
 		tag := fmt.Sprintf("%s-%d", base, i)
-		if s := third(slotOf(t, c, "latchkey:{"+tag+"}")); !seen[s] {
+		if s := third(slotOf(t, c, "{"+tag+"}")); !seen[s] {
 			seen[s] = true
 			tags = append(tags, tag)
 		}
 	}
-	for _, tag := range tags {
-		key, ch := "latchkey:{"+tag+"}", "latchkey:{"+tag+"}:ch:"+testWaiter
-		require.Equal(t, slotOf(t, c, key), slotOf(t, c, ch), "key and channel share a slot")
-		msgs := subscribe(t, clusterAddrs, luascripts.NotifySharded, ch)
+	return tags
+}
 
-		assert.Equal(t, []int64{1, 1, 1}, acquireRaw(t, c, key, "A", 10*time.Second))
-		assert.Equal(t, []int64{1, 2, 1}, acquireRaw(t, c, key, "A", 10*time.Second))
-		r := acquire(t, c, key, "B", 10*time.Second)
-		assert.False(t, r.Acquired)
-		assert.Greater(t, r.PTTL, 5*time.Second)
+// Every key and channel of a lock shares its slot: the scripts touch them
+// together, and SPUBLISH from a script must stay in its slot.
+func TestClusterKeysShareSlot(t *testing.T) {
+	c := clusterClient(t)
+	for _, tag := range tagsOnEveryMaster(t, c) {
+		k := luascripts.NewKeys("latchkey:{" + tag + "}")
+		slot := slotOf(t, c, k.Lock)
+		for _, name := range []string{k.Channel, k.Fence, k.Queue, k.Reservation, k.Inbox("some-client")} {
+			assert.Equal(t, slot, slotOf(t, c, name), name)
+		}
+		assert.True(t, strings.HasPrefix(k.Inbox("x"), k.Channel+":"))
+	}
+}
 
-		assert.Equal(t, int64(1), release(t, c, key, ch, "A", luascripts.NotifySharded, 0))
-		expectNothingPublished(t, c, msgs, luascripts.NotifySharded, ch)
-		assert.Equal(t, int64(0), release(t, c, key, ch, "A", luascripts.NotifySharded, 0))
-		assert.False(t, exists(t, c, key))
-		sentinel := fmt.Sprintf("sentinel-%d", seq.Add(1))
-		publish(t, c, luascripts.NotifySharded, ch, sentinel)
-		expectMessages(t, msgs, "unlock", sentinel)
+// The scripts that wake clients do it with SPUBLISH on every shard: release
+// (with a reservation), leave (passing it on) and forceunlock.
+func TestClusterSharded(t *testing.T) {
+	c := clusterClient(t)
+	wake := luascripts.Wake{Sharded: true, Window: 5 * time.Second}
+	for _, tag := range tagsOnEveryMaster(t, c) {
+		k := keysFor(t, c, "latchkey:{"+tag+"}")
+		lis := func(client string) listener {
+			return listen(t, c, clusterAddrs, true, k, client)
+		}
+		tok := take(t, c, k, "A")
+		require.Equal(t, int64(2), reenter(t, c, k, "A"))
+		enqueue(t, c, k, "w1")
+		enqueue(t, c, k, "w2")
+		enqueue(t, c, k, "w3")
+		w1, w2, w3 := lis("w1"), lis("w2"), lis("w3")
+
+		assert.Equal(t, luascripts.ReleaseReply{Status: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2, Wake: wake}))
+		w1.quiet(t)
+		assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
+		w1.woken(t)
+		assert.Equal(t, "w1", get(t, c, k.Reservation))
+		require.False(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "X", Lease: lease, Client: "x"}).Acquired, "reserved for w1")
+
+		// w1 leaves: w2 is woken with the reservation.
+		assert.True(t, leave(t, c, k, "w1", wake))
+		w2.woken(t)
+		w3.quiet(t)
+		got := acquire(t, c, k, luascripts.AcquireArgs{Owner: "W2", Lease: lease, Client: "w2", Waiter: true})
+		assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: tok + 1}, got)
+		assert.False(t, exists(t, c, k.Reservation))
+
+		assert.True(t, forceUnlock(t, c, k, wake))
+		w3.woken(t)
+		w2.quiet(t)
+		assert.False(t, exists(t, c, k.Lock))
+		assert.False(t, exists(t, c, k.Queue))
 	}
 }
 
@@ -693,36 +1218,39 @@ func TestClusterRenewExecMulti(t *testing.T) {
 	c := clusterClient(t)
 	base := uniqueTag(t)
 	const n = 40
-	const short, lease = 2 * time.Second, 60 * time.Second
+	const short = 10 * time.Second
 
 	type lock struct {
-		keys []string // two keys per call, same tag
+		keys []luascripts.Keys // two locks per call, same tag
 		want []int64
 	}
 	locks := make([]lock, n)
 	slots := map[int64]bool{}
 	thirds := map[int64]bool{}
+	acq := func(k luascripts.Keys, owner string) {
+		require.True(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: owner, Lease: short, Client: "c"}).Acquired)
+	}
 	for i := range locks {
 		tag := fmt.Sprintf("%s-%d", base, i)
-		a, b := "latchkey:{"+tag+"}", "latchkey:{"+tag+"}:2"
-		l := lock{keys: []string{a, b}}
+		a, b := keysFor(t, c, "latchkey:{"+tag+"}"), keysFor(t, c, "latchkey:{"+tag+"}:2")
+		l := lock{keys: []luascripts.Keys{a, b}}
 		switch i % 4 {
 		case 0: // both held by A
-			require.True(t, acquire(t, c, a, "A", short).Acquired)
-			require.True(t, acquire(t, c, b, "A", short).Acquired)
+			acq(a, "A")
+			acq(b, "A")
 			l.want = []int64{1, 1}
 		case 1: // a held by A, b by B
-			require.True(t, acquire(t, c, a, "A", short).Acquired)
-			require.True(t, acquire(t, c, b, "B", short).Acquired)
+			acq(a, "A")
+			acq(b, "B")
 			l.want = []int64{1, 0}
 		case 2: // a missing, b held by A
-			require.True(t, acquire(t, c, b, "A", short).Acquired)
+			acq(b, "A")
 			l.want = []int64{0, 1}
 		case 3: // neither exists
 			l.want = []int64{0, 0}
 		}
 		locks[i] = l
-		s := slotOf(t, c, a)
+		s := slotOf(t, c, a.Lock)
 		slots[s], thirds[third(s)] = true, true
 	}
 	require.Len(t, slots, n, "one call per slot")
@@ -736,194 +1264,27 @@ func TestClusterRenewExecMulti(t *testing.T) {
 
 	calls := make([]luascripts.Call, n)
 	for i, l := range locks {
-		calls[i] = luascripts.Call{Keys: l.keys, Args: []string{luascripts.Millis(lease), "A", "A"}}
+		calls[i] = luascripts.Call{Keys: []string{l.keys[0].Lock, l.keys[1].Lock}, Args: []string{luascripts.Millis(lease), "A", "A"}}
 	}
 	results := luascripts.Renew.ExecMulti(t.Context(), c, calls)
 	require.Len(t, results, n)
 	for i, r := range results {
 		v, err := r.AsIntSlice()
 		require.NoError(t, err, "call %d", i)
-		assert.Equal(t, locks[i].want, v, "call %d (%v)", i, locks[i].keys)
+		assert.Equal(t, locks[i].want, v, "call %d", i)
 		_, err = luascripts.ParseRenew(v, 2)
 		assert.NoError(t, err, "call %d", i)
 	}
-	for _, l := range locks {
+	for i, l := range locks {
 		for j, k := range l.keys {
 			switch {
 			case l.want[j] == 1:
-				assert.Greater(t, pttl(t, c, k), lease/2, "%s renewed", k)
-			case exists(t, c, k):
-				assert.LessOrEqual(t, pttl(t, c, k), short, "%s not renewed", k)
+				assert.Greater(t, pttl(t, c, k.Lock), lease/2, "%s renewed", k.Lock)
+			case i%4 == 1:
+				assert.LessOrEqual(t, pttl(t, c, k.Lock), short, "%s not renewed", k.Lock)
+			default:
+				assert.False(t, exists(t, c, k.Lock), "%s not created", k.Lock)
 			}
 		}
 	}
-	// The missing keys were not created.
-	for i, l := range locks {
-		if i%4 == 3 {
-			assert.False(t, exists(t, c, l.keys[0]))
-			assert.False(t, exists(t, c, l.keys[1]))
-		}
-	}
-}
-
-// ---- the wait queue ----
-
-func queued(t *testing.T, c rueidis.Client, key string) []string {
-	t.Helper()
-	v, err := do(t, c, c.B().Zrange().Key(key+":q").Min("0").Max("-1").Build()).AsStrSlice()
-	require.NoError(t, err)
-	return v
-}
-
-func acquireAs(t *testing.T, c rueidis.Client, key, owner, waiter string, others bool) luascripts.AcquireReply {
-	t.Helper()
-	client, flags := waiter, "w"
-	switch {
-	case waiter == "":
-		client, flags = "client-"+owner, ""
-	case others:
-		flags = "wr"
-	}
-	v, err := luascripts.Acquire.Exec(t.Context(), c, []string{key, key + ":fence", key + ":q"},
-		[]string{owner, luascripts.Millis(10 * time.Second), client, flags}).AsIntSlice()
-	require.NoError(t, err)
-	r, err := luascripts.ParseAcquire(v)
-	require.NoError(t, err)
-	return r
-}
-
-// TestWaitQueue: refused waiters queue their client once, in order; a
-// release wakes the oldest client that still listens and skips those that
-// do not; a client that acquires leaves the queue unless it has more waiters.
-func TestWaitQueue(t *testing.T) {
-	c := standaloneClient(t)
-	key, _ := lockNames(t)
-	base := key + ":ch"
-	rel := func(owner string) int64 {
-		t.Helper()
-		return releaseRaw(t, c, key, base, owner, "0")
-	}
-
-	require.True(t, acquireAs(t, c, key, "H", "", false).Acquired, "a first try queues nothing")
-	assert.Empty(t, queued(t, c, key))
-	for _, w := range []string{"c1", "c2", "c1", "c3"} {
-		require.False(t, acquireAs(t, c, key, w+"-owner", w, false).Acquired)
-	}
-	require.False(t, acquireAs(t, c, key, "spinner", "", false).Acquired)
-	assert.Equal(t, []string{"c1", "c2", "c3"}, queued(t, c, key), "once each, oldest first; spinners not at all")
-	qttl := pttl(t, c, key+":q")
-	assert.Greater(t, qttl, 10*time.Second, "the queue outlives the holder's lease")
-
-	// c1 no longer listens; c2 does.
-	c2 := subscribe(t, []string{standaloneAddr}, luascripts.NotifyClassic, base+":c2")
-	c3 := subscribe(t, []string{standaloneAddr}, luascripts.NotifyClassic, base+":c3")
-	require.Equal(t, int64(0), rel("H"))
-	sentinel := fmt.Sprintf("sentinel-%d", seq.Add(1))
-	publish(t, c, luascripts.NotifyClassic, base+":c2", sentinel)
-	expectMessages(t, c2, "unlock", sentinel)
-	assert.Equal(t, []string{"c3"}, queued(t, c, key), "c1 skipped, c2 woken")
-	expectNothingPublished(t, c, c3, luascripts.NotifyClassic, base+":c3")
-
-	// c2 acquires with more waiters of its own: back in the queue, behind c3.
-	require.True(t, acquireAs(t, c, key, "c2-owner", "c2", true).Acquired)
-	assert.Equal(t, []string{"c3", "c2"}, queued(t, c, key))
-	require.Equal(t, int64(0), rel("c2-owner"))
-	expectMessages(t, c3, "unlock")
-	// c3 acquires with none left: it leaves the queue.
-	require.True(t, acquireAs(t, c, key, "c3-owner", "c3", false).Acquired)
-	assert.Equal(t, []string{"c2"}, queued(t, c, key))
-
-	// pass: nothing while the lock is held; the next client once it is free.
-	n, err := luascripts.Pass.Exec(t.Context(), c, []string{key, base, key + ":q"}, []string{luascripts.NotifyClassic, "c9", "0"}).AsInt64()
-	require.NoError(t, err)
-	assert.Equal(t, int64(0), n)
-	assert.Equal(t, []string{"c2"}, queued(t, c, key))
-	do(t, c, c.B().Del().Key(key).Build())
-	n, err = luascripts.Pass.Exec(t.Context(), c, []string{key, base, key + ":q"}, []string{luascripts.NotifyClassic, "c9", "0"}).AsInt64()
-	require.NoError(t, err)
-	assert.Equal(t, int64(1), n)
-	expectMessages(t, c2, "pass")
-	assert.Empty(t, queued(t, c, key))
-	assert.False(t, exists(t, c, key+":q"), "an empty queue is gone")
-}
-
-// TestHandoff: a release with a handoff window keeps the key for the client
-// it woke: others are refused (told to wait the window plus their lease),
-// the woken client takes it with a new token, and an unclaimed handoff
-// lapses by itself.
-func TestHandoff(t *testing.T) {
-	c := standaloneClient(t)
-	key, _ := lockNames(t)
-	base := key + ":ch"
-	require.True(t, acquireAs(t, c, key, "H", "", false).Acquired)
-	first := acquire(t, c, key, "H", 10*time.Second).Token
-	require.False(t, acquireAs(t, c, key, "x-owner", "x", false).Acquired)
-	sub := subscribe(t, []string{standaloneAddr}, luascripts.NotifyClassic, base+":x")
-	for range 2 {
-		releaseRaw(t, c, key, base, "H", "5000")
-	}
-	expectMessages(t, sub, "unlock")
-	assert.Equal(t, map[string]string{"#handoff": "x"}, hgetall(t, c, key))
-	p := pttl(t, c, key)
-	assert.LessOrEqual(t, p, 5*time.Second)
-	v, err := luascripts.Inspect.Exec(t.Context(), c, []string{key}, []string{"x-owner"}).AsIntSlice()
-	require.NoError(t, err)
-	assert.Equal(t, []int64{0, 0, -2}, v, "a handoff is not a holder")
-
-	refused := acquireAs(t, c, key, "y-owner", "y", false)
-	require.False(t, refused.Acquired, "reserved for x")
-	assert.LessOrEqual(t, refused.PTTL, 5*time.Second, "the rest of the handoff window")
-	got := acquireAs(t, c, key, "x-owner", "x", false)
-	require.True(t, got.Acquired)
-	assert.Equal(t, first+1, got.Token)
-	assert.Equal(t, map[string]string{"x-owner": "1"}, hgetall(t, c, key))
-
-	// Unclaimed: the key lapses after the window.
-	ysub := subscribe(t, []string{standaloneAddr}, luascripts.NotifyClassic, base+":y")
-	require.Equal(t, int64(0), releaseRaw(t, c, key, base, "x-owner", "50"))
-	expectMessages(t, ysub, "unlock")
-	assert.Equal(t, map[string]string{"#handoff": "y"}, hgetall(t, c, key), "y was queued when refused")
-	require.Eventually(t, func() bool { return !exists(t, c, key) }, 5*time.Second, 10*time.Millisecond)
-}
-
-func releaseRaw(t *testing.T, c rueidis.Client, key, base, owner, handoff string) int64 {
-	t.Helper()
-	r := execRelease(t, c, []string{key, base, key + ":fence", key + ":q"}, owner, luascripts.NotifyClassic, "0", "", "", handoff)
-	return int64(r.Status)
-}
-
-// TestHandover: the last release passes the lock straight to an heir of the
-// same client, as a new grant, unless told to yield to a queued client; a
-// retry of a handover reports it again and changes nothing.
-func TestHandover(t *testing.T) {
-	c := standaloneClient(t)
-	key, _ := lockNames(t)
-	base := key + ":ch"
-	keys := []string{key, base, key + ":fence", key + ":q"}
-	first := acquireAs(t, c, key, "C:1", "", false)
-	require.True(t, first.Acquired)
-
-	r := execReleaseArgs(t, c, keys, "C:1", luascripts.NotifyClassic, "0", fmt.Sprint(first.Token), "r1", "50", "C:2", "7000", "y", "C", "1")
-	require.Equal(t, luascripts.ReleaseHandedOver, r.Status, "nobody queued: no need to yield")
-	assert.Equal(t, first.Token+1, r.Token)
-	assert.Equal(t, "1", hgetall(t, c, key)["C:2"])
-	_, stillThere := hgetall(t, c, key)["C:1"]
-	assert.False(t, stillThere)
-	p := pttl(t, c, key)
-	assert.Greater(t, p, 5*time.Second)
-	assert.LessOrEqual(t, p, 7*time.Second, "the heir's lease")
-	again := execReleaseArgs(t, c, keys, "C:1", luascripts.NotifyClassic, "0", fmt.Sprint(first.Token), "r1", "50", "C:2", "7000", "y", "C", "1")
-	assert.Equal(t, r, again, "a retry reports the handover and changes nothing")
-	assert.Equal(t, "1", hgetall(t, c, key)["C:2"])
-
-	// Another client queues; the client itself is queued too, which does not count.
-	require.False(t, acquireAs(t, c, key, "D:1", "D", false).Acquired)
-	require.False(t, acquireAs(t, c, key, "C:3", "C", false).Acquired)
-	dsub := subscribe(t, []string{standaloneAddr}, luascripts.NotifyClassic, base+":D")
-	r = execReleaseArgs(t, c, keys, "C:2", luascripts.NotifyClassic, "0", fmt.Sprint(r.Token), "r2", "50", "C:3", "7000", "", "C", "1")
-	require.Equal(t, luascripts.ReleaseHandedOver, r.Status, "without yield, queued clients wait")
-	r = execReleaseArgs(t, c, keys, "C:3", luascripts.NotifyClassic, "0", fmt.Sprint(r.Token), "r3", "50", "C:4", "7000", "y", "C", "1")
-	require.Equal(t, luascripts.Released, r.Status, "yield: D is queued")
-	expectMessages(t, dsub, "unlock")
-	assert.Equal(t, map[string]string{"#handoff": "D"}, hgetall(t, c, key))
 }

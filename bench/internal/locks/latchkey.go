@@ -62,7 +62,7 @@ func (l *latchkeyLib) Close() error {
 	return err
 }
 
-// latchkeyLocker is one handle, so one owner: goroutines get their own.
+// latchkeyLocker is one handle; each Lock through it is an owner of its own.
 type latchkeyLocker struct {
 	m     *rlock.Mutex
 	lease rlock.LockOption

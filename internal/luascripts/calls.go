@@ -1,0 +1,126 @@
+package luascripts
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Keys are the Redis keys of one lock. They all carry the lock's hash tag,
+// so on Redis Cluster they share one slot, which every script needs.
+type Keys struct {
+	Lock        string // hash {owner id -> hold count}, with the lease as its expiry
+	Channel     string // base of the wake-up channels: "<Channel>:<client id>"
+	Fence       string // fencing counter, no expiry
+	Queue       string // ZSET of waiting clients, oldest first
+	Reservation string // the woken client's id, for a short window (PX)
+}
+
+// NewKeys derives a lock's keys from its base key "<prefix>:{<name>}".
+func NewKeys(base string) Keys {
+	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q", Reservation: base + ":r"}
+}
+
+// Inbox is the channel on which client's waiters for this lock are woken.
+func (k Keys) Inbox(client string) string { return k.Channel + ":" + client }
+
+// Wake says how a script that frees a lock wakes the next waiting client.
+type Wake struct {
+	Sharded bool          // SPUBLISH (Redis 7 Cluster) instead of PUBLISH
+	Window  time.Duration // how long the freed lock is reserved for the woken client; 0: not at all
+}
+
+func (w Wake) publish() string {
+	if w.Sharded {
+		return "s"
+	}
+	return "p"
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// AcquireArgs are the acquire script's arguments.
+type AcquireArgs struct {
+	Owner  string        // a new owner id
+	Lease  time.Duration // > 0
+	Client string        // the caller's client id
+	Waiter bool          // queue the client if refused, dequeue it if granted
+}
+
+// AcquireKeys are the acquire script's KEYS, in order.
+func (k Keys) AcquireKeys() []string { return []string{k.Lock, k.Fence, k.Queue, k.Reservation} }
+
+// RunAcquire runs the acquire script.
+func RunAcquire(ctx context.Context, c rueidis.Client, k Keys, a AcquireArgs) (AcquireReply, error) {
+	v, err := Acquire.Exec(ctx, c, k.AcquireKeys(),
+		[]string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter)}).AsIntSlice()
+	if err != nil {
+		return AcquireReply{}, err
+	}
+	return ParseAcquire(v)
+}
+
+// RunReenter runs the reenter script: the owner's new hold count, 0 when it
+// holds none.
+func RunReenter(ctx context.Context, c rueidis.Client, k Keys, owner string) (int64, error) {
+	n, err := Reenter.Exec(ctx, c, []string{k.Lock}, []string{owner}).AsInt64()
+	if err == nil && n < 0 {
+		err = unexpected("reenter", n)
+	}
+	return n, err
+}
+
+// ReleaseArgs are the release script's arguments.
+type ReleaseArgs struct {
+	Owner     string
+	Count     int64         // the owner's hold count before the release
+	Heir      string        // a new owner id to hand the lock to at the last hold, or ""
+	HeirLease time.Duration // the heir's lease
+	Wake      Wake
+	Retry     bool // an earlier call with these arguments may have run
+}
+
+// RunRelease runs the release script.
+func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (ReleaseReply, error) {
+	heirLease := "0"
+	if a.Heir != "" {
+		heirLease = Millis(a.HeirLease)
+	}
+	v, err := Release.Exec(ctx, c, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation},
+		[]string{a.Owner, strconv.FormatInt(a.Count, 10), a.Heir, heirLease, a.Wake.publish(), Millis(a.Wake.Window), flag(a.Retry)}).AsIntSlice()
+	if err != nil {
+		return ReleaseReply{}, err
+	}
+	return ParseRelease(v)
+}
+
+// RunLeave runs the leave script for client; it reports whether the lock
+// was reserved for client (the reservation is then passed on).
+func RunLeave(ctx context.Context, c rueidis.Client, k Keys, client string, w Wake) (bool, error) {
+	n, err := Leave.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation},
+		[]string{client, w.publish(), Millis(w.Window)}).AsInt64()
+	return n == 1, err
+}
+
+// RunForceUnlock runs the forceunlock script; it reports whether there was
+// a lock to delete.
+func RunForceUnlock(ctx context.Context, c rueidis.Client, k Keys, w Wake) (bool, error) {
+	n, err := ForceUnlock.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation}, []string{w.publish()}).AsInt64()
+	return n == 1, err
+}
+
+// RunInspect runs the inspect script; owner may be "".
+func RunInspect(ctx context.Context, c rueidis.Client, k Keys, owner string) (InspectReply, error) {
+	v, err := Inspect.Exec(ctx, c, []string{k.Lock}, []string{owner}).AsIntSlice()
+	if err != nil {
+		return InspectReply{}, err
+	}
+	return ParseInspect(v)
+}

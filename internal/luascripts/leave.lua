@@ -1,0 +1,27 @@
+-- leave: a client stops waiting for a lock.
+--
+-- KEYS[1]  lock hash
+-- KEYS[2]  the lock's channel   (same hash tag; see queue.lua)
+-- KEYS[3]  wait queue           (same hash tag)
+-- KEYS[4]  reservation          (same hash tag)
+-- ARGV[1]  the caller's client id
+-- ARGV[2]  "s" to notify with SPUBLISH (Cluster), anything else PUBLISH
+-- ARGV[3]  reservation window in ms for the next client (0: none)
+--
+-- Takes the client off the queue, so that no release wakes it any more. A
+-- release that already woke it reserved the lock for it; that wake-up is
+-- passed to the next client instead of lapsing. Run it before unsubscribing:
+-- a wake-up published after the unsubscribe would be lost.
+--
+-- Returns 1 when the lock was reserved for the client (the reservation is
+-- gone, and the next client was woken if the lock is free), else 0.
+local lock, channel, queue, reservation, client = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
+redis.call('zrem', queue, client)
+if redis.call('get', reservation) ~= client then
+  return 0
+end
+redis.call('del', reservation)
+if redis.call('exists', lock) == 0 then
+  wake(queue, channel, reservation, ARGV[2] == 's', tonumber(ARGV[3]))
+end
+return 1

@@ -1,0 +1,13 @@
+-- reenter: an owner that holds the lock takes one more hold.
+--
+-- KEYS[1]  lock hash            {owner id -> hold count}
+-- ARGV[1]  owner id
+--
+-- Returns the owner's new hold count, or 0 when it holds no lock (it was
+-- lost: nothing changed). The expiry is left alone: a re-entry shares its
+-- hold's lease.
+local lock, owner = KEYS[1], ARGV[1]
+if redis.call('hexists', lock, owner) == 0 then
+  return 0
+end
+return redis.call('hincrby', lock, owner, 1)
