@@ -56,8 +56,9 @@ func (m *Mutex) Key() string { return m.keys.Lock }
 // Without WithLease the lock's lease is Options.WatchdogTimeout and the
 // watchdog renews it until Unlock. With WithLease(d) it expires d after the
 // acquire was sent, and the returned context's deadline is a drift margin
-// before that. A re-entry shares the lease of the Lock it re-enters, so it
-// takes no WithLease (ErrInvalidArgument). Transient Redis errors (a
+// before that. A re-entry shares the lease (or the watchdog) of the Lock it
+// re-enters: a WithLease given to it is checked but not applied, so code
+// that always passes one works nested too. Transient Redis errors (a
 // dropped connection) are retried until ctx ends; errors Redis itself
 // returns end the call.
 func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (context.Context, error) {
@@ -98,16 +99,14 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (context.Contex
 var errBusy = errors.New("busy")
 
 // reenter takes one more hold for the owner of lv. It never waits for
-// anyone: the owner holds the lock already.
+// anyone: the owner holds the lock already. Its lease options were checked
+// but do not apply: the hold keeps the lease, or the watchdog, it has.
 func (m *Mutex) reenter(ctx context.Context, lv *level, lo lockOptions) (context.Context, error) {
 	h := lv.h
 	h.io.Lock()
 	defer h.io.Unlock()
 	if lost := m.c.lostOrDone(h); lost != nil {
 		return nil, lost
-	}
-	if lo.leaseSet {
-		return nil, fmt.Errorf("%w: WithLease on a re-entry of %q: a re-entry shares the lease (or the watchdog) of the Lock it re-enters", ErrInvalidArgument, m.name)
 	}
 	retry := m.c.opts.SpinBackoffMin
 	for {

@@ -182,7 +182,8 @@ type lockOptions struct {
 // the lease runs out (that is also its deadline), so that the holder is
 // told before a clock running fast or a late timer could let someone else
 // in. Without WithLease the watchdog keeps the lock for as long as it is
-// held. A re-entry shares its hold's lease and takes no WithLease.
+// held. A re-entry keeps the lease of the Lock it re-enters: WithLease
+// given to it is checked but not applied.
 func WithLease(lease time.Duration) LockOption {
 	return func(o *lockOptions) { o.lease = lease; o.leaseSet = true }
 }
