@@ -37,8 +37,8 @@ import (
 var aclCommands = []string{
 	"ping",
 	"evalsha", "eval",
-	"pttl", "hexists", "hincrby", "pexpire", "hget", "hset", "hdel", "hlen", "exists", "del",
-	"get", "incr", "time", "zadd", "zrem", "zcard", "zscore", "zpopmin", "publish", "spublish",
+	"pttl", "hexists", "hincrby", "pexpire", "hget", "hset", "exists", "del",
+	"get", "set", "incr", "time", "zadd", "zrem", "zpopmin", "publish", "spublish",
 	"subscribe", "unsubscribe", "ssubscribe", "sunsubscribe",
 	"cluster|slots",
 }
@@ -68,7 +68,7 @@ func TestACLReadmeLine(t *testing.T) {
 func TestACLCoversScripts(t *testing.T) {
 	called := regexp.MustCompile(`redis\.call\('([a-z]+)'|publish = '([a-z]+)'`)
 	for _, sc := range []*luascripts.Script{luascripts.Acquire, luascripts.Release, luascripts.Renew,
-		luascripts.ForceUnlock, luascripts.Inspect, luascripts.Pass, luascripts.Enqueue} {
+		luascripts.ForceUnlock, luascripts.Inspect, luascripts.Reenter, luascripts.Leave} {
 		for _, m := range called.FindAllStringSubmatch(sc.Source(), -1) {
 			cmd := m[1] + m[2]
 			require.Contains(t, aclCommands, cmd, "script %s calls %s", sc.Name(), cmd)
@@ -78,8 +78,8 @@ func TestACLCoversScripts(t *testing.T) {
 
 // TestMinimalACL runs every operation as a user that has only aclCommands,
 // on keys and channels under the prefix: TryLock, reentrant Lock, IsLocked,
-// HoldCount, TTL, Unlock, a waiter woken by the unlock message, watchdog
-// renewals, ForceUnlock. Nothing may be refused, and the server's ACL log
+// HoldCount, TTL, a waiter that gives up (and leaves the queue), Unlock, a
+// waiter woken by the unlock message, watchdog renewals, ForceUnlock. Nothing may be refused, and the server's ACL log
 // must stay empty. Then the user must be refused a key, a channel and a
 // command outside the grant.
 func TestMinimalACL(t *testing.T) {
@@ -118,14 +118,31 @@ func testMinimalACL(t *testing.T, tp topology) {
 	lctx, ok, err := m.TryLock(ctx)
 	require.NoError(t, err)
 	require.True(t, ok)
-	mustLock(t, lctx, m) // re-enter
+	inner := mustLock(t, lctx, m) // re-enter
 	held, err := m.IsLocked(ctx)
 	require.NoError(t, err)
 	require.True(t, held)
-	require.Equal(t, 2, holdCount(t, ctx, m))
+	require.Equal(t, 2, holdCount(t, inner, m))
 	ttl, err := m.TTL(ctx)
 	require.NoError(t, err)
 	require.Positive(t, ttl)
+
+	// A client that waits (queued), then gives up: it leaves the wait
+	// queue (the leave script) before it unsubscribes.
+	admin := redisClient(t, topology{addrs: tp.addrs}) // the default user
+	qatt := newAttempts()
+	quitter := lockClient(t, tp, qatt.options(rlock.Options{}))
+	qctx, quit := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, _, err := quitter.Mutex(name).TryLock(qctx, rlock.WithWait(time.Minute))
+		gaveUp <- err
+	}()
+	await(t, qatt.reached(waitKey(name), 1), 10*time.Second, "the quitter to wait")
+	requireQueued(t, admin, m.Key(), quitter.ID())
+	quit()
+	require.ErrorIs(t, recvErr(t, gaveUp, 10*time.Second, "the quitter to give up"), context.Canceled)
+	requireNotQueued(t, admin, m.Key(), quitter.ID())
 
 	// A waiter in another client, woken by the release's message.
 	att := newAttempts()
@@ -135,8 +152,8 @@ func testMinimalACL(t *testing.T, tp topology) {
 	require.Eventually(t, func() bool { return c.WatchdogStats().Renewed >= renewed+2 }, 10*time.Second, 10*time.Millisecond,
 		"no watchdog renewal succeeded")
 	require.NoError(t, lctx.Err(), "lost the lock while renewals should succeed")
-	require.NoError(t, m.Unlock(ctx))
-	require.NoError(t, m.Unlock(ctx))
+	require.NoError(t, m.Unlock(inner))
+	require.NoError(t, m.Unlock(lctx))
 	requireAcquired(t, acquired, 5*time.Second, "the waiter was not woken")
 
 	// ForceUnlock; the watchdog's next renewal tells the holder.
@@ -145,7 +162,7 @@ func testMinimalACL(t *testing.T, tp topology) {
 	require.NoError(t, err)
 	require.True(t, forced)
 	requireLost(t, lctx, 10*time.Second, "the holder did not learn of the force-unlock")
-	require.ErrorIs(t, m.Unlock(ctx), rlock.ErrNotHeld)
+	require.ErrorIs(t, m.Unlock(lctx), rlock.ErrNotHeld)
 	require.Empty(t, aclDenials(t, tp.addrs, tp.user), "the server refused the latchkey user something")
 
 	// The grant is restrictive: a lock under another prefix, a channel
@@ -161,7 +178,7 @@ func testMinimalACL(t *testing.T, tp topology) {
 		publishCmd = rc.B().Spublish().Channel("outside:{" + name + "}").Message("x").Build()
 	}
 	requireRefused(t, rc.Do(ctx, publishCmd).Error(), "a channel outside the prefix")
-	requireRefused(t, rc.Do(ctx, rc.B().Set().Key(m.Key()).Value("x").Build()).Error(), "a command that was not granted")
+	requireRefused(t, rc.Do(ctx, rc.B().Hgetall().Key(m.Key()).Build()).Error(), "a command that was not granted")
 	require.NotEmpty(t, aclDenials(t, tp.addrs, tp.user))
 }
 

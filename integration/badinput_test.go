@@ -64,15 +64,16 @@ func TestUnusualNames(t *testing.T) {
 			requireBusy(t, other.Mutex(name))
 			require.NoError(t, m.Unlock(lctx))
 			if tp.cluster {
-				requireOneSlot(t, rc, name, m.Key(), m.Key()+":ch")
+				requireOneSlot(t, rc, name, m.Key(), m.Key()+":ch:"+holder.ID(), m.Key()+":q", m.Key()+":r", m.Key()+":fence")
 			}
 		}
 
 		// Hold them all; force one open: only that one is freed.
 		var held []*rlock.Mutex
+		var lctxs []context.Context
 		for _, name := range names {
 			m := holder.Mutex(name)
-			mustLock(t, ctx, m, rlock.WithLease(time.Minute))
+			lctxs = append(lctxs, mustLock(t, ctx, m, rlock.WithLease(time.Minute)))
 			held = append(held, m)
 		}
 		forced, err := other.ForceUnlock(ctx, names[0])
@@ -83,9 +84,12 @@ func TestUnusualNames(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, i != 0, locked, "%q after ForceUnlock(%q)", m.Name(), names[0])
 			if i != 0 {
-				require.NoError(t, m.Unlock(ctx))
+				require.NoError(t, m.Unlock(lctxs[i]))
 			}
 		}
+		// The forced one's holder (a fixed lease: no watchdog to tell it)
+		// finds out at its Unlock.
+		require.ErrorIs(t, held[0].Unlock(lctxs[0]), rlock.ErrNotHeld)
 	})
 }
 
@@ -129,9 +133,10 @@ func requireNextMessage(t *testing.T, sub *rawSubscriber, want, msg string) {
 	}
 }
 
-// TestDoubleUnlock: a second Unlock, through the handle or through the
-// ended lock context, and an Unlock after someone else took the lock, all
-// return ErrNotHeld, publish nothing and leave the new holder alone.
+// TestDoubleUnlock: a second Unlock through the ended lock context, an
+// Unlock with a context that carries no hold, and both again after someone
+// else took the lock, all return ErrNotHeld, publish nothing and leave the
+// new holder alone.
 func TestDoubleUnlock(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, tp topology) {
 		for _, spin := range []bool{false, true} {
@@ -212,8 +217,9 @@ func TestExtremeWaitsAndLeases(t *testing.T) {
 }
 
 // TestCloseWhileWaiting extends TestClose to every kind of waiter: three
-// pub/sub Lock waiters sharing one subscription, a pub/sub TryLock with a
-// wait, and the spin variant of both. Close makes all of them return
+// pub/sub Lock waiters (one contending on the client's subscription, two
+// behind it in the client's gate), a pub/sub TryLock with a wait, and the
+// spin variant of both. Close makes all of them return
 // ErrClosed at once, and no subscription is left on the server.
 func TestCloseWhileWaiting(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, tp topology) {

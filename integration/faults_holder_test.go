@@ -96,12 +96,14 @@ func TestFaultHolderKilled(t *testing.T) {
 	name := lockName(t)
 	set := newLockSet(t)
 	att := newAttempts()
-	_, workers := contenders(t, tp, name, rlock.Options{WatchdogTimeout: faultLease, OnAttempt: att.hook})
+	_, workers := contenders(t, tp, name, att.options(rlock.Options{WatchdogTimeout: faultLease}))
 
 	h, claimed := startHolder(t, holderConfig{LockAddr: tp.addrs[0], StoreAddr: standalone.Addr, Lock: name, Store: set.name,
 		WatchdogTimeout: faultLease, Element: "killed"})
 	finished := set.start(ctx, workers, 3)
-	await(t, att.reached(name, len(workers)), 10*time.Second, "every worker to find the lock held")
+	// Each worker waits: one per client after finding the lock held, the
+	// other behind it in its client's gate.
+	await(t, att.reached(waitKey(name), len(workers)), 10*time.Second, "every worker to wait")
 	h.signal(t, syscall.SIGKILL)
 	killed := time.Now()
 	await(t, finished, faultRunTimeout, "the workers to finish")

@@ -77,7 +77,7 @@ func TestFaultRedisRestart(t *testing.T) {
 	name := lockName(t)
 	before := newLockSet(t)
 	att := newAttempts()
-	c1, workers := contenders(t, tp, name, rlock.Options{WatchdogTimeout: faultLease, OnAttempt: att.hook})
+	c1, workers := contenders(t, tp, name, att.options(rlock.Options{WatchdogTimeout: faultLease}))
 	before.run(ctx, workers, 3)
 
 	holder := c1.Mutex(name)
@@ -86,7 +86,7 @@ func TestFaultRedisRestart(t *testing.T) {
 	require.NoError(t, err)
 	const waiters = 2
 	tokens := make(chan int64, waiters)
-	base := att.count(name)
+	base := att.count(waitKey(name))
 	for i := 0; i < waiters; i++ {
 		m := workers[i+2] // the other client's handles
 		go func() {
@@ -103,7 +103,8 @@ func TestFaultRedisRestart(t *testing.T) {
 			}
 		}()
 	}
-	await(t, att.reached(name, base+2+waiters), 10*time.Second, "the waiters to block")
+	// Both wait: one contending for the other client, one in its gate.
+	await(t, att.reached(waitKey(name), base+waiters), 10*time.Second, "the waiters to block")
 
 	restarted := restartInPlace(t, srv)
 	await(t, hctx.Done(), 10*faultLease, "the holder's loss signal after the restart")

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,41 +16,61 @@ import (
 )
 
 // TestReconnect: killing the pub/sub connections while waiters wait loses
-// whatever was published meanwhile; the resubscription wakes every waiter,
-// and all of them still get the lock after the unlock, well inside the TTL.
+// whatever was published meanwhile. Two clients wait, five goroutines each;
+// in each client one goroutine contends in Redis and the others wait in the
+// client's gate. The resubscription wakes each client's contender, which
+// tries again (once, or twice if it tried between the loss and the new
+// subscription), and no other goroutine: they make no attempt at all. All
+// of them still get the lock after the unlock, well inside the TTL.
 func TestReconnect(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, tp topology) {
 		ctx := context.Background()
 		name := lockName(t)
-		const waiters = 5
+		const clients, waiters = 2, 5
 		holder := lockClient(t, tp, rlock.Options{}).Mutex(name) // TTL 30s
 		hctx := mustLock(t, ctx, holder)
-		att := newAttempts()
-		c := lockClient(t, tp, att.options(rlock.Options{}))
 
 		var wg sync.WaitGroup
-		blockWaiters(t, att, name, waiters, &wg, func() {
-			m := c.Mutex(name)
-			lctx, err := m.Lock(ctx)
-			if err == nil {
-				err = m.Unlock(lctx)
-			}
-			if err != nil {
-				t.Error(err)
-			}
-		})
-		before := att.count(name)
+		atts := make([]*attempts, clients)
+		for i := range atts {
+			att := newAttempts()
+			atts[i] = att
+			c := lockClient(t, tp, att.options(rlock.Options{}))
+			blockWaiters(t, att, name, waiters, &wg, func() {
+				m := c.Mutex(name)
+				lctx, err := m.Lock(ctx)
+				if err == nil {
+					err = m.Unlock(lctx)
+				}
+				if err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		before := make([]int, clients)
+		for i, att := range atts {
+			before[i] = att.count(name)
+			require.Equal(t, 2, before[i], "client %d: only the contender tries (before and after subscribing)", i)
+		}
 		killed := killPubSubClients(t, tp)
 		require.Positive(t, killed, "no pub/sub connection to kill")
-		// The resubscription wakes all waiters; each tries again and waits anew.
-		await(t, att.reached(name, before+waiters), 20*time.Second, "the waiters to be woken by the resubscription")
+		// The resubscription wakes each client's contender; it tries again.
+		for i, att := range atts {
+			await(t, att.reached(name, before[i]+1), 20*time.Second, fmt.Sprintf("client %d's contender to be woken by the resubscription", i))
+		}
 
 		start := time.Now()
 		require.NoError(t, holder.Unlock(hctx))
 		done := make(chan struct{})
 		go func() { wg.Wait(); close(done) }()
 		await(t, done, 15*time.Second, "every waiter to acquire after the reconnect")
-		t.Logf("killed %d connection(s); %d waiters done %v after the unlock", killed, waiters, time.Since(start).Round(time.Millisecond))
+		for i, att := range atts {
+			// At most two retries after the kill and one acquire: had every
+			// waiter tried again, there would be at least five.
+			retries := att.count(name) - before[i]
+			require.LessOrEqual(t, retries, 3, "client %d: %d attempts after the kill", i, retries)
+		}
+		t.Logf("killed %d connection(s); %d×%d waiters done %v after the unlock", killed, clients, waiters, time.Since(start).Round(time.Millisecond))
 	})
 }
 
@@ -106,8 +127,11 @@ func TestUnknownOutcome(t *testing.T) {
 	require.NoError(t, m.Unlock(lctx2))
 }
 
-// TestClose: Close wakes waiters with ErrClosed, ends holders' contexts with
-// ErrClosed, refuses new work, and leaves no goroutine (checked by TestMain).
+// TestClose: Close wakes waiters with ErrClosed (the one contending in
+// Redis and the one waiting behind it in the client's gate), takes the
+// client off the lock's wait queue before it returns, ends holders'
+// contexts with ErrClosed, refuses new work, and leaves no goroutine
+// (checked by TestMain). Unlock still releases what was held.
 func TestClose(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, tp topology) {
 		ctx := context.Background()
@@ -118,34 +142,35 @@ func TestClose(t *testing.T) {
 
 		rc := redisClient(t, tp)
 		att := newAttempts()
-		c, err := rlock.NewClient(rc, rlock.Options{OnAttempt: att.hook})
+		c, err := rlock.NewClient(rc, att.options(rlock.Options{}))
 		require.NoError(t, err)
 		mine := c.Mutex(lockName(t))
 		mctx := mustLock(t, ctx, mine)
 
 		errs := make(chan error, 2)
-		for _, m := range []*rlock.Mutex{c.Mutex(name), c.SpinMutex(name)} {
+		// One at a time, so that the first is the contender: it tries,
+		// subscribes, queues the client and waits; the second then waits in
+		// the gate. Each waits once.
+		for i, m := range []*rlock.Mutex{c.Mutex(name), c.SpinMutex(name)} {
 			go func() {
 				_, err := m.Lock(ctx)
 				errs <- err
 			}()
+			await(t, att.reached(waitKey(name), i+1), 10*time.Second, fmt.Sprintf("waiter %d to block", i))
 		}
-		await(t, att.reached(name, 3), 10*time.Second, "the waiters to block")
+		requireQueued(t, rc, holder.Key(), c.ID())
 		require.NoError(t, c.Close())
+		requireNotQueued(t, rc, holder.Key(), c.ID())
 		for i := 0; i < 2; i++ {
-			select {
-			case err := <-errs:
-				require.ErrorIs(t, err, rlock.ErrClosed)
-			case <-time.After(5 * time.Second):
-				t.Fatal("a waiter did not return after Close")
-			}
+			require.ErrorIs(t, recvErr(t, errs, 5*time.Second, "a waiter to return after Close"), rlock.ErrClosed)
 		}
 		require.ErrorIs(t, context.Cause(mctx), rlock.ErrClosed)
 		_, err = c.Mutex(name).Lock(ctx)
 		require.ErrorIs(t, err, rlock.ErrClosed)
 		require.NoError(t, c.Close(), "Close is idempotent")
-		// Close does no I/O; Unlock still releases what was held.
-		require.NoError(t, mine.Unlock(ctx))
+		// Unlock still releases what was held.
+		require.NoError(t, mine.Unlock(mctx))
+		require.False(t, exists(t, rc, mine.Key()))
 		require.NoError(t, holder.Unlock(hctx))
 	})
 }

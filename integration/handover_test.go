@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -37,10 +36,10 @@ func (o *order) lockUnlock(t *testing.T, m *rlock.Mutex, who string) {
 	}
 }
 
-// TestLocalHandover: a release passes the lock straight to a waiting
-// goroutine of the same client, with no acquire attempt at all and a new
-// fencing token each time; and after MaxLocalHandovers in a row it yields
-// to a waiter of another client.
+// TestLocalHandover: a release passes the lock straight to a goroutine of
+// the same client waiting in its gate, with no acquire attempt at all and a
+// new fencing token each time; and after MaxLocalHandovers in a row it
+// yields to a waiter of another client.
 func TestLocalHandover(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, tp topology) {
 		ctx := context.Background()
@@ -65,11 +64,12 @@ func TestLocalHandover(t *testing.T) {
 			for i, tok := range o.tokens {
 				require.Equal(t, first+int64(i)+1, tok, "handover %d is a new grant", i)
 			}
-			// The last release may wake this client's own stale queue entry
-			// and reserve the key for it; the unclaimed wake-up frees it.
+			// The waiters waited in the client's gate, never in Redis: the
+			// last release finds nobody queued and frees the lock at once.
 			rc := redisClient(t, tp)
-			require.Eventually(t, func() bool { return !exists(t, rc, holder.Key()) }, 5*time.Second, 5*time.Millisecond,
-				"the last one released the lock")
+			require.False(t, exists(t, rc, holder.Key()), "the last one released the lock")
+			require.False(t, exists(t, rc, holder.Key()+":q"), "a gate waiter was queued in Redis")
+			require.False(t, exists(t, rc, holder.Key()+":r"), "the last release reserved the lock")
 		})
 
 		t.Run("yield", func(t *testing.T) {

@@ -244,12 +244,12 @@ func exists(t testing.TB, rc rueidis.Client, key string) bool {
 	return n == 1
 }
 
-// blockWaiters starts n goroutines running lock (each should call Lock on its
-// own handle, of a client made with att.options) and returns once all of
-// them wait. The first waiter tries, subscribes, tries again and waits; the
-// others find the subscription confirmed and join it, sleeping at once
-// until the holder's TTL as the first one saw it. Each waiter's first
-// sleep is counted, so n waits mean "everyone waits".
+// blockWaiters starts n goroutines running lock (each should call Lock on
+// a handle of one client made with att.options) and returns once all of
+// them wait. The first waiter contends for the client: it tries,
+// subscribes, tries again and waits; the others wait behind it in the
+// client's gate, making no attempt. Each waiter's first sleep is counted
+// (OnWait), so n waits mean "everyone waits".
 func blockWaiters(t *testing.T, att *attempts, name string, n int, wg *sync.WaitGroup, lock func()) {
 	t.Helper()
 	base := att.count(waitKey(name))
@@ -314,4 +314,34 @@ func requireLost(t *testing.T, lctx context.Context, d time.Duration, what strin
 	case <-time.After(d):
 		t.Fatalf("after %v: %s", d, what)
 	}
+}
+
+// requireNotQueued fails the test if the client with id is in the wait
+// queue of the lock at key: a client whose waiters all returned, or that
+// was closed, must have left it.
+func requireNotQueued(t testing.TB, rc rueidis.Client, key, id string) {
+	t.Helper()
+	_, err := rc.Do(context.Background(), rc.B().Zscore().Key(key+":q").Member(id).Build()).AsFloat64()
+	require.True(t, rueidis.IsRedisNil(err), "client %s is still in the wait queue of %s (err %v)", id, key, err)
+}
+
+// requireQueued fails the test unless the client with id is in the wait
+// queue of the lock at key.
+func requireQueued(t testing.TB, rc rueidis.Client, key, id string) {
+	t.Helper()
+	_, err := rc.Do(context.Background(), rc.B().Zscore().Key(key+":q").Member(id).Build()).AsFloat64()
+	require.NoError(t, err, "client %s is not in the wait queue of %s", id, key)
+}
+
+// recvErr returns the error that arrives on ch, failing the test if none
+// arrives within d.
+func recvErr(t testing.TB, ch <-chan error, d time.Duration, what string) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(d):
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+	return nil
 }

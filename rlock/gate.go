@@ -39,11 +39,14 @@ type gateWaiter struct {
 }
 
 // baton is what a waiter receives with the baton: a grant the releasing
-// owner made for it (a handover), or nothing, and then it contends.
+// owner made for it (a handover), or nothing, and then it contends. A
+// handover whose outcome is unknown names the owner id it may have been
+// made to, for the waiter to undo before it contends.
 type baton struct {
-	owner string // the heir's owner id; "" when nothing was handed over
-	token int64
-	sent  time.Time // when the handing release was sent: the lease runs from there
+	granted bool
+	owner   string // the heir's owner id; "" when no handover was tried
+	token   int64
+	sent    time.Time // when the handing release was sent: the lease runs from there
 }
 
 // enter gives the caller key's baton, waiting behind this client's other
@@ -102,7 +105,10 @@ func (c *Client) enter(ctx context.Context, m *Mutex, lo lockOptions, deadline t
 	// Chosen as we gave up: the baton, perhaps with the lock, is on its way
 	// (within a release's ReleaseTimeout). Pass both on.
 	b := <-w.ch
-	if b.owner != "" {
+	if b.owner != "" && !b.granted {
+		m.undoHandover(b.owner)
+	}
+	if b.granted {
 		c.contenders.Done()
 		// Ours already, and not wanted: release it like an Unlock would.
 		// A release that fails leaves a lock that expires within its lease.
@@ -135,7 +141,7 @@ func (c *Client) chooseHeir(g *gate, h *hold) *gateWaiter {
 // w the baton: with the grant when the release handed the lock over.
 func (c *Client) handedOver(g *gate, w *gateWaiter, b baton) {
 	c.mu.Lock()
-	if b.owner != "" {
+	if b.granted {
 		g.streak++
 	} else {
 		g.streak = 0

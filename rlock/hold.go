@@ -71,16 +71,24 @@ func (m *Mutex) newHold(g *gate, owner string, token int64, lo lockOptions) *hol
 	return h
 }
 
-// keep starts h's keeper. The lease runs from sent, when the grant's request
-// left, and the holder is told a drift margin before it can lapse.
-func (h *hold) keep(sent time.Time, lo lockOptions) {
-	if !lo.leaseSet {
+// keep starts h's keeper, once its first level exists: a lease already
+// over when the grant's reply arrived then ends that level like any later
+// loss, rather than racing its creation. The lease runs from sent, when the
+// grant's request left, and the holder is told a drift margin before it
+// can lapse.
+func (h *hold) keep(sent time.Time) {
+	if !h.lease {
 		h.wd = h.m.c.wd.Add(h.m.keys.Lock, h.owner, sent, h.lose)
 		return
 	}
+	h.expiry = time.AfterFunc(time.Until(h.deadline), func() { h.lose(h.expiredCause) })
+}
+
+// setLease fixes a leased hold's local deadline, which every level's
+// context carries as its deadline.
+func (h *hold) setLease(sent time.Time, lo lockOptions) {
 	h.expiredCause = fmt.Errorf("%w: %q: its lease of %v is about to run out (take a longer lease, or omit WithLease to have the watchdog renew it)", ErrLockLost, h.m.name, lo.lease)
 	h.deadline = sent.Add(lo.lease - watchdog.DriftMargin(lo.lease))
-	h.expiry = time.AfterFunc(time.Until(h.deadline), func() { h.lose(h.expiredCause) })
 }
 
 // stopKeeper stops renewing (or timing) h. After it returns, the keeper

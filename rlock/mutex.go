@@ -139,6 +139,13 @@ func (m *Mutex) reenter(ctx context.Context, lv *level, lo lockOptions) (context
 	}
 }
 
+// isDone reports whether h's last level was unlocked.
+func (c *Client) isDone(h *hold) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return h.done
+}
+
 // lostOrDone returns why h can no longer be re-entered, or nil.
 func (c *Client) lostOrDone(h *hold) error {
 	c.mu.Lock()
@@ -224,14 +231,13 @@ func (m *Mutex) releaseLast(h *hold) error {
 	switch {
 	case w != nil:
 		b := baton{}
-		if err == nil && r.Status == luascripts.ReleaseHandedOver {
-			b = baton{owner: args.Heir, token: r.Token, sent: sent}
-		} else if err != nil {
-			// The handover may have happened unseen: take it back, so the
-			// heir contends from a clean slate.
-			if undoErr := m.undo(args.Heir, 1); undoErr != nil {
-				err = fmt.Errorf("%w (and the handover to the next waiter could not be undone: %v; it expires within its lease)", err, undoErr)
-			}
+		switch {
+		case err == nil && r.Status == luascripts.ReleaseHandedOver:
+			b = baton{granted: true, owner: args.Heir, token: r.Token, sent: sent}
+		case err != nil:
+			// The handover may have happened unseen: the heir takes it back
+			// before it contends, with a ReleaseTimeout of its own.
+			b = baton{owner: args.Heir}
 		}
 		m.c.handedOver(h.g, w, b)
 	case hasBaton:
@@ -285,8 +291,8 @@ func (m *Mutex) leave() {
 	_, _ = luascripts.RunLeave(ctx, m.c.rc, m.keys, m.c.id, m.c.wake)
 }
 
-// Token returns the fencing token of the hold that ctx carries, or
-// ErrNotHeld. Tokens rise strictly from grant to grant of one lock, across
+// Token returns the fencing token of the hold that ctx carries, even when
+// that hold was lost, or ErrNotHeld when it carries none or was unlocked. Tokens rise strictly from grant to grant of one lock, across
 // all clients; re-entries share their grant's token. Pass it with every
 // write to a resource the lock protects, and have the resource reject a
 // token below the highest it has seen: that is what stops a holder that
@@ -299,8 +305,10 @@ func (m *Mutex) Token(ctx context.Context) (int64, error) {
 	if lv == nil {
 		return 0, fmt.Errorf("%w: %q: the context carries no hold (no fencing token without one)", ErrNotHeld, m.name)
 	}
-	if err := m.c.lostOrDone(lv.h); err != nil {
-		return 0, err
+	// A lost hold still has its token: a holder that does not know yet
+	// must present it, and the resource refuses it once a newer one wrote.
+	if m.c.isDone(lv.h) {
+		return 0, fmt.Errorf("%w: %q: the context carries a hold that was unlocked", ErrNotHeld, m.name)
 	}
 	return lv.h.token, nil
 }

@@ -22,9 +22,12 @@ func (m *Mutex) acquire(ctx context.Context, lo lockOptions, deadline time.Time,
 	if err != nil {
 		return nil, err
 	}
-	if b.owner != "" {
+	if b.granted {
 		m.c.contenders.Done()
 		return m.grant(ctx, g, b.owner, b.token, b.sent, lo)
+	}
+	if b.owner != "" {
+		m.undoHandover(b.owner)
 	}
 	// Close cancels the contender's calls and waits, so that it can take
 	// its client off the queue before Close returns.
@@ -51,8 +54,21 @@ func (m *Mutex) grant(ctx context.Context, g *gate, owner string, token int64, s
 		_ = m.releaseLast(h) // a failed release expires within its lease
 		return nil, ErrClosed
 	}
-	h.keep(sent, lo)
-	return h.addLevel(ctx)
+	if lo.leaseSet {
+		h.setLease(sent, lo)
+	}
+	lctx, err := h.addLevel(ctx)
+	h.keep(sent)
+	return lctx, err
+}
+
+// undoHandover gives back a grant that an unconfirmed handover may have
+// made to owner (the release's reply never came), before this waiter
+// contends under an owner id of its own. Left alone, that grant would keep
+// the lock from everyone until its lease ran out; if the undo fails too,
+// it does.
+func (m *Mutex) undoHandover(owner string) {
+	_ = m.undo(owner, 1)
 }
 
 // try is one run of the acquire script, and when it was sent: leases and
