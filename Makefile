@@ -6,6 +6,8 @@
 #               docs/benchmarks.md and its charts in docs/bench/
 #   make test-faults   the fault-injection suite on its own (also part of
 #               make test); prints one "FAULT <name>: ..." line per fault
+#   make torture       the torture suite on its own (a short seeded run is
+#               part of make test); TORTURE_DUR=10m make torture for long runs
 # All install what they need first (redis-server from Debian's packages).
 
 GO       ?= go
@@ -15,7 +17,7 @@ TESTFLAGS ?= -race -count=1 -timeout 25m
 # e.g. make bench BENCHFLAGS="-reps 5 -dur 10s" for steadier figures.
 BENCHFLAGS ?= -reps 3 -dur 5s
 
-.PHONY: all test test-bench test-faults vet demo bench fuzz setup redis-image clean-docker
+.PHONY: all test test-bench test-faults torture vet demo bench fuzz setup redis-image clean-docker
 
 all: test
 
@@ -29,6 +31,17 @@ test-bench: setup
 
 test-faults: setup
 	$(GO) test $(TESTFLAGS) -v -run '^TestFault' ./integration
+
+# torture runs TestTorture (integration/torture_test.go): processes ×
+# goroutines × locks under injected faults, on standalone Redis and on the
+# Cluster. TORTURE_DUR is each topology's workload time (default 8s, as in
+# make test), TORTURE_SEED=n replays run n's schedule, TORTURE_COMPAT=1
+# keeps to what the old handle-is-owner semantics support, and
+# TORTURE_HISTORY=dir keeps each run's history as JSON lines.
+TORTURE_TIMEOUT ?= 3h
+
+torture: setup
+	$(GO) test -race -count=1 -timeout $(TORTURE_TIMEOUT) -v -run '^TestTorture' ./integration
 
 vet:
 	$(GO) vet ./...
