@@ -81,6 +81,13 @@ type try struct {
 // contend is the baton holder's part: take the lock in Redis, waiting for a
 // wake-up (or polling, for spin) between tries.
 func (m *Mutex) contend(ctx context.Context, g *gate, lo lockOptions, deadline time.Time, noWait bool) (string, try, error) {
+	if m.spin && g.sub != nil {
+		// A pub/sub handle of this client contended before and left its
+		// client queued; a poller never queues, so it leaves first.
+		m.leave()
+		g.sub.Release()
+		g.sub = nil
+	}
 	if m.spin || g.sub == nil {
 		// First a plain try: a free lock needs no subscription at all.
 		owner, t, err := m.attempt(ctx, lo, false)
