@@ -594,25 +594,32 @@ func TestReenter(t *testing.T) {
 
 // ---- release ----
 
+// heldByA returns a lock that owner A holds count times, with queued
+// queued in that order, and listeners for w1 and w2 (the others, if any,
+// are gone: nobody listens for them).
+func heldByA(t *testing.T, c rueidis.Client, sharded bool, count int, queued ...string) (luascripts.Keys, listener, listener) {
+	t.Helper()
+	k := newKeys(t, c)
+	take(t, c, k, "A")
+	for range count - 1 {
+		reenter(t, c, k, "A")
+	}
+	for _, w := range queued {
+		enqueue(t, c, k, w)
+	}
+	return k, listen(t, c, []string{standaloneAddr}, sharded, k, "w1"),
+		listen(t, c, []string{standaloneAddr}, sharded, k, "w2")
+}
+
 func TestRelease(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
 			c := standaloneClient(t)
 			wake := luascripts.Wake{Sharded: mode.sharded, Window: 5 * time.Second}
-			// held returns a lock held count times by A, with w0 (gone) and
-			// w1, w2 (listening) queued, in that order.
+			// held: A holds count times, with w0 (gone) and w1, w2
+			// (listening) queued, in that order.
 			held := func(t *testing.T, count int) (luascripts.Keys, listener, listener) {
-				t.Helper()
-				k := newKeys(t, c)
-				take(t, c, k, "A")
-				for range count - 1 {
-					reenter(t, c, k, "A")
-				}
-				for _, w := range []string{"w0", "w1", "w2"} {
-					enqueue(t, c, k, w)
-				}
-				return k, listen(t, c, []string{standaloneAddr}, mode.sharded, k, "w1"),
-					listen(t, c, []string{standaloneAddr}, mode.sharded, k, "w2")
+				return heldByA(t, c, mode.sharded, count, "w0", "w1", "w2")
 			}
 
 			t.Run("Decrement", func(t *testing.T) {
@@ -722,19 +729,9 @@ func TestReleaseRetry(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			c := standaloneClient(t)
 			wake := luascripts.Wake{Sharded: mode.sharded, Window: 5 * time.Second}
-			// held returns a lock held count times by A, with w1 and w2
-			// queued and listening.
+			// held: A holds count times, with w1 and w2 queued and listening.
 			held := func(t *testing.T, count int) (luascripts.Keys, listener, listener) {
-				t.Helper()
-				k := newKeys(t, c)
-				take(t, c, k, "A")
-				for range count - 1 {
-					reenter(t, c, k, "A")
-				}
-				enqueue(t, c, k, "w1")
-				enqueue(t, c, k, "w2")
-				return k, listen(t, c, []string{standaloneAddr}, mode.sharded, k, "w1"),
-					listen(t, c, []string{standaloneAddr}, mode.sharded, k, "w2")
+				return heldByA(t, c, mode.sharded, count, "w1", "w2")
 			}
 			args := func(count int64, heir string) luascripts.ReleaseArgs {
 				return luascripts.ReleaseArgs{Owner: "A", Count: count, Heir: heir, HeirLease: lease, Wake: wake, Retry: true}
