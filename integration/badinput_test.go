@@ -238,8 +238,8 @@ func TestCloseWhileWaiting(t *testing.T) {
 		group := func(kind string, n int, spin, try bool) {
 			name := lockName(t) + "-" + kind
 			hm := holder.Mutex(name)
-			mustLock(t, ctx, hm, rlock.WithLease(time.Minute))
-			t.Cleanup(func() { hm.Unlock(ctx) })
+			hctx := mustLock(t, ctx, hm, rlock.WithLease(time.Minute))
+			t.Cleanup(func() { require.NoError(t, hm.Unlock(hctx)) })
 			channels = append(channels, hm.Key()+":ch:"+c.ID())
 			waiter := func() {
 				m := c.Mutex(name)

@@ -102,7 +102,8 @@ func (c *Client) newOwner() string {
 func (c *Client) WatchdogStats() watchdog.Stats { return c.wd.Stats() }
 
 // Close makes every waiter return ErrClosed, takes this client off the wait
-// queues of the locks it waited for (bounded by Options.ReleaseTimeout),
+// queues of the locks it waited for (best effort, one round trip bounded by
+// a second),
 // stops the watchdog and the notify hub, and returns once their goroutines
 // have ended. Locks still held are not released: they expire within their
 // lease, and their contexts end with ErrClosed as cause. Unlock still works

@@ -282,14 +282,20 @@ func (m *Mutex) undo(owner string, count int64) error {
 }
 
 // leave takes this client off the lock's wait queue, passing on a
-// reservation made for it. If Redis cannot be reached the entry stays until
-// the queue expires; a release then wakes nobody there (the publish finds
-// no subscriber) and the other waiters' TTL-bounded waits cover the rest.
+// reservation made for it. It is best effort, bounded by leaveTimeout (or
+// a shorter ReleaseTimeout) because a waiter that gives up, and Close,
+// wait for it. If Redis cannot be reached the entry stays until the queue
+// expires; a release then wakes nobody there (the publish finds no
+// subscriber) and the other waiters' TTL-bounded waits cover the rest.
 func (m *Mutex) leave() {
-	ctx, cancel := context.WithTimeout(context.Background(), m.c.opts.ReleaseTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), min(m.c.opts.ReleaseTimeout, leaveTimeout))
 	defer cancel()
 	_, _ = luascripts.RunLeave(ctx, m.c.rc, m.keys, m.c.id, m.c.wake)
 }
+
+// leaveTimeout bounds the leave script: one round trip, so a second is
+// plenty when Redis answers at all.
+const leaveTimeout = time.Second
 
 // Token returns the fencing token of the hold that ctx carries, even when
 // that hold was lost, or ErrNotHeld when it carries none or was unlocked. Tokens rise strictly from grant to grant of one lock, across

@@ -95,13 +95,14 @@ type Options struct {
 	// served across clients).
 	MaxLocalHandovers int
 
-	// ReleaseTimeout bounds Unlock's release, the undo of an acquisition
-	// whose outcome is unknown, and the call that takes a client that stops
-	// waiting off the wait queue; the first two are retried while their
-	// reply is lost or Redis cannot be reached. They ignore the caller's
-	// cancellation, so that `defer m.Unlock(lctx)` releases even after lctx
-	// ended, and a Lock whose ctx ended (or Close) may return up to
-	// ReleaseTimeout later when Redis does not answer. Default 5s.
+	// ReleaseTimeout bounds Unlock's release and the undo of an acquisition
+	// whose outcome is unknown; each is retried while its reply is lost or
+	// Redis cannot be reached. Both ignore the caller's cancellation, so
+	// that `defer m.Unlock(lctx)` releases even after lctx ended, and a Lock
+	// whose ctx ended may return up to ReleaseTimeout later when Redis does
+	// not answer. Taking a client that stops waiting off the wait queue (a
+	// waiter giving up, Close) is bounded by the smaller of ReleaseTimeout
+	// and one second. Default 5s.
 	ReleaseTimeout time.Duration
 
 	// OnAttempt, when set, is called after every run of the acquire script
