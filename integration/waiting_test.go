@@ -56,8 +56,14 @@ func TestWakeUp(t *testing.T) {
 			var seq atomic.Int64
 			var unlockedAt, acquiredAt int64
 			acquired := make(chan time.Time, 1)
+			done := make(chan struct{})
+			// The waiter's Unlock must end before the test, whose cleanup
+			// closes the clients it uses; a failed test cancels its wait.
+			gctx, cancel := context.WithCancel(ctx)
+			defer func() { cancel(); <-done }()
 			go func() {
-				wctx, err := waiter.Lock(ctx)
+				defer close(done)
+				wctx, err := waiter.Lock(gctx)
 				if err == nil {
 					acquiredAt = seq.Add(1)
 					acquired <- time.Now()
