@@ -3,10 +3,15 @@ package integration
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -344,4 +349,27 @@ func recvErr(t testing.TB, ch <-chan error, d time.Duration, what string) error 
 		t.Fatalf("timed out after %v waiting for %s", d, what)
 	}
 	return nil
+}
+
+// startChild re-executes this test binary in role with cfg (JSON) as its
+// arguments, its stderr going to the file stderrPath and its stdin and
+// stdout piped to the caller, who owns reaping it. The child is killed
+// with the test binary, even if the binary dies before its cleanups run.
+func startChild(t *testing.T, role string, cfg any, stderrPath string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	args, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childRoleEnv+"="+role, childArgsEnv+"="+string(args))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr, err := os.Create(stderrPath) // a file needs no copier goroutine
+	require.NoError(t, err)
+	defer stderr.Close()
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	return cmd, stdin, stdout
 }

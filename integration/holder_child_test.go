@@ -149,22 +149,9 @@ type holderProc struct {
 // reported its "claimed" event. The child is killed when the test ends.
 func startHolder(t *testing.T, cfg holderConfig) (*holderProc, holderEvent) {
 	t.Helper()
-	args, err := json.Marshal(cfg)
-	require.NoError(t, err)
 	h := &holderProc{events: make(chan holderEvent, 2), stderr: t.TempDir() + "/stderr"}
-	h.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	h.cmd.Env = append(os.Environ(), childRoleEnv+"=holder", childArgsEnv+"="+string(args))
-	// Killed with the test binary, even if the binary dies before cleanup.
-	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stderr, err := os.Create(h.stderr)
-	require.NoError(t, err)
-	defer stderr.Close()
-	h.cmd.Stderr = stderr
-	h.stdin, err = h.cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := h.cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, h.cmd.Start())
+	var stdout io.ReadCloser
+	h.cmd, h.stdin, stdout = startChild(t, "holder", cfg, h.stderr)
 
 	read := make(chan struct{})
 	go func() {

@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -215,22 +214,10 @@ type tortureProc struct {
 
 func startTortureProc(t *testing.T, cfg tortureConfig, hist *history) *tortureProc {
 	t.Helper()
-	args, err := json.Marshal(cfg)
-	require.NoError(t, err)
 	p := &tortureProc{ready: make(chan struct{}), done: make(chan struct{}), read: make(chan struct{}),
 		stderr: fmt.Sprintf("%s/p%d.stderr", t.TempDir(), cfg.Proc)}
-	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	p.cmd.Env = append(os.Environ(), childRoleEnv+"="+tortureRole, childArgsEnv+"="+string(args))
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stderr, err := os.Create(p.stderr)
-	require.NoError(t, err)
-	defer stderr.Close()
-	p.cmd.Stderr = stderr
-	p.stdin, err = p.cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := p.cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, p.cmd.Start())
+	var stdout io.ReadCloser
+	p.cmd, p.stdin, stdout = startChild(t, tortureRole, cfg, p.stderr)
 	go func() {
 		defer close(p.read)
 		lines := bufio.NewScanner(stdout)
