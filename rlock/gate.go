@@ -119,15 +119,14 @@ func (c *Client) enter(ctx context.Context, m *Mutex, lo lockOptions, deadline t
 	return nil, baton{}, err
 }
 
-// chooseHeir is called by the holder of g's baton at its last Unlock. It
-// gives the baton up and returns the waiter to hand the lock to, or nil:
+// chooseHeir is called at a hold's last Unlock, once the hold has given up
+// g's baton (hold.end). It returns the waiter to hand the lock to, or nil:
 // none waits, the client is closing, or the client has handed the lock over
 // MaxLocalHandovers times in a row (then the lock goes back to Redis, which
 // wakes the oldest other client, and the waiter contends for it).
-func (c *Client) chooseHeir(g *gate, h *hold) *gateWaiter {
+func (c *Client) chooseHeir(g *gate) *gateWaiter {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h.baton = false
 	if c.closed || len(g.waiters) == 0 || c.opts.MaxLocalHandovers < 0 || g.streak >= c.opts.MaxLocalHandovers {
 		return nil
 	}
@@ -194,10 +193,13 @@ func (c *Client) leaveGate(g *gate, m *Mutex, contending bool) {
 // dropSub ends g's subscription after a grant when no local waiter will
 // need it; the grant took the client off the queue.
 func (c *Client) dropSub(g *gate) {
+	if g.sub == nil {
+		return
+	}
 	c.mu.Lock()
 	keep := len(g.waiters) > 0
 	c.mu.Unlock()
-	if !keep && g.sub != nil {
+	if !keep {
 		g.sub.Release()
 		g.sub = nil
 	}

@@ -221,7 +221,7 @@ func (m *Mutex) releaseLast(h *hold) error {
 	args := luascripts.ReleaseArgs{Owner: h.owner, Count: 1, Wake: m.c.wake}
 	var w *gateWaiter
 	if hasBaton {
-		if w = m.c.chooseHeir(h.g, h); w != nil {
+		if w = m.c.chooseHeir(h.g); w != nil {
 			args.Heir, args.HeirLease = m.c.newOwner(), m.lease(w.lo)
 		}
 	}
