@@ -148,13 +148,22 @@ func (j *judge) excuse(h *tortureEvent, at int64) string {
 	if h.Lease > 0 && at >= leaseEnd(h) {
 		return fmt.Sprintf("%s's lease of %v had run out", h.Hold, leaseName(h.Lease))
 	}
-	if f := j.explained(h.Client, h.Proxy, h.Lock, h.Got, at, time.Duration(at-h.Got)); f != nil {
+	if f := j.explained(h.Client, h.Proxy, h.Lock, h.Got, at, sinceGrant(h, at)); f != nil {
 		return fmt.Sprintf("%s %s reached %s", f.Kind, f.Fault, h.Hold)
 	}
 	if h.LostAt != 0 {
 		return h.Hold + " was told it lost the lock"
 	}
 	return ""
+}
+
+// sinceGrant is how long after a fault's end an anomaly of h at at may
+// come: whatever happens to h from its grant on, where the grant is dated
+// tortureSlack before h.Got. The grant ran in Redis before its reply reached
+// h's process, so a ForceUnlock whose reply reached the controller a moment
+// before h's Lock returned may still have deleted h's fresh hold.
+func sinceGrant(h *tortureEvent, at int64) time.Duration {
+	return time.Duration(at - h.Got + tortureSlack)
 }
 
 // leaseEnd is the earliest a fixed lease can end for its holder: its local
@@ -172,7 +181,7 @@ func (j *judge) checkLost(h *tortureEvent) {
 	if h.Lease > 0 && h.LostAt >= leaseEnd(h) {
 		return // the fixed lease ran out
 	}
-	if j.explained(h.Client, h.Proxy, h.Lock, h.Got, h.LostAt, time.Duration(h.LostAt-h.Got)) != nil {
+	if j.explained(h.Client, h.Proxy, h.Lock, h.Got, h.LostAt, sinceGrant(h, h.LostAt)) != nil {
 		return
 	}
 	j.add(invLost, h.Lock, h.LostAt, "%s (client %s, lease %s) lost %v after Lock returned, with no fault injected: %s",
