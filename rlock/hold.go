@@ -87,7 +87,7 @@ func (h *hold) keep(sent time.Time) {
 // setLease fixes a leased hold's local deadline, which every level's
 // context carries as its deadline.
 func (h *hold) setLease(sent time.Time, lo lockOptions) {
-	h.expiredCause = fmt.Errorf("%w: %q: its lease of %v is about to run out (take a longer lease, or omit WithLease to have the watchdog renew it)", ErrLockLost, h.m.name, lo.lease)
+	h.expiredCause = &leaseEndError{name: h.m.name, lease: lo.lease}
 	h.deadline = sent.Add(lo.lease - watchdog.DriftMargin(lo.lease))
 }
 
@@ -102,6 +102,19 @@ func (h *hold) stopKeeper() {
 		h.expiry.Stop()
 	}
 }
+
+// leaseEndError is the cause a fixed lease's contexts end with. It formats
+// its message only when asked: every leased grant makes one, few are read.
+type leaseEndError struct {
+	name  string
+	lease time.Duration
+}
+
+func (e *leaseEndError) Error() string {
+	return fmt.Sprintf("%v: %q: its lease of %v is about to run out (take a longer lease, or omit WithLease to have the watchdog renew it)", ErrLockLost, e.name, e.lease)
+}
+
+func (e *leaseEndError) Unwrap() error { return ErrLockLost }
 
 // addLevel makes the context a Lock returns: derived from parent, carrying
 // the level, and ended by the matching Unlock or when the hold is lost. A

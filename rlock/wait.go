@@ -29,6 +29,33 @@ func (m *Mutex) acquire(ctx context.Context, lo lockOptions, deadline time.Time,
 	if b.owner != "" {
 		m.undoHandover(b.owner)
 	}
+	if m.spin && g.sub != nil {
+		// A pub/sub handle of this client contended before and left its
+		// client queued; a poller never queues, so it leaves first.
+		m.leave()
+		g.sub.Release()
+		g.sub = nil
+	}
+	// First a plain try, unless this client is already subscribed (then it
+	// is queued, and a plain try would not keep its place): a free lock
+	// needs no subscription, and no watch on Close either, since the one
+	// call ends on its own.
+	var first *try
+	if m.spin || g.sub == nil {
+		owner, t, err := m.attempt(ctx, lo, false)
+		switch {
+		case err == nil && t.Acquired:
+			m.c.contenders.Done()
+			return m.grant(ctx, g, owner, t.Token, t.sent, lo)
+		case err != nil && !transient(ctx, err):
+			m.c.leaveGate(g, m, true)
+			return nil, m.ended(ctx, ctx, err)
+		case noWait || (!deadline.IsZero() && !time.Now().Before(deadline)):
+			m.c.leaveGate(g, m, true)
+			return nil, busyOr(err)
+		}
+		first = &t
+	}
 	// Close cancels the contender's calls and waits, so that it can take
 	// its client off the queue before Close returns.
 	cctx, cancel := context.WithCancelCause(ctx)
@@ -36,7 +63,7 @@ func (m *Mutex) acquire(ctx context.Context, lo lockOptions, deadline time.Time,
 	stop := context.AfterFunc(m.c.closing, func() { cancel(ErrClosed) })
 	defer stop()
 
-	owner, t, err := m.contend(cctx, g, lo, deadline, noWait)
+	owner, t, err := m.contend(cctx, g, lo, deadline, first)
 	if err != nil {
 		m.c.leaveGate(g, m, true)
 		return nil, m.ended(ctx, cctx, err)
@@ -78,29 +105,12 @@ type try struct {
 	sent time.Time
 }
 
-// contend is the baton holder's part: take the lock in Redis, waiting for a
-// wake-up (or polling, for spin) between tries.
-func (m *Mutex) contend(ctx context.Context, g *gate, lo lockOptions, deadline time.Time, noWait bool) (string, try, error) {
-	if m.spin && g.sub != nil {
-		// A pub/sub handle of this client contended before and left its
-		// client queued; a poller never queues, so it leaves first.
-		m.leave()
-		g.sub.Release()
-		g.sub = nil
-	}
-	if m.spin || g.sub == nil {
-		// First a plain try: a free lock needs no subscription at all.
-		owner, t, err := m.attempt(ctx, lo, false)
-		switch {
-		case err == nil && t.Acquired:
-			return owner, t, nil
-		case err != nil && !transient(ctx, err):
-			return "", t, err
-		case noWait || (!deadline.IsZero() && !time.Now().Before(deadline)):
-			return "", t, busyOr(err)
-		case m.spin:
-			return m.spinWait(ctx, lo, deadline, t.PTTL)
-		}
+// contend is the baton holder's part after a refused first try (first;
+// nil when the client was subscribed already and skipped it): wait for a
+// wake-up, or poll for spin, between tries until the lock is taken.
+func (m *Mutex) contend(ctx context.Context, g *gate, lo lockOptions, deadline time.Time, first *try) (string, try, error) {
+	if m.spin {
+		return m.spinWait(ctx, lo, deadline, first.PTTL)
 	}
 	return m.pubsubWait(ctx, g, lo, deadline)
 }

@@ -18,21 +18,29 @@
 -- the lock has been free for a long time.
 local lock, fence, queue, reservation = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local owner, lease, client, waiter = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
-local pttl = redis.call('pttl', lock)
-if pttl == -2 then
-  local reserved = redis.call('get', reservation)
-  if not reserved or reserved == client then
-    if reserved then
+-- One EXISTS for both keys answers the common case: a lock that is free and
+-- reserved for nobody is granted without further reads.
+local pttl
+if redis.call('exists', lock, reservation) == 0 then
+  pttl = -2
+else
+  pttl = redis.call('pttl', lock)
+  if pttl == -2 then
+    -- Free but reserved: only the woken client may take it.
+    if redis.call('get', reservation) == client then
       redis.call('del', reservation)
+    else
+      pttl = redis.call('pttl', reservation)
     end
-    redis.call('hset', lock, owner, 1)
-    redis.call('pexpire', lock, lease)
-    if waiter then
-      redis.call('zrem', queue, client)
-    end
-    return {1, 1, redis.call('incr', fence)}
   end
-  pttl = redis.call('pttl', reservation)
+end
+if pttl == -2 then
+  redis.call('hset', lock, owner, 1)
+  redis.call('pexpire', lock, lease)
+  if waiter then
+    redis.call('zrem', queue, client)
+  end
+  return {1, 1, redis.call('incr', fence)}
 end
 if waiter then
   enqueue(queue, client, math.max(pttl, 0) + 10000)

@@ -32,11 +32,12 @@ type Wake struct {
 	Window  time.Duration // how long the freed lock is reserved for the woken client; 0: not at all
 }
 
-func (w Wake) publish() string {
+// spec is the scripts' wake argument: "p" or "s" and the window in ms.
+func (w Wake) spec() string {
 	if w.Sharded {
-		return "s"
+		return "s" + Millis(w.Window)
 	}
-	return "p"
+	return "p" + Millis(w.Window)
 }
 
 func flag(b bool) string {
@@ -89,12 +90,11 @@ type ReleaseArgs struct {
 
 // RunRelease runs the release script.
 func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (ReleaseReply, error) {
-	heirLease := "0"
+	args := []string{a.Owner, strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry)}
 	if a.Heir != "" {
-		heirLease = Millis(a.HeirLease)
+		args = append(args, a.Heir, Millis(a.HeirLease))
 	}
-	v, err := Release.Exec(ctx, c, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation},
-		[]string{a.Owner, strconv.FormatInt(a.Count, 10), a.Heir, heirLease, a.Wake.publish(), Millis(a.Wake.Window), flag(a.Retry)}).AsIntSlice()
+	v, err := Release.Exec(ctx, c, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation}, args).AsIntSlice()
 	if err != nil {
 		return ReleaseReply{}, err
 	}
@@ -105,14 +105,14 @@ func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (R
 // was reserved for client (the reservation is then passed on).
 func RunLeave(ctx context.Context, c rueidis.Client, k Keys, client string, w Wake) (bool, error) {
 	n, err := Leave.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation},
-		[]string{client, w.publish(), Millis(w.Window)}).AsInt64()
+		[]string{client, w.spec()}).AsInt64()
 	return n == 1, err
 }
 
 // RunForceUnlock runs the forceunlock script; it reports whether there was
 // a lock to delete.
 func RunForceUnlock(ctx context.Context, c rueidis.Client, k Keys, w Wake) (bool, error) {
-	n, err := ForceUnlock.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation}, []string{w.publish()}).AsInt64()
+	n, err := ForceUnlock.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation}, []string{Wake{Sharded: w.Sharded}.spec()}).AsInt64()
 	return n == 1, err
 }
 

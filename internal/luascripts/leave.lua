@@ -5,8 +5,7 @@
 -- KEYS[3]  wait queue           (same hash tag)
 -- KEYS[4]  reservation          (same hash tag)
 -- ARGV[1]  the caller's client id
--- ARGV[2]  "s" to notify with SPUBLISH (Cluster), anything else PUBLISH
--- ARGV[3]  reservation window in ms for the next client (0: none)
+-- ARGV[2]  wake spec for the next client, e.g. "p50" (see queue.lua)
 --
 -- Takes the client off the queue, so that no release wakes it any more. A
 -- release that already woke it reserved the lock for it; that wake-up is
@@ -22,6 +21,6 @@ if redis.call('get', reservation) ~= client then
 end
 redis.call('del', reservation)
 if redis.call('exists', lock) == 0 then
-  wake(queue, channel, reservation, ARGV[2] == 's', tonumber(ARGV[3]))
+  wake(queue, channel, reservation, ARGV[2])
 end
 return 1

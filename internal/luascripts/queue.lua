@@ -23,14 +23,17 @@ local function enqueue(queue, client, ttl)
   end
 end
 
--- wake publishes to the oldest queued client that still listens and, with
--- window > 0 (ms), reserves the free lock for it. It returns the client
--- woken, or nil when nobody listens.
-local function wake(queue, channel, reservation, sharded, window)
+-- wake publishes to the oldest queued client that still listens and
+-- reserves the free lock for it. spec is the caller's wake argument: "p"
+-- (PUBLISH) or "s" (SPUBLISH, Cluster) followed by the reservation window in
+-- ms, 0 for none; one argument instead of two keeps the hot path's calls
+-- short. It returns the client woken, or nil when nobody listens.
+local function wake(queue, channel, reservation, spec)
   local publish = 'publish'
-  if sharded then
+  if string.sub(spec, 1, 1) == 's' then
     publish = 'spublish'
   end
+  local window = tonumber(string.sub(spec, 2))
   while true do
     local head = redis.call('zpopmin', queue)
     if head[1] == nil then
@@ -44,4 +47,3 @@ local function wake(queue, channel, reservation, sharded, window)
     end
   end
 end
-

@@ -9,14 +9,14 @@
 -- ARGV[1]  owner id
 -- ARGV[2]  the owner's hold count before this release (exact: the caller
 --          serialises an owner's calls, so it knows it)
--- ARGV[3]  heir: a new owner id of the caller's client, or "". At the last
---          hold the lock passes to the heir: a new grant with a new token,
---          no message and no acquire.
--- ARGV[4]  the heir's lease in ms (> 0)
--- ARGV[5]  "s" to notify with SPUBLISH (Cluster), anything else PUBLISH
--- ARGV[6]  reservation window in ms for the client woken (0: none)
--- ARGV[7]  "1" if an earlier call with these arguments may have run (its
+-- ARGV[3]  wake spec: "p" or "s" (PUBLISH or SPUBLISH) and the reservation
+--          window in ms for the client woken, e.g. "p50" (see queue.lua)
+-- ARGV[4]  "1" if an earlier call with these arguments may have run (its
 --          reply was lost), "0" otherwise
+-- ARGV[5]  optional heir: a new owner id of the caller's client. At the last
+--          hold the lock passes to the heir: a new grant with a new token,
+--          no message and no acquire. Absent or "" for none.
+-- ARGV[6]  the heir's lease in ms (> 0), with ARGV[5]
 --
 -- Returns {status, token}:
 --   { n, 0}  n >= 1 holds left
@@ -30,10 +30,10 @@
 -- can have made that state; but a lease that ran out before the first call
 -- arrived leaves the same "owner gone", which a retry reports as freed.
 local lock, channel, fence, queue, reservation = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local owner, n, heir = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local owner, n, heir = ARGV[1], tonumber(ARGV[2]), ARGV[5] or ''
 local count = tonumber(redis.call('hget', lock, owner))
 if count ~= n then
-  if ARGV[7] == '1' then
+  if ARGV[4] == '1' then
     if n > 1 and count == n - 1 then
       return {count, 0}
     end
@@ -52,8 +52,8 @@ end
 redis.call('del', lock)
 if heir ~= '' then
   redis.call('hset', lock, heir, 1)
-  redis.call('pexpire', lock, tonumber(ARGV[4]))
+  redis.call('pexpire', lock, tonumber(ARGV[6]))
   return {-3, redis.call('incr', fence)}
 end
-wake(queue, channel, reservation, ARGV[5] == 's', tonumber(ARGV[6]))
+wake(queue, channel, reservation, ARGV[3])
 return {0, 0}
