@@ -17,6 +17,7 @@ import (
 
 	"github.com/latchkey/latchkey/bench/internal/locks"
 	"github.com/latchkey/latchkey/bench/internal/precise"
+	"github.com/latchkey/latchkey/internal/latency"
 )
 
 // workerEnv carries a worker's parameters, JSON-encoded; its presence makes
@@ -44,8 +45,8 @@ type ready struct {
 }
 
 type report struct {
-	Acquisitions int64   `json:"acquisitions"`
-	WaitsNS      []int64 `json:"waits_ns"` // one per acquisition
+	Acquisitions int64             `json:"acquisitions"`
+	Waits        latency.Histogram `json:"waits"` // one sample per acquisition
 	counts
 }
 
@@ -172,8 +173,8 @@ func hammerAll(ctx context.Context, lib locks.Lib, p workerParams, end time.Time
 	var rep report
 	for i := range tallies {
 		t := &tallies[i]
-		rep.Acquisitions += int64(len(t.waits))
-		rep.WaitsNS = append(rep.WaitsNS, t.waits...)
+		rep.Acquisitions += t.waits.Count()
+		rep.Waits.Merge(&t.waits)
 		rep.add(t.counts)
 	}
 	return rep
@@ -181,7 +182,7 @@ func hammerAll(ctx context.Context, lib locks.Lib, p workerParams, end time.Time
 
 // tally is one goroutine's count; only that goroutine writes it.
 type tally struct {
-	waits []int64 // ns
+	waits latency.Histogram
 	counts
 }
 
@@ -227,7 +228,7 @@ func hammer(ctx context.Context, l locks.Locker, p workerParams, end time.Time, 
 		}
 		cancel() // only now: some libraries end the hold with actx
 		if got.Before(end) {
-			t.waits = append(t.waits, got.Sub(t0).Nanoseconds())
+			t.waits.Record(got.Sub(t0))
 		}
 	}
 }
