@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/latchkey/latchkey/internal/latency"
 	"github.com/latchkey/latchkey/rlock"
 )
 
@@ -38,14 +39,14 @@ type workerParams struct {
 // covers (k-1 s, k s] after the start, and the last one also everything that
 // finished after the end (the holders that were inside at that moment).
 type report struct {
-	Worker   int     `json:"worker"`
-	Second   int     `json:"second"`
-	Acquired int64   `json:"acquired"`
-	WaitsUS  []int64 `json:"waits_us"` // one per acquisition: exact percentiles at these rates
-	Attempts int64   `json:"attempts"` // acquire script runs (rlock.Options.OnAttempt)
-	Errors   int64   `json:"errors"`
-	Overlaps int64   `json:"overlaps"` // in-process exclusion failures
-	LastErr  string  `json:"last_error,omitempty"`
+	Worker   int                `json:"worker"`
+	Second   int                `json:"second"`
+	Acquired int64              `json:"acquired"`
+	Waits    *latency.Histogram `json:"waits"`    // one sample per acquisition
+	Attempts int64              `json:"attempts"` // acquire script runs (rlock.Options.OnAttempt)
+	Errors   int64              `json:"errors"`
+	Overlaps int64              `json:"overlaps"` // in-process exclusion failures
+	LastErr  string             `json:"last_error,omitempty"`
 }
 
 // seconds is the number of reports per worker in a phase of length dur.
@@ -209,14 +210,17 @@ type stats struct {
 	overlaps atomic.Int64
 
 	mu      sync.Mutex
-	waits   []int64
+	waits   *latency.Histogram // nil until the first acquisition of the second
 	errors  int64
 	lastErr string
 }
 
 func (s *stats) acquired(wait time.Duration) {
 	s.mu.Lock()
-	s.waits = append(s.waits, wait.Microseconds())
+	if s.waits == nil {
+		s.waits = new(latency.Histogram)
+	}
+	s.waits.Record(wait)
 	s.mu.Unlock()
 }
 
@@ -230,7 +234,7 @@ func (s *stats) fail(err error) {
 func (s *stats) take(worker, second int) report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := report{Worker: worker, Second: second, Acquired: int64(len(s.waits)), WaitsUS: s.waits,
+	r := report{Worker: worker, Second: second, Acquired: s.waits.Count(), Waits: s.waits,
 		Errors: s.errors, LastErr: s.lastErr, Attempts: s.attempts.Swap(0), Overlaps: s.overlaps.Swap(0)}
 	s.waits, s.errors, s.lastErr = nil, 0, ""
 	return r
