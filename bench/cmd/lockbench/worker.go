@@ -17,12 +17,13 @@ import (
 
 	"github.com/latchkey/latchkey/bench/internal/locks"
 	"github.com/latchkey/latchkey/bench/internal/precise"
+	"github.com/latchkey/latchkey/internal/childproc"
 	"github.com/latchkey/latchkey/internal/latency"
 )
 
-// workerEnv carries a worker's parameters, JSON-encoded; its presence makes
-// the binary a worker.
-const workerEnv = "LOCKBENCH_WORKER"
+// workerRole is the childproc role of this binary re-executed as a worker,
+// with its workerParams as the child's parameters.
+const workerRole = "lockbench-worker"
 
 // errorBackoff keeps a goroutine whose Lock fails at once from spinning.
 const errorBackoff = 10 * time.Millisecond
@@ -75,13 +76,13 @@ func (c *counts) fail(err error) {
 // keyName is the name of lock key i, the same for every library.
 func keyName(i int) string { return "lockbench:" + strconv.Itoa(i) }
 
-func workerMain(params string) int {
+func workerMain() int {
 	// The parent decides when we stop; a terminal's Ctrl-C reaches the
 	// whole process group, and the parent kills us if need be.
 	signal.Ignore(os.Interrupt)
 	var p workerParams
-	if err := json.Unmarshal([]byte(params), &p); err != nil {
-		fmt.Fprintf(os.Stderr, "lockbench worker: bad %s: %v\n", workerEnv, err)
+	if err := childproc.Params(&p); err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench worker:", err)
 		return 2
 	}
 	if err := work(p, os.Stdin, os.Stdout); err != nil {
