@@ -15,16 +15,15 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/latchkey/latchkey/internal/childproc"
 	"github.com/latchkey/latchkey/internal/latency"
 	"github.com/latchkey/latchkey/rlock"
 )
 
-// A worker is this same binary started with workerEnv=1 and its parameters,
-// JSON-encoded, in paramsEnv. It writes one report per second to stdout.
-const (
-	workerEnv = "LATCHKEY_DEMO_WORKER"
-	paramsEnv = "LATCHKEY_DEMO_PARAMS"
-)
+// A worker is this same binary started by childproc in workerRole, with
+// its workerParams as the child's parameters. It writes one report per
+// second to stdout.
+const workerRole = "latchkey-demo-worker"
 
 type workerParams struct {
 	ID         int
@@ -59,8 +58,8 @@ func workerMain() int {
 	// process group, but only the parent decides, and kills us if need be.
 	signal.Ignore(os.Interrupt)
 	var p workerParams
-	if err := json.Unmarshal([]byte(os.Getenv(paramsEnv)), &p); err != nil {
-		fmt.Fprintf(os.Stderr, "bad %s: %v\n", paramsEnv, err)
+	if err := childproc.Params(&p); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	if err := work(p); err != nil {
