@@ -3,6 +3,7 @@ module github.com/latchkey/latchkey
 go 1.25.0
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/ory/dockertest/v3 v3.12.0

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,16 +13,18 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/latchkey/latchkey/internal/childproc"
 	"github.com/latchkey/latchkey/rlock"
 )
 
-// The exclusion test re-executes this test binary as worker processes; these
-// variables tell a child what to do.
-const (
-	childRoleEnv  = "LATCHKEY_CHILD_ROLE"
-	childAddrsEnv = "LATCHKEY_CHILD_ADDRS"
-	childArgsEnv  = "LATCHKEY_CHILD_ARGS" // cluster,spin,lock,counter,barrier,goroutines,acquisitions
-)
+// exclusionParams tell an "exclusion" worker process, this test binary
+// re-executed, what to do.
+type exclusionParams struct {
+	Addrs                    []string // the Redis or Cluster
+	Spin                     bool     // SpinMutex rather than Mutex
+	Lock, Counter, Barrier   string
+	Goroutines, Acquisitions int
+}
 
 const (
 	exclusionProcs        = 4
@@ -59,21 +59,11 @@ func TestExclusion(t *testing.T) {
 				rc.Do(ctx, rc.B().Del().Key(barrier+":go").Build())
 			})
 
-			args := strings.Join([]string{strconv.FormatBool(tc.tp.cluster), strconv.FormatBool(tc.spin), name, counter, barrier,
-				strconv.Itoa(exclusionGoroutines), strconv.Itoa(exclusionAcquisitions)}, ",")
-			var wg sync.WaitGroup
-			errs := make(chan error, exclusionProcs)
+			params := exclusionParams{Addrs: tc.tp.addrs, Spin: tc.spin, Lock: name, Counter: counter, Barrier: barrier,
+				Goroutines: exclusionGoroutines, Acquisitions: exclusionAcquisitions}
+			var workers []*childproc.Proc
 			for p := 0; p < exclusionProcs; p++ {
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), childRoleEnv+"=exclusion", childAddrsEnv+"="+strings.Join(tc.tp.addrs, ","), childArgsEnv+"="+args)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					out, err := cmd.CombinedOutput()
-					if err != nil {
-						errs <- fmt.Errorf("worker: %v\n%s", err, out)
-					}
-				}()
+				workers = append(workers, startChild(t, "exclusion", fmt.Sprintf("exclusion worker %d", p), params, ""))
 			}
 			// Start every worker at once, so they contend from the first
 			// acquisition: each reports ready, then waits for "go".
@@ -85,12 +75,12 @@ func TestExclusion(t *testing.T) {
 			for p := 0; p < exclusionProcs; p++ {
 				require.NoError(t, rc.Do(ctx, rc.B().Rpush().Key(barrier+":go").Element("1").Build()).Error())
 			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			close(errs)
-			for err := range errs {
-				t.Error(err)
+			for _, w := range workers {
+				if err := w.Wait(); err != nil {
+					t.Error(err)
+				}
 			}
+			elapsed := time.Since(start)
 			got, err := rc.Do(ctx, rc.B().Get().Key(counter).Build()).AsInt64()
 			require.NoError(t, err)
 			want := int64(exclusionProcs * exclusionGoroutines * exclusionAcquisitions)
@@ -116,16 +106,11 @@ func runChild(role string) int {
 }
 
 func exclusionWorker() error {
-	a := strings.Split(os.Getenv(childArgsEnv), ",")
-	if len(a) != 7 {
-		return fmt.Errorf("bad %s %q", childArgsEnv, os.Getenv(childArgsEnv))
+	var p exclusionParams
+	if err := childproc.Params(&p); err != nil {
+		return err
 	}
-	spin := a[1] == "true"
-	name, counter, barrier := a[2], a[3], a[4]
-	goroutines, _ := strconv.Atoi(a[5])
-	acquisitions, _ := strconv.Atoi(a[6])
-
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: strings.Split(os.Getenv(childAddrsEnv), ","), DisableCache: true})
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: p.Addrs, DisableCache: true})
 	if err != nil {
 		return err
 	}
@@ -138,25 +123,25 @@ func exclusionWorker() error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := rc.Do(ctx, rc.B().Rpush().Key(barrier+":ready").Element("1").Build()).Error(); err != nil {
+	if err := rc.Do(ctx, rc.B().Rpush().Key(p.Barrier+":ready").Element("1").Build()).Error(); err != nil {
 		return err
 	}
-	if err := rc.Do(ctx, rc.B().Blpop().Key(barrier+":go").Timeout(60).Build()).Error(); err != nil {
+	if err := rc.Do(ctx, rc.B().Blpop().Key(p.Barrier+":go").Timeout(60).Build()).Error(); err != nil {
 		return fmt.Errorf("waiting at the barrier: %w", err)
 	}
 
 	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	for g := 0; g < goroutines; g++ {
+	errs := make(chan error, p.Goroutines)
+	for g := 0; g < p.Goroutines; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m := c.Mutex(name)
-			if spin {
-				m = c.SpinMutex(name)
+			m := c.Mutex(p.Lock)
+			if p.Spin {
+				m = c.SpinMutex(p.Lock)
 			}
-			for i := 0; i < acquisitions; i++ {
-				if err := increment(ctx, rc, m, counter); err != nil {
+			for i := 0; i < p.Acquisitions; i++ {
+				if err := increment(ctx, rc, m, p.Counter); err != nil {
 					errs <- err
 					return
 				}

@@ -3,15 +3,10 @@ package integration
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/internal/childproc"
 	"github.com/latchkey/latchkey/rlock"
 )
 
@@ -351,25 +347,17 @@ func recvErr(t testing.TB, ch <-chan error, d time.Duration, what string) error 
 	return nil
 }
 
-// startChild re-executes this test binary in role with cfg (JSON) as its
-// arguments, its stderr going to the file stderrPath and its stdin and
-// stdout piped to the caller, who owns reaping it. The child is killed
-// with the test binary, even if the binary dies before its cleanups run.
-func startChild(t *testing.T, role string, cfg any, stderrPath string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
+// startChild re-executes this test binary in role (see runChild) with cfg
+// as its parameters, named name in errors, its stderr going to the file
+// stderrPath (a file needs no copier goroutine) or, if that is "", kept in
+// memory. The caller reads its stdout and may Wait for it; it is killed and
+// reaped when the test ends, and killed with the test binary even if that
+// dies before its cleanups run.
+func startChild(t *testing.T, role, name string, cfg any, stderrPath string) *childproc.Proc {
 	t.Helper()
-	args, err := json.Marshal(cfg)
+	p, err := childproc.Start(t.Context(), childproc.Config{Role: role, Params: cfg, Name: name,
+		Args: []string{"-test.run=^$"}, StderrFile: stderrPath})
 	require.NoError(t, err)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childRoleEnv+"="+role, childArgsEnv+"="+string(args))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stderr, err := os.Create(stderrPath) // a file needs no copier goroutine
-	require.NoError(t, err)
-	defer stderr.Close()
-	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	return cmd, stdin, stdout
+	t.Cleanup(p.Kill)
+	return p
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,13 +16,14 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/latchkey/latchkey/internal/childproc"
 	"github.com/latchkey/latchkey/rlock"
 	"github.com/latchkey/latchkey/rlock/fenced"
 	"github.com/latchkey/latchkey/watchdog"
 )
 
-// holderConfig tells a "holder" child process what to do. It travels as JSON
-// in childArgsEnv.
+// holderConfig tells a "holder" child process what to do: its childproc
+// parameters.
 type holderConfig struct {
 	LockAddr        string        // the Redis the lock lives on
 	StoreAddr       string        // the Redis of the lock-set's fenced store
@@ -58,8 +58,8 @@ const holderLossWait = 10 * time.Second
 // the loss signal, unlock, and report what each step returned.
 func holderChild() error {
 	var cfg holderConfig
-	if err := json.Unmarshal([]byte(os.Getenv(childArgsEnv)), &cfg); err != nil {
-		return fmt.Errorf("bad %s: %w", childArgsEnv, err)
+	if err := childproc.Params(&cfg); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -139,25 +139,22 @@ func whenDone(ctx context.Context) <-chan time.Time {
 
 // holderProc is a running holder child, seen from the test.
 type holderProc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
+	proc   *childproc.Proc
 	events chan holderEvent
-	stderr string // file path: a file needs no copier goroutine
 }
 
 // startHolder runs a holder child and returns once it holds the lock and
 // reported its "claimed" event. The child is killed when the test ends.
 func startHolder(t *testing.T, cfg holderConfig) (*holderProc, holderEvent) {
 	t.Helper()
-	h := &holderProc{events: make(chan holderEvent, 2), stderr: t.TempDir() + "/stderr"}
-	var stdout io.ReadCloser
-	h.cmd, h.stdin, stdout = startChild(t, "holder", cfg, h.stderr)
+	h := &holderProc{events: make(chan holderEvent, 2)}
+	h.proc = startChild(t, "holder", "holder child", cfg, t.TempDir()+"/stderr")
 
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
 		defer close(h.events)
-		lines := bufio.NewScanner(stdout)
+		lines := bufio.NewScanner(h.proc.Stdout)
 		for lines.Scan() {
 			var ev holderEvent
 			if json.Unmarshal(lines.Bytes(), &ev) == nil && ev.Event != "" {
@@ -166,9 +163,8 @@ func startHolder(t *testing.T, cfg holderConfig) (*holderProc, holderEvent) {
 		}
 	}()
 	t.Cleanup(func() {
-		h.cmd.Process.Kill() // works on a stopped process too; fails only if reaped
+		h.proc.Kill() // works on a stopped process too
 		<-read
-		h.cmd.Wait()
 	})
 	return h, h.next(t, "claimed")
 }
@@ -182,12 +178,9 @@ func (h *holderProc) next(t *testing.T, want string) holderEvent {
 			require.Equal(t, want, ev.Event)
 			return ev
 		}
-		h.cmd.Wait()
-		b, _ := os.ReadFile(h.stderr)
-		t.Fatalf("holder child exited (%v) before %q; its stderr:\n%s", h.cmd.ProcessState, want, b)
+		t.Fatal(h.proc.Fail(fmt.Sprintf("waiting for %q", want), errors.New("its stdout ended")))
 	case <-time.After(30 * time.Second):
-		b, _ := os.ReadFile(h.stderr)
-		t.Fatalf("no %q from the holder child within 30s; its stderr so far:\n%s", want, b)
+		t.Fatalf("no %q from the holder child within 30s; its stderr so far:\n%s", want, h.proc.Stderr())
 	}
 	return holderEvent{}
 }
@@ -195,11 +188,11 @@ func (h *holderProc) next(t *testing.T, want string) holderEvent {
 // goAhead lets the child past its pause point, once it runs.
 func (h *holderProc) goAhead(t *testing.T) {
 	t.Helper()
-	_, err := io.WriteString(h.stdin, "go\n")
+	_, err := io.WriteString(h.proc.Stdin, "go\n")
 	require.NoError(t, err)
 }
 
 func (h *holderProc) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	require.NoError(t, syscall.Kill(h.cmd.Process.Pid, sig))
+	require.NoError(t, h.proc.Signal(sig))
 }

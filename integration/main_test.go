@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/internal/childproc"
 )
 
 // The servers every test in this package shares. Tests use unique lock names,
@@ -25,7 +26,7 @@ var (
 // otherwise it gets the servers from the harness, whose RunTests ends with a
 // goleak check, after checkServersClean.
 func TestMain(m *testing.M) {
-	if role := os.Getenv(childRoleEnv); role != "" {
+	if role := childproc.Role(); role != "" {
 		os.Exit(runChild(role))
 	}
 	os.Exit(redistest.RunTests(m, "integration", true, func(e redistest.Env) {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/internal/childproc"
 )
 
 // tortureRole is the child role of TestTorture's worker processes.
@@ -22,7 +23,7 @@ const tortureRole = "torture"
 // table, so that the suite adds files without editing the ones it shares:
 // init runs before TestMain, and a torture child never reaches it.
 func init() {
-	if os.Getenv(childRoleEnv) == tortureRole {
+	if childproc.Role() == tortureRole {
 		os.Exit(tortureChild())
 	}
 }
@@ -37,8 +38,8 @@ const tortureChildMaxRun = 3 * time.Hour
 // counters, checks its own goroutines and writes "done".
 func tortureChild() int {
 	var cfg tortureConfig
-	if err := json.Unmarshal([]byte(os.Getenv(childArgsEnv)), &cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "torture child: bad %s: %v\n", childArgsEnv, err)
+	if err := childproc.Params(&cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "torture child: %v\n", err)
 		return 2
 	}
 	var mu sync.Mutex

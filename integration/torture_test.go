@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/internal/childproc"
 )
 
 // TestTorture is the torture suite (issue 9, section 3): three processes
@@ -126,7 +127,7 @@ func runTorture(t *testing.T, tp topology, run tortureRun) {
 	// Go: the children, this process's workload, and the fault controller.
 	start := time.Now()
 	for _, p := range procs {
-		_, err := io.WriteString(p.stdin, "go\n")
+		_, err := io.WriteString(p.proc.Stdin, "go\n")
 		require.NoError(t, err)
 	}
 	ctrl, err := newController(cfg, admins, proxy, hist.add)
@@ -152,7 +153,7 @@ func runTorture(t *testing.T, tp topology, run tortureRun) {
 	stopCtrl()
 	var stopErrs []error
 	for _, p := range procs {
-		_, err := io.WriteString(p.stdin, "stop\n")
+		_, err := io.WriteString(p.proc.Stdin, "stop\n")
 		stopErrs = append(stopErrs, err)
 	}
 	stopRun()
@@ -205,22 +206,18 @@ func (h *history) all() []tortureEvent {
 
 // tortureProc is a torture child seen from the test.
 type tortureProc struct {
-	cmd         *exec.Cmd
-	stdin       io.WriteCloser
+	proc        *childproc.Proc
 	ready, done chan struct{}
 	read        chan struct{} // its stdout is drained
-	stderr      string        // a file: it needs no copier goroutine
 }
 
 func startTortureProc(t *testing.T, cfg tortureConfig, hist *history) *tortureProc {
 	t.Helper()
-	p := &tortureProc{ready: make(chan struct{}), done: make(chan struct{}), read: make(chan struct{}),
-		stderr: fmt.Sprintf("%s/p%d.stderr", t.TempDir(), cfg.Proc)}
-	var stdout io.ReadCloser
-	p.cmd, p.stdin, stdout = startChild(t, tortureRole, cfg, p.stderr)
+	p := &tortureProc{ready: make(chan struct{}), done: make(chan struct{}), read: make(chan struct{})}
+	p.proc = startChild(t, tortureRole, fmt.Sprintf("torture child p%d", cfg.Proc), cfg, fmt.Sprintf("%s/p%d.stderr", t.TempDir(), cfg.Proc))
 	go func() {
 		defer close(p.read)
-		lines := bufio.NewScanner(stdout)
+		lines := bufio.NewScanner(p.proc.Stdout)
 		lines.Buffer(make([]byte, 64<<10), 4<<20)
 		for lines.Scan() {
 			var ev tortureEvent
@@ -240,9 +237,8 @@ func startTortureProc(t *testing.T, cfg tortureConfig, hist *history) *torturePr
 		}
 	}()
 	t.Cleanup(func() {
-		p.cmd.Process.Kill() // fails only once reaped
+		p.proc.Kill()
 		<-p.read
-		p.cmd.Wait()
 	})
 	return p
 }
@@ -256,10 +252,10 @@ func (p *tortureProc) await(t *testing.T, ch <-chan struct{}, what string) {
 		select {
 		case <-ch: // the event was the stream's last line
 		default:
-			p.fail(t, "exited before %q", what)
+			t.Fatal(p.proc.Fail(fmt.Sprintf("waiting for %q", what), errors.New("its stdout ended")))
 		}
 	case <-time.After(tortureProcTimeout):
-		p.fail(t, "no %q within %v", what, tortureProcTimeout)
+		t.Fatal(p.proc.Fail(fmt.Sprintf("waiting for %q", what), fmt.Errorf("nothing within %v", tortureProcTimeout)))
 	}
 }
 
@@ -267,15 +263,9 @@ func (p *tortureProc) await(t *testing.T, ch <-chan struct{}, what string) {
 func (p *tortureProc) wait(t *testing.T) {
 	t.Helper()
 	<-p.read
-	if err := p.cmd.Wait(); err != nil {
-		p.fail(t, "exited: %v", err)
+	if err := p.proc.Wait(); err != nil {
+		t.Fatal(err)
 	}
-}
-
-func (p *tortureProc) fail(t *testing.T, format string, args ...any) {
-	t.Helper()
-	b, _ := os.ReadFile(p.stderr)
-	t.Fatalf("torture child %s; its stderr:\n%s", fmt.Sprintf(format, args...), b)
 }
 
 // nodeClients opens one single-node client per address: the controller's

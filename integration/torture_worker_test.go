@@ -17,8 +17,8 @@ import (
 // Its goroutines take locks in every way the API offers and report what they
 // saw as tortureEvents; the test process judges them (torture_check_test.go).
 
-// tortureConfig is one process's share of a run. Children get it as JSON in
-// childArgsEnv.
+// tortureConfig is one process's share of a run: a child's childproc
+// parameters.
 type tortureConfig struct {
 	Seed       uint64
 	Proc       int      // 0: the test process; children count from 1

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/latchkey/latchkey/internal/latency"
 )
 
 // sim is one run: one variant under one load.
@@ -25,8 +27,8 @@ type sim struct {
 
 	mu        sync.Mutex
 	errs      problems
-	latencies []time.Duration // one per purchase
-	made      map[string]int  // items each seller created
+	latencies latency.Histogram // one sample per purchase
+	made      map[string]int    // items each seller created
 }
 
 // worker is one seller or buyer: a goroutine with a connection of its own,
@@ -36,9 +38,9 @@ type worker struct {
 	conn     rueidis.DedicatedClient
 	maxPrice int
 
-	stock []string        // seller: items in its inventory, not yet listed
-	made  int             // seller: items created so far
-	lat   []time.Duration // buyer: how long each purchase took
+	stock []string          // seller: items in its inventory, not yet listed
+	made  int               // seller: items created so far
+	lat   latency.Histogram // buyer: how long each purchase took
 }
 
 // runOnce runs variant v under load l for cfg.dur on a flushed Redis and
@@ -124,7 +126,7 @@ func (s *sim) runBuyer(ctx context.Context, id string) {
 	defer release()
 	defer func() {
 		s.mu.Lock()
-		s.latencies = append(s.latencies, w.lat...)
+		s.latencies.Merge(&w.lat)
 		s.mu.Unlock()
 	}()
 	for !s.stop.Load() {
@@ -144,7 +146,7 @@ func (s *sim) runBuyer(ctx context.Context, id string) {
 		}
 		if bought {
 			s.bought.Add(1)
-			w.lat = append(w.lat, time.Since(start))
+			w.lat.Record(time.Since(start))
 		} else {
 			s.missed.Add(1)
 		}

@@ -23,7 +23,6 @@ type result struct {
 }
 
 func (s *sim) result(l load, elapsed time.Duration, found problems) result {
-	slices.Sort(s.latencies)
 	return result{
 		Market: results.Market{
 			Variant:   s.v.name,
@@ -33,25 +32,14 @@ func (s *sim) result(l load, elapsed time.Duration, found problems) result {
 			Listed:    s.listed.Load(),
 			Bought:    s.bought.Load(),
 			Retries:   s.retries.Load(),
-			P50BuyUS:  micros(percentile(s.latencies, 50)),
-			P99BuyUS:  micros(percentile(s.latencies, 99)),
+			P50BuyUS:  micros(s.latencies.Quantile(50)),
+			P99BuyUS:  micros(s.latencies.Quantile(99)),
 			Errors:    int64(s.errs.n + found.n),
 		},
 		Missed:        s.missed.Load(),
 		SellerRetries: s.sellerRetries.Load(),
 		Problems:      append(slices.Clone(s.errs.samples), found.samples...),
 	}
-}
-
-// percentile is the nearest-rank p-th percentile (0 < p <= 100) of sorted:
-// the smallest value that at least p% of the values are at or below. It is
-// 0 for no values.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
 func micros(d time.Duration) float64 {

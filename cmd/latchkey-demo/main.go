@@ -13,7 +13,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,7 +21,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"slices"
 	"strconv"
@@ -33,6 +31,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/internal/childproc"
 	"github.com/latchkey/latchkey/internal/redisinfo"
 )
 
@@ -52,7 +51,7 @@ type config struct {
 }
 
 func main() {
-	if os.Getenv(workerEnv) == "1" {
+	if childproc.Role() == workerRole {
 		os.Exit(workerMain())
 	}
 	os.Exit(run())
@@ -145,10 +144,8 @@ func getRedis(ctx context.Context, addr string) (string, func(), error) {
 
 // child is one worker process.
 type child struct {
-	id     int
-	cmd    *exec.Cmd
-	stderr bytes.Buffer
-	err    error // why it failed; written before its goroutine ends
+	id  int
+	err error // why it failed, with its stderr; written before its goroutine ends
 }
 
 // runPhase runs one phase end to end. Every path out of it waits for all
@@ -169,7 +166,7 @@ func runPhase(ctx context.Context, rc rueidis.Client, addr string, cfg config, m
 	}
 	for _, c := range children {
 		if c.err != nil {
-			return nil, fmt.Errorf("worker %d failed: %w\n--- its stderr ---\n%s", c.id, c.err, c.stderr.Bytes())
+			return nil, c.err
 		}
 	}
 	if err != nil {
@@ -180,12 +177,8 @@ func runPhase(ctx context.Context, rc rueidis.Client, addr string, cfg config, m
 
 // spawn starts cfg.procs workers by re-executing this binary. Their reports
 // arrive on the channel, which is closed once all of them have exited. The
-// first child to fail cancels ctx, which kills the others (exec.CommandContext).
+// first child to fail cancels ctx, which kills the others.
 func spawn(ctx context.Context, cancel context.CancelCauseFunc, cfg config, p workerParams) ([]*child, <-chan report) {
-	self, err := os.Executable()
-	if err != nil {
-		self = os.Args[0]
-	}
 	reports := make(chan report, cfg.procs)
 	var children []*child
 	var wg sync.WaitGroup
@@ -193,21 +186,10 @@ func spawn(ctx context.Context, cancel context.CancelCauseFunc, cfg config, p wo
 		c := &child{id: i + 1}
 		children = append(children, c)
 		p.ID = c.id
-		params, _ := json.Marshal(p) // plain struct: cannot fail
-		c.cmd = exec.CommandContext(ctx, self)
-		c.cmd.Env = append(os.Environ(), workerEnv+"=1", paramsEnv+"="+string(params))
-		c.cmd.Stderr = &c.stderr
-		c.cmd.WaitDelay = 5 * time.Second
 		// The child reads its stdin until EOF, which comes when we exit
 		// however we die (even SIGKILL): it then stops instead of lingering.
-		_, stdinErr := c.cmd.StdinPipe()
-		stdout, stdoutErr := c.cmd.StdoutPipe()
-		if err := errors.Join(stdinErr, stdoutErr); err != nil {
-			c.err = err
-			cancel(err)
-			break
-		}
-		if err := c.cmd.Start(); err != nil {
+		proc, err := childproc.Start(ctx, childproc.Config{Role: workerRole, Params: p, Name: fmt.Sprintf("worker %d", c.id)})
+		if err != nil {
 			c.err = err
 			cancel(err)
 			break
@@ -215,7 +197,7 @@ func spawn(ctx context.Context, cancel context.CancelCauseFunc, cfg config, p wo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dec := json.NewDecoder(stdout)
+			dec := json.NewDecoder(proc.Stdout)
 			var derr error
 			for {
 				var r report
@@ -224,9 +206,11 @@ func spawn(ctx context.Context, cancel context.CancelCauseFunc, cfg config, p wo
 				}
 				reports <- r // the parent drains reports until closed
 			}
-			err := c.cmd.Wait()
-			if err == nil && !errors.Is(derr, io.EOF) {
-				err = fmt.Errorf("bad report: %w", derr)
+			var err error
+			if errors.Is(derr, io.EOF) {
+				err = proc.Wait()
+			} else {
+				err = proc.Fail("reading its reports", derr)
 			}
 			// A child killed because we cancelled did not fail by itself.
 			if err != nil && ctx.Err() == nil {

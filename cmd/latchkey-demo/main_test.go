@@ -3,33 +3,38 @@ package main
 import (
 	"bytes"
 	"errors"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/latchkey/latchkey/internal/latency"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func TestPercentileNearestRank(t *testing.T) {
-	s := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+// waits is a histogram of waits given in µs.
+func waits(us ...int64) *latency.Histogram {
+	var h latency.Histogram
+	for _, u := range us {
+		h.Record(time.Duration(u) * time.Microsecond)
+	}
+	return &h
+}
+
+func TestFmtWait(t *testing.T) {
 	for _, c := range []struct {
+		h    *latency.Histogram
 		p    float64
-		want int64
-	}{{0, 1}, {10, 1}, {11, 2}, {50, 5}, {99, 10}, {100, 10}} {
-		if got := percentile(s, c.p); got != c.want {
-			t.Errorf("percentile(1..10, %v) = %d, want %d", c.p, got, c.want)
+		want string
+	}{{waits(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 50, "5µs"}, {waits(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 100, "10µs"},
+		{waits(42), 99, "42µs"}, {waits(850, 12345), 99, "12.3ms"}, {nil, 99, "-"}, {waits(), 50, "-"}} {
+		if got := fmtWait(c.h, c.p); got != c.want {
+			t.Errorf("fmtWait(p%v) = %q, want %q", c.p, got, c.want)
 		}
-	}
-	if got := percentile([]int64{42}, 99); got != 42 {
-		t.Errorf("one sample: got %d", got)
-	}
-	if got := fmtWait(nil, 99); got != "-" {
-		t.Errorf("no samples: got %q", got)
 	}
 }
 
@@ -56,10 +61,10 @@ func TestAggregator(t *testing.T) {
 		t.Fatal(err)
 	}
 	reports := []report{
-		{Worker: 1, Second: 1, Acquired: 2, WaitsUS: []int64{10, 3000}, Attempts: 3},
-		{Worker: 1, Second: 2, Acquired: 1, WaitsUS: []int64{7}, Attempts: 1, Errors: 1, LastErr: "boom"},
-		{Worker: 2, Second: 1, Acquired: 1, WaitsUS: []int64{20}, Attempts: 1},
-		{Worker: 2, Second: 2, Acquired: 1, WaitsUS: []int64{5}, Attempts: 3, Overlaps: 1},
+		{Worker: 1, Second: 1, Acquired: 2, Waits: waits(10, 3000), Attempts: 3},
+		{Worker: 1, Second: 2, Acquired: 1, Waits: waits(7), Attempts: 1, Errors: 1, LastErr: "boom"},
+		{Worker: 2, Second: 1, Acquired: 1, Waits: waits(20), Attempts: 1},
+		{Worker: 2, Second: 2, Acquired: 1, Waits: waits(5), Attempts: 3, Overlaps: 1},
 	}
 	for i, r := range reports {
 		if err := a.add(r); err != nil {
@@ -86,8 +91,8 @@ func TestAggregator(t *testing.T) {
 	if res.acquired != 5 || res.attempts != 8 || res.errors != 1 || res.overlaps != 1 || res.lastErr != "boom" {
 		t.Errorf("totals: %+v", res)
 	}
-	if want := []int64{5, 7, 10, 20, 3000}; !reflect.DeepEqual(res.waits, want) {
-		t.Errorf("waits = %v, want sorted %v", res.waits, want)
+	if w := &res.waits; w.Count() != 5 || w.Min() != 5*time.Microsecond || fmtWait(w, 50) != "10µs" || w.Max() != 3*time.Millisecond {
+		t.Errorf("waits: %d, min %v, p50 %s, max %v; want all five, 5µs, 10µs, 3ms", w.Count(), w.Min(), fmtWait(w, 50), w.Max())
 	}
 	if err := a.add(report{Worker: 1, Second: 3}); err == nil {
 		t.Error("a second past the end was accepted")
@@ -103,8 +108,8 @@ func TestAggregatorSampleError(t *testing.T) {
 }
 
 func TestCompareAndVerdict(t *testing.T) {
-	ps := &phaseResult{mode: "pubsub", dur: 10 * time.Second, acquired: 1400, commands: 1400 * 5, cpuSeconds: 0.14, waits: []int64{100, 200}, counter: 1400}
-	sp := &phaseResult{mode: "spin", dur: 10 * time.Second, acquired: 1000, commands: 1000 * 25, cpuSeconds: 0.4, waits: []int64{100, 1000}, counter: 999}
+	ps := &phaseResult{mode: "pubsub", dur: 10 * time.Second, acquired: 1400, commands: 1400 * 5, cpuSeconds: 0.14, waits: *waits(100, 200), counter: 1400}
+	sp := &phaseResult{mode: "spin", dur: 10 * time.Second, acquired: 1000, commands: 1000 * 25, cpuSeconds: 0.4, waits: *waits(100, 1000), counter: 999}
 	want := "pub/sub: 1.4x the throughput, 0.2x the Redis commands and 0.25x the Redis CPU per acquisition, and 0.2x the p99 wait of spin."
 	if got := compare(ps, sp); got != want {
 		t.Errorf("compare:\n got %s\nwant %s", got, want)

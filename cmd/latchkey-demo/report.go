@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/latchkey/latchkey/internal/latency"
 	"github.com/latchkey/latchkey/internal/redisinfo"
 	"github.com/latchkey/latchkey/internal/units"
 )
@@ -26,9 +27,9 @@ type phaseResult struct {
 	acquired, attempts, overlaps int64
 	errors                       int64
 	lastErr                      string
-	waits                        []int64 // µs, one per acquisition; sorted once the phase is over
-	counter                      int64   // the counter's final value
-	commands                     int64   // total_commands_processed since CONFIG RESETSTAT
+	waits                        latency.Histogram // one sample per acquisition
+	counter                      int64             // the counter's final value
+	commands                     int64             // total_commands_processed since CONFIG RESETSTAT
 	cmdstats                     map[string]int64
 	cpu0, cpuSeconds             float64 // Redis' used_cpu_sys+used_cpu_user at the start, and its increase
 }
@@ -47,7 +48,7 @@ func (r *phaseResult) perAcq(x float64) float64 {
 type interval struct {
 	reports            int
 	acquired, attempts int64
-	waits              []int64
+	waits              latency.Histogram
 }
 
 // aggregator merges the workers' reports into the phase result and prints
@@ -86,13 +87,13 @@ func (a *aggregator) add(r report) error {
 	iv.reports++
 	iv.acquired += r.Acquired
 	iv.attempts += r.Attempts
-	iv.waits = append(iv.waits, r.WaitsUS...)
+	iv.waits.Merge(r.Waits)
 	res := a.res
 	res.acquired += r.Acquired
 	res.attempts += r.Attempts
 	res.overlaps += r.Overlaps
 	res.errors += r.Errors
-	res.waits = append(res.waits, r.WaitsUS...)
+	res.waits.Merge(r.Waits)
 	if r.LastErr != "" {
 		res.lastErr = r.LastErr
 	}
@@ -100,9 +101,6 @@ func (a *aggregator) add(r report) error {
 		if err := a.print(a.next); err != nil {
 			return err
 		}
-	}
-	if a.complete() {
-		slices.Sort(res.waits)
 	}
 	return nil
 }
@@ -121,11 +119,10 @@ func (a *aggregator) print(k int) error {
 	a.total += iv.acquired
 	elapsed := min(time.Duration(k)*time.Second, a.res.dur)
 	length := elapsed - time.Duration(k-1)*time.Second // the last second may be partial
-	slices.Sort(iv.waits)
 	line := fmt.Sprintf("%-6s %5.1fs %7.0f acq/s  p99 wait %7s  total %7d  redis %7.0f cmd/s  %6s attempts/acq",
-		a.res.mode, elapsed.Seconds(), float64(iv.acquired)/length.Seconds(), fmtWait(iv.waits, 99),
+		a.res.mode, elapsed.Seconds(), float64(iv.acquired)/length.Seconds(), fmtWait(&iv.waits, 99),
 		a.total, cmdRate, fmtFloat(float64(iv.attempts)/float64(iv.acquired), 2))
-	iv.waits = nil // the phase result keeps its own copy
+	iv.waits = latency.Histogram{} // the phase result has them too
 	if a.tty {
 		fmt.Fprintf(a.out, "\r%s\x1b[K", line) // \x1b[K clears what a longer line left
 		if k == len(a.secs) {
@@ -137,18 +134,12 @@ func (a *aggregator) print(k int) error {
 	return err
 }
 
-// percentile is the nearest-rank p-th percentile of sorted, which must not be empty.
-func percentile(sorted []int64, p float64) int64 {
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[min(max(rank, 1), len(sorted))-1]
-}
-
-// fmtWait formats the p-th percentile of sorted µs samples, "-" for none.
-func fmtWait(sorted []int64, p float64) string {
-	if len(sorted) == 0 {
+// fmtWait formats the p-th percentile of waits, "-" for none.
+func fmtWait(waits *latency.Histogram, p float64) string {
+	if waits.Count() == 0 {
 		return "-"
 	}
-	return units.Micros(float64(percentile(sorted, p)))
+	return units.Micros(float64(waits.Quantile(p)) / float64(time.Microsecond))
 }
 
 // fmtFloat prints NaN and infinities (a division by zero acquisitions) as "-".
@@ -218,9 +209,9 @@ func printSummary(w io.Writer, cfg config, ps, sp *phaseResult) {
 	row("acquisitions", func(r *phaseResult) string { return strconv.FormatInt(r.acquired, 10) })
 	row("acquisitions/s", func(r *phaseResult) string { return fmtFloat(r.rate(), 0) })
 	row(ideal, func(r *phaseResult) string { return fmtFloat(r.rate()*cfg.cs.Seconds()*100, 1) + "%" })
-	row("wait p50", func(r *phaseResult) string { return fmtWait(r.waits, 50) })
-	row("wait p99", func(r *phaseResult) string { return fmtWait(r.waits, 99) })
-	row("wait max", func(r *phaseResult) string { return fmtWait(r.waits, 100) })
+	row("wait p50", func(r *phaseResult) string { return fmtWait(&r.waits, 50) })
+	row("wait p99", func(r *phaseResult) string { return fmtWait(&r.waits, 99) })
+	row("wait max", func(r *phaseResult) string { return fmtWait(&r.waits, 100) })
 	row("Redis commands/acq", func(r *phaseResult) string { return fmtFloat(r.perAcq(float64(r.commands)), 2) })
 	row("Redis CPU µs/acq", func(r *phaseResult) string { return fmtFloat(r.perAcq(r.cpuSeconds*1e6), 1) })
 	row("attempts/acq", func(r *phaseResult) string { return fmtFloat(r.perAcq(float64(r.attempts)), 2) })
@@ -234,10 +225,10 @@ func printSummary(w io.Writer, cfg config, ps, sp *phaseResult) {
 // compare is the one-sentence verdict, pub/sub relative to spin.
 func compare(ps, sp *phaseResult) string {
 	p99 := func(r *phaseResult) float64 {
-		if len(r.waits) == 0 {
+		if r.waits.Count() == 0 {
 			return math.NaN()
 		}
-		return float64(percentile(r.waits, 99))
+		return float64(r.waits.Quantile(99))
 	}
 	return fmt.Sprintf("pub/sub: %s the throughput, %s the Redis commands and %s the Redis CPU per acquisition, and %s the p99 wait of spin.",
 		ratio(ps.rate(), sp.rate()),

@@ -15,15 +15,15 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/latchkey/latchkey/internal/childproc"
+	"github.com/latchkey/latchkey/internal/latency"
 	"github.com/latchkey/latchkey/rlock"
 )
 
-// A worker is this same binary started with workerEnv=1 and its parameters,
-// JSON-encoded, in paramsEnv. It writes one report per second to stdout.
-const (
-	workerEnv = "LATCHKEY_DEMO_WORKER"
-	paramsEnv = "LATCHKEY_DEMO_PARAMS"
-)
+// A worker is this same binary started by childproc in workerRole, with
+// its workerParams as the child's parameters. It writes one report per
+// second to stdout.
+const workerRole = "latchkey-demo-worker"
 
 type workerParams struct {
 	ID         int
@@ -38,14 +38,14 @@ type workerParams struct {
 // covers (k-1 s, k s] after the start, and the last one also everything that
 // finished after the end (the holders that were inside at that moment).
 type report struct {
-	Worker   int     `json:"worker"`
-	Second   int     `json:"second"`
-	Acquired int64   `json:"acquired"`
-	WaitsUS  []int64 `json:"waits_us"` // one per acquisition: exact percentiles at these rates
-	Attempts int64   `json:"attempts"` // acquire script runs (rlock.Options.OnAttempt)
-	Errors   int64   `json:"errors"`
-	Overlaps int64   `json:"overlaps"` // in-process exclusion failures
-	LastErr  string  `json:"last_error,omitempty"`
+	Worker   int                `json:"worker"`
+	Second   int                `json:"second"`
+	Acquired int64              `json:"acquired"`
+	Waits    *latency.Histogram `json:"waits"`    // one sample per acquisition
+	Attempts int64              `json:"attempts"` // acquire script runs (rlock.Options.OnAttempt)
+	Errors   int64              `json:"errors"`
+	Overlaps int64              `json:"overlaps"` // in-process exclusion failures
+	LastErr  string             `json:"last_error,omitempty"`
 }
 
 // seconds is the number of reports per worker in a phase of length dur.
@@ -58,8 +58,8 @@ func workerMain() int {
 	// process group, but only the parent decides, and kills us if need be.
 	signal.Ignore(os.Interrupt)
 	var p workerParams
-	if err := json.Unmarshal([]byte(os.Getenv(paramsEnv)), &p); err != nil {
-		fmt.Fprintf(os.Stderr, "bad %s: %v\n", paramsEnv, err)
+	if err := childproc.Params(&p); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	if err := work(p); err != nil {
@@ -209,14 +209,17 @@ type stats struct {
 	overlaps atomic.Int64
 
 	mu      sync.Mutex
-	waits   []int64
+	waits   *latency.Histogram // nil until the first acquisition of the second
 	errors  int64
 	lastErr string
 }
 
 func (s *stats) acquired(wait time.Duration) {
 	s.mu.Lock()
-	s.waits = append(s.waits, wait.Microseconds())
+	if s.waits == nil {
+		s.waits = new(latency.Histogram)
+	}
+	s.waits.Record(wait)
 	s.mu.Unlock()
 }
 
@@ -230,7 +233,7 @@ func (s *stats) fail(err error) {
 func (s *stats) take(worker, second int) report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := report{Worker: worker, Second: second, Acquired: int64(len(s.waits)), WaitsUS: s.waits,
+	r := report{Worker: worker, Second: second, Acquired: s.waits.Count(), Waits: s.waits,
 		Errors: s.errors, LastErr: s.lastErr, Attempts: s.attempts.Swap(0), Overlaps: s.overlaps.Swap(0)}
 	s.waits, s.errors, s.lastErr = nil, 0, ""
 	return r

@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"github.com/latchkey/latchkey/bench/internal/results"
-	"github.com/latchkey/latchkey/bench/internal/stats"
+	"github.com/latchkey/latchkey/internal/latency"
 )
 
 // perRep is one figure of a run, NaN when it has no meaning (per
@@ -13,10 +13,10 @@ type perRep func(s *sample) float64
 
 func waitUS(p float64) perRep {
 	return func(s *sample) float64 {
-		if len(s.waits) == 0 {
+		if s.waits.Count() == 0 {
 			return math.NaN()
 		}
-		return float64(stats.Percentile(s.waits, p)) / 1e3
+		return float64(s.waits.Quantile(p)) / 1e3
 	}
 }
 
@@ -40,7 +40,7 @@ func summarize(lib string, sc results.Scenario, reps []*sample) results.Result {
 		}
 		// JSON has no NaN: a figure without meaning is 0, and Acquisitions
 		// 0 says why.
-		if m := stats.Median(xs); !math.IsNaN(m) {
+		if m := latency.Median(xs); !math.IsNaN(m) {
 			return m
 		}
 		return 0

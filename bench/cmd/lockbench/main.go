@@ -30,11 +30,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/latchkey/latchkey/internal/childproc"
 )
 
 func main() {
-	if p := os.Getenv(workerEnv); p != "" {
-		os.Exit(workerMain(p))
+	if childproc.Role() == workerRole {
+		os.Exit(workerMain())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:])

@@ -5,13 +5,15 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/latchkey/latchkey/internal/childproc"
 )
 
 // TestMain doubles as the worker: the end-to-end test's lockbench
-// re-executes this test binary, with workerEnv set, as its workers.
+// re-executes this test binary, in workerRole, as its workers.
 func TestMain(m *testing.M) {
-	if p := os.Getenv(workerEnv); p != "" {
-		os.Exit(workerMain(p))
+	if childproc.Role() == workerRole {
+		os.Exit(workerMain())
 	}
 	goleak.VerifyTestMain(m)
 }

@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/latchkey/latchkey/bench/internal/results"
-	"github.com/latchkey/latchkey/bench/internal/stats"
+	"github.com/latchkey/latchkey/internal/latency"
 	"github.com/latchkey/latchkey/internal/redisinfo"
 )
 
@@ -35,7 +34,7 @@ type bench struct {
 type sample struct {
 	dur          time.Duration
 	acquisitions int64
-	waits        []int64 // ns, sorted
+	waits        latency.Histogram
 	counts
 	cpuSeconds float64 // Redis CPU used during the run
 	commands   int64   // Redis commands run for the locks
@@ -92,15 +91,14 @@ func merge(reports []report) *sample {
 	s := &sample{}
 	for _, r := range reports {
 		s.acquisitions += r.Acquisitions
-		s.waits = append(s.waits, r.WaitsNS...)
+		s.waits.Merge(&r.Waits)
 		s.add(r.counts)
 	}
-	slices.Sort(s.waits)
 	return s
 }
 
 // describe is a one-line progress note for a run.
 func (s *sample) describe() string {
 	return fmt.Sprintf("%8.0f acq/s  p99 %s  %d violations, %d errors", float64(s.acquisitions)/s.dur.Seconds(),
-		time.Duration(stats.Percentile(s.waits, 99)).Round(time.Microsecond), s.Violations, s.Errors)
+		s.waits.Quantile(99).Round(time.Microsecond), s.Violations, s.Errors)
 }

@@ -17,11 +17,13 @@ import (
 
 	"github.com/latchkey/latchkey/bench/internal/locks"
 	"github.com/latchkey/latchkey/bench/internal/precise"
+	"github.com/latchkey/latchkey/internal/childproc"
+	"github.com/latchkey/latchkey/internal/latency"
 )
 
-// workerEnv carries a worker's parameters, JSON-encoded; its presence makes
-// the binary a worker.
-const workerEnv = "LOCKBENCH_WORKER"
+// workerRole is the childproc role of this binary re-executed as a worker,
+// with its workerParams as the child's parameters.
+const workerRole = "lockbench-worker"
 
 // errorBackoff keeps a goroutine whose Lock fails at once from spinning.
 const errorBackoff = 10 * time.Millisecond
@@ -44,8 +46,8 @@ type ready struct {
 }
 
 type report struct {
-	Acquisitions int64   `json:"acquisitions"`
-	WaitsNS      []int64 `json:"waits_ns"` // one per acquisition
+	Acquisitions int64             `json:"acquisitions"`
+	Waits        latency.Histogram `json:"waits"` // one sample per acquisition
 	counts
 }
 
@@ -74,13 +76,13 @@ func (c *counts) fail(err error) {
 // keyName is the name of lock key i, the same for every library.
 func keyName(i int) string { return "lockbench:" + strconv.Itoa(i) }
 
-func workerMain(params string) int {
+func workerMain() int {
 	// The parent decides when we stop; a terminal's Ctrl-C reaches the
 	// whole process group, and the parent kills us if need be.
 	signal.Ignore(os.Interrupt)
 	var p workerParams
-	if err := json.Unmarshal([]byte(params), &p); err != nil {
-		fmt.Fprintf(os.Stderr, "lockbench worker: bad %s: %v\n", workerEnv, err)
+	if err := childproc.Params(&p); err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench worker:", err)
 		return 2
 	}
 	if err := work(p, os.Stdin, os.Stdout); err != nil {
@@ -172,8 +174,8 @@ func hammerAll(ctx context.Context, lib locks.Lib, p workerParams, end time.Time
 	var rep report
 	for i := range tallies {
 		t := &tallies[i]
-		rep.Acquisitions += int64(len(t.waits))
-		rep.WaitsNS = append(rep.WaitsNS, t.waits...)
+		rep.Acquisitions += t.waits.Count()
+		rep.Waits.Merge(&t.waits)
 		rep.add(t.counts)
 	}
 	return rep
@@ -181,7 +183,7 @@ func hammerAll(ctx context.Context, lib locks.Lib, p workerParams, end time.Time
 
 // tally is one goroutine's count; only that goroutine writes it.
 type tally struct {
-	waits []int64 // ns
+	waits latency.Histogram
 	counts
 }
 
@@ -227,7 +229,7 @@ func hammer(ctx context.Context, l locks.Locker, p workerParams, end time.Time, 
 		}
 		cancel() // only now: some libraries end the hold with actx
 		if got.Before(end) {
-			t.waits = append(t.waits, got.Sub(t0).Nanoseconds())
+			t.waits.Record(got.Sub(t0))
 		}
 	}
 }
