@@ -36,6 +36,8 @@ type workerParams struct {
 	Dur     time.Duration `json:"dur"`
 	Lease   time.Duration `json:"lease"`
 	Timeout time.Duration `json:"timeout"`
+	Backoff time.Duration `json:"backoff,omitempty"` // locks.Options.Backoff
+	Events  bool          `json:"events,omitempty"`  // report grant and release instants
 }
 
 // ready is a worker's first message; report its last.
@@ -46,6 +48,9 @@ type ready struct {
 type report struct {
 	Acquisitions int64   `json:"acquisitions"`
 	WaitsNS      []int64 `json:"waits_ns"` // one per acquisition
+	// EventsNS are the instants (unix ns) of every grant and of every
+	// Unlock's return, when workerParams.Events asks for them.
+	EventsNS []int64 `json:"events_ns,omitempty"`
 	counts
 }
 
@@ -93,7 +98,7 @@ func workerMain(params string) int {
 // work is one worker process: connect, warm up, say ready, wait for the
 // start instant on in, run, report on out.
 func work(p workerParams, in io.Reader, out io.Writer) error {
-	lib, err := locks.Open(p.Lib, locks.Options{Addr: p.Addr, Lease: p.Lease, Conns: p.G})
+	lib, err := locks.Open(p.Lib, locks.Options{Addr: p.Addr, Lease: p.Lease, Conns: p.G, Backoff: p.Backoff})
 	if err != nil {
 		return err
 	}
@@ -174,6 +179,7 @@ func hammerAll(ctx context.Context, lib locks.Lib, p workerParams, end time.Time
 		t := &tallies[i]
 		rep.Acquisitions += int64(len(t.waits))
 		rep.WaitsNS = append(rep.WaitsNS, t.waits...)
+		rep.EventsNS = append(rep.EventsNS, t.events...)
 		rep.add(t.counts)
 	}
 	return rep
@@ -181,7 +187,8 @@ func hammerAll(ctx context.Context, lib locks.Lib, p workerParams, end time.Time
 
 // tally is one goroutine's count; only that goroutine writes it.
 type tally struct {
-	waits []int64 // ns
+	waits  []int64 // ns
+	events []int64 // unix ns, when p.Events
 	counts
 }
 
@@ -224,6 +231,9 @@ func hammer(ctx context.Context, l locks.Locker, p workerParams, end time.Time, 
 		inside.Add(-1)
 		if err := unlock(); err != nil {
 			t.fail(fmt.Errorf("unlock: %w", err))
+		}
+		if p.Events {
+			t.events = append(t.events, got.UnixNano(), time.Now().UnixNano())
 		}
 		cancel() // only now: some libraries end the hold with actx
 		if got.Before(end) {
