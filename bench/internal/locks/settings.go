@@ -60,6 +60,25 @@ func Setting(lib string, backoff time.Duration) string {
 	return ""
 }
 
+// ShortSetting is Setting in a few characters, for chart labels: "cap
+// 32ms", "delay 8ms", "delay 50–250ms"; "" for a library without a retry
+// setting.
+func ShortSetting(lib string, backoff time.Duration) string {
+	if backoff == 0 {
+		backoff = DefaultBackoff(lib)
+	}
+	switch lib {
+	case LatchkeySpin, Redislock:
+		return fmt.Sprintf("cap %v", backoff)
+	case Redsync:
+		if backoff == 0 {
+			return "delay 50–250ms"
+		}
+		return fmt.Sprintf("delay %v", backoff)
+	}
+	return ""
+}
+
 // checkBackoff refuses a Backoff the library cannot take.
 func checkBackoff(name string, opts Options) error {
 	switch {

@@ -36,6 +36,15 @@ func TestSettings(t *testing.T) {
 	if got := Setting(Redsync, 32*time.Millisecond); got != "delay 32ms" {
 		t.Errorf("Setting(redsync, 32ms) = %q", got)
 	}
+	for _, c := range []struct {
+		lib     string
+		backoff time.Duration
+		want    string
+	}{{LatchkeySpin, 0, "cap 128ms"}, {Redislock, 2 * time.Millisecond, "cap 2ms"}, {Redsync, 0, "delay 50–250ms"}, {Redsync, 8 * time.Millisecond, "delay 8ms"}, {Latchkey, 0, ""}} {
+		if got := ShortSetting(c.lib, c.backoff); got != c.want {
+			t.Errorf("ShortSetting(%s, %v) = %q, want %q", c.lib, c.backoff, got, c.want)
+		}
+	}
 	if DefaultBackoff(Redsync) != 0 || DefaultBackoff(Latchkey) != 0 || DefaultBackoff(Redislock) != 128*time.Millisecond {
 		t.Error("DefaultBackoff: redsync's default is random, latchkey has none, redislock's cap is 128ms")
 	}
