@@ -19,7 +19,7 @@ const (
 	DefaultG        = 1
 	DefaultKeys     = 1
 	DefaultDur      = 2 * time.Second
-	DefaultSweepDur = 1500 * time.Millisecond
+	DefaultSweepDur = 2 * time.Second
 	DefaultIdleDur  = 4 * time.Second
 	DefaultReps     = 5
 	DefaultLease    = locks.DefaultLease

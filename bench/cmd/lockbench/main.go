@@ -10,7 +10,7 @@
 // Usage:
 //
 //	lockbench [-addr host:port] [-procs 1] [-g 1] [-keys 1] [-cs 0] [-dur 2s] [-reps 5] [-libs ...] [-backoff d] [-json] [-out file]
-//	lockbench -suite [-dur 2s] [-reps 5] [-sweep 2ms,8ms,32ms,128ms] [-sweepdur 1.5s] [-idledur 4s] [-scenarios a,b,c,d,e,f,watchdog] [-out results/lockbench.json]
+//	lockbench -suite [-dur 2s] [-reps 5] [-sweep 2ms,8ms,32ms,128ms] [-sweepdur 2s] [-idledur 4s] [-scenarios a,b,c,d,e,f,watchdog] [-out results/lockbench.json]
 //	lockbench -watchdog
 //
 // The suite runs scenarios a–e with every library at its default retry
