@@ -12,10 +12,19 @@
 
 GO       ?= go
 TESTFLAGS ?= -race -count=1 -timeout 25m
-# BENCHFLAGS go to lockbench -suite. The defaults, 3 repetitions of 5 s for
-# 5 libraries × 5 scenarios plus the watchdog scale, take about 8 minutes;
-# e.g. make bench BENCHFLAGS="-reps 5 -dur 10s" for steadier figures.
-BENCHFLAGS ?= -reps 3 -dur 5s
+# BENCHFLAGS go to lockbench -suite (they are its defaults, written out).
+# Budget, on the 2-core machine, per repetition (all runs interleaved):
+#   scenarios a-e, 5 libraries at their defaults:   25 runs × 2s = 50s
+#   sweep in c, d, e: latchkey-spin 3, redislock 3
+#     and redsync 4 settings besides the defaults:   30 runs × 2s = 60s
+#   f, idle waiting: baseline 2s + 5 runs × 4s                    = 22s
+#   per-run overhead (spawn, warm-up, FLUSHALL, last holds),
+#     measured 0.08s × 61 runs                                    ≈  5s
+#   => about 137s; × 5 repetitions ≈ 11.4 min, + the watchdog scale
+#   ≈ 10s, the market benchmark ≈ 1 min and the builds and benchdoc
+#   ≈ 0.5 min: about 13 minutes, under the 15 allowed. E.g. make bench
+#   BENCHFLAGS="-reps 7 -dur 5s -sweepdur 3s" for steadier figures (longer).
+BENCHFLAGS ?= -reps 5 -dur 2s -sweep 2ms,8ms,32ms,128ms -sweepdur 2s -idledur 4s
 
 .PHONY: all test test-bench test-faults torture vet demo bench fuzz setup redis-image clean-docker
 

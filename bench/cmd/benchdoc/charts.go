@@ -29,46 +29,76 @@ const (
 	headroom = 1.3
 )
 
-// chart is one SVG: a figure per library, a panel per scenario.
-type chart struct {
-	file, title, unit string
-	value             func(r *results.Result) float64
+// svgChart is one SVG file the document links.
+type svgChart struct {
+	file, title string
+	render      func(w io.Writer, f *results.File) error // errNoData: left out
 }
 
-var charts = []chart{
-	{"throughput.svg", "Throughput per library and scenario", "acquisitions/s", func(r *results.Result) float64 { return r.AcqPerS }},
-	{"p99-wait.svg", "p99 acquire wait per library and scenario", "p99 wait, ms", func(r *results.Result) float64 { return r.P99US / 1e3 }},
-	{"redis-cpu.svg", "Redis CPU per acquisition per library and scenario", "Redis CPU per acquisition, µs", func(r *results.Result) float64 { return r.RedisCPUUSPerAcq }},
+// charts are every SVG benchdoc writes: the bar charts, then the frontier.
+var charts = []svgChart{
+	barChart{"throughput.svg", "Throughput per library and scenario", "acquisitions/s", throughput, 1}.svg(),
+	barChart{"p99-wait.svg", "p99 acquire wait per library and scenario", "p99 wait, ms", p99, 1e-3}.svg(),
+	barChart{"redis-cpu.svg", "Redis CPU per acquisition per library and scenario", "Redis CPU per acquisition, µs", cpu, 1}.svg(),
+	{frontierFile, frontierTitle, renderFrontier},
 }
+
+// barChart is a figure per library at its default setting, a panel per
+// scenario: the median, scaled, with its range over the repetitions.
+type barChart struct {
+	file, title, unit string
+	m                 metric
+	scale             float64
+}
+
+func (ch barChart) svg() svgChart { return svgChart{ch.file, ch.title, ch.render} }
 
 // render draws the chart for f's scenarios as SVG on w.
-func (ch chart) render(w io.Writer, f *results.File) error {
-	var panels [][]*plot.Plot
+func (ch barChart) render(w io.Writer, f *results.File) error {
+	var panels []*plot.Plot
 	for _, sc := range f.Meta.Scenarios {
 		p, err := ch.panel(f, sc)
 		if err != nil {
 			return err
 		}
-		panels = append(panels, []*plot.Plot{p})
+		panels = append(panels, p)
 	}
 	if len(panels) == 0 {
 		return fmt.Errorf("%w: no scenarios to chart", results.ErrBadFile)
 	}
-	c := vgsvg.New(chartWidth, panelHeight*vg.Length(len(panels)))
-	dc := draw.New(c)
-	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadY: panelGap, PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
-	for i, cv := range plot.Align(panels, tiles, dc) {
-		panels[i][0].Draw(cv[0])
-	}
+	return writeSVG(w, panels, panelHeight)
+}
+
+// writeSVG stacks panels, each height high, into one SVG on w.
+func writeSVG(w io.Writer, panels []*plot.Plot, height vg.Length) error {
+	c := vgsvg.New(chartWidth, height*vg.Length(len(panels)))
+	drawPanels(draw.New(c), panels)
 	_, err := c.WriteTo(w)
 	return err
 }
 
+// drawPanels stacks panels on dc, their axes aligned.
+func drawPanels(dc draw.Canvas, panels []*plot.Plot) {
+	rows := make([][]*plot.Plot, len(panels))
+	for i, p := range panels {
+		rows[i] = []*plot.Plot{p}
+	}
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadY: panelGap, PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
+	for i, cv := range plot.Align(rows, tiles, dc) {
+		panels[i].Draw(cv[0])
+	}
+}
+
+// panelTitle heads a scenario's panel.
+func panelTitle(sc results.Scenario) string {
+	return fmt.Sprintf("(%s) %s: %d×%d, %d %s, cs %s", sc.Name, sc.Label, sc.Procs, sc.G, sc.Keys, plural(sc.Keys, "key", "keys"), units.Micros(sc.CSUS))
+}
+
 // panel is one scenario: a horizontal bar per library, latchkey's on top,
-// each labelled with its value.
-func (ch chart) panel(f *results.File, sc results.Scenario) (*plot.Plot, error) {
+// each labelled with its value, and a whisker over its range.
+func (ch barChart) panel(f *results.File, sc results.Scenario) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("(%s) %s: %d×%d, %d %s, cs %s", sc.Name, sc.Label, sc.Procs, sc.G, sc.Keys, plural(sc.Keys, "key", "keys"), units.Micros(sc.CSUS))
+	p.Title.Text = panelTitle(sc)
 	p.Title.TextStyle.Font = font.From(sans, 10)
 	p.X.Label.Text = ch.unit
 	p.X.Label.TextStyle.Font = font.From(sans, 9)
@@ -79,6 +109,7 @@ func (ch chart) panel(f *results.File, sc results.Scenario) (*plot.Plot, error) 
 	libs := f.Meta.Libs
 	names := make([]string, len(libs))
 	var xys plotter.XYs
+	var spans plotter.XErrors
 	var labels []string
 	top := 0.0
 	for i, lib := range libs {
@@ -88,7 +119,14 @@ func (ch chart) panel(f *results.File, sc results.Scenario) (*plot.Plot, error) 
 		if r == nil {
 			continue
 		}
-		v := ch.value(r)
+		if s := shortSetting(r); s != "" {
+			names[len(libs)-1-i] = fmt.Sprintf("%s (%s)", lib, s)
+		}
+		v := ch.m.get(&r.Figures) * ch.scale
+		lo, hi := ch.m.get(&r.Min)*ch.scale, ch.m.get(&r.Max)*ch.scale
+		if lo == 0 && hi == 0 { // a results file without ranges
+			lo, hi = v, v
+		}
 		bars, err := plotter.NewBarChart(plotter.Values{v}, barWidth)
 		if err != nil {
 			return nil, err
@@ -99,10 +137,25 @@ func (ch chart) panel(f *results.File, sc results.Scenario) (*plot.Plot, error) 
 		bars.LineStyle.Width = 0
 		p.Add(bars)
 		xys = append(xys, plotter.XY{X: v, Y: pos})
+		spans = append(spans, struct{ Low, High float64 }{v - lo, hi - v})
 		labels = append(labels, " "+fmtNum(v))
-		top = max(top, v)
+		top = max(top, hi)
 	}
 	if len(xys) > 0 {
+		whiskers, err := plotter.NewXErrorBars(struct {
+			plotter.XYs
+			plotter.XErrors
+		}{xys, spans})
+		if err != nil {
+			return nil, err
+		}
+		whiskers.LineStyle.Color = color.Gray{Y: 60}
+		whiskers.CapWidth = 2 * vg.Millimeter
+		p.Add(whiskers)
+		// The value's label starts right of the whisker.
+		for i := range xys {
+			xys[i].X += spans[i].High
+		}
 		l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels})
 		if err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,6 +59,29 @@ func generateFixture(t *testing.T, market []results.Market) (string, string) {
 	return string(doc), root
 }
 
+// sectionOf is the part of doc from the heading from to the heading to.
+func sectionOf(t *testing.T, doc, from, to string) string {
+	t.Helper()
+	i, j := strings.Index(doc, from), strings.Index(doc, to)
+	if i < 0 || j < i {
+		t.Fatalf("no section from %q to %q (at %d, %d)", from, to, i, j)
+	}
+	return doc[i:j]
+}
+
+// generateDoc runs benchdoc with o and returns the document.
+func generateDoc(t *testing.T, o options) string {
+	t.Helper()
+	if err := generate(o); err != nil {
+		t.Fatalf("generate: %v", err)
+	}
+	doc, err := os.ReadFile(o.doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(doc)
+}
+
 func TestDocTables(t *testing.T) {
 	doc, _ := generateFixture(t, nil)
 	assertContains(t, doc,
@@ -69,16 +93,90 @@ func TestDocTables(t *testing.T) {
 		"- **Date:** 2025-01-02 03:04:05 UTC",
 		"### (a) uncontended: 1 × 1 goroutines, 1 key, critical section 0µs",
 		"### (d) one hot key, 1ms work: 4 × 8 goroutines, 1 key, critical section 1.0ms",
-		// latchkey in (b): 60000 acq/s is 1.20× rueidislock's 50000, the best peer.
-		"| latchkey | 60000 | 1.20× | 400µs | 2.0ms | 0.95× | 4.0ms | 9.0ms | 15µs | 1.07× | 8.00 | 0 | 0 |",
+		// latchkey in (b): 60000 acq/s is 1.20× rueidislock's 50000, the
+		// best peer; every figure with its range.
+		"| latchkey | pub/sub wake-up, no polling | 60000 (54000–66000) | 1.20× | 400µs (360µs–440µs) | 2.0ms (1.8ms–2.2ms) | 0.95× | "+
+			"2.4ms (2.2ms–2.6ms) | 3.0ms (2.7ms–3.3ms) | 15µs (14µs–16µs) | 1.07× | 8.00 (7.20–8.80) | 0 | 0 |",
+		// A range of one value is left out.
+		"| latchkey | pub/sub wake-up, no polling | 10000 | 1.11× | 90µs | 150µs |",
+		// Every peer names its setting.
+		"| redsync | delay random 50ms–250ms (its default) | 8000 (7200–8800) |",
+		"| redislock | backoff 1ms–128ms, 2^n ms | 9000 (8100–9900) |",
 		// A pipe in an error message must not split the cell.
 		"| 2 (+1 timeouts) — last: unlock: a\\|b |",
 		"## Watchdog scale",
 		"| 10000 | 100 | 100 | 10000 | 30.0ms | 11 |",
 		"commands a Lua script runs as well as the EVALSHA",
+		"\n| --- | --- | ---: | ---: |", // the setting column is text
 	)
-	if n := strings.Count(doc, "\n### ("); n != 4 {
-		t.Errorf("%d scenario tables, want 4", n)
+	results := sectionOf(t, doc, "## Results by scenario", "## Spin frontier")
+	if n := strings.Count(results, "\n### ("); n != 5 {
+		t.Errorf("%d scenario tables, want 5", n)
+	}
+	// Sweep points stay out of the scenario tables.
+	if strings.Contains(results, "delay 8ms") {
+		t.Error("a sweep point is in a scenario table")
+	}
+}
+
+// TestDocFrontier: the frontier's section has the chart and a table per
+// contended scenario with every setting, the default and the sweep's.
+func TestDocFrontier(t *testing.T) {
+	doc, _ := generateFixture(t, nil)
+	section := sectionOf(t, doc, "## Spin frontier", "## (f) Idle waiting")
+	assertContains(t, section,
+		"![Spin frontier: p99 wait against Redis CPU per acquisition, per retry setting](bench/frontier.svg)",
+		"at every other one of 2ms, 8ms, 32ms and 128ms",
+		"Defaults ran 5s per repetition, sweep points 2s",
+		"**(c) one hot key: 4×8, 1 key, cs 0µs**",
+		"| latchkey-spin | backoff 1ms–8ms, jittered | 60.0ms (54.0ms–66.0ms) | 110µs (99µs–121µs) | 850 (765–935) | 7.00 (6.30–7.70) | 0 |",
+		"| redsync | delay 8ms | 300.0ms (270.0ms–330.0ms) | 90µs (81µs–99µs) |",
+	)
+	if strings.Contains(section, "(a) uncontended") {
+		t.Error("the frontier covers (a)")
+	}
+	// Per library, settings by value: latchkey-spin's caps ascending,
+	// redsync's fixed delays before its random default.
+	d := section[strings.Index(section, "**(d)"):strings.Index(section, "**(e)")]
+	order := []string{"| latchkey |", "backoff 1ms–2ms, jittered", "backoff 1ms–8ms, jittered", "backoff 1ms–32ms, jittered",
+		"backoff 1ms–128ms, jittered", "| redsync | delay 8ms", "| redsync | delay 32ms", "| redsync | delay random", "| redislock | backoff 1ms–8ms",
+		"| redislock | backoff 1ms–128ms", "| rueidislock |"}
+	last := -1
+	for _, s := range order {
+		i := strings.Index(d, s)
+		if i <= last {
+			t.Errorf("(d) frontier table: %q at %d, after %d", s, i, last)
+		}
+		last = i
+	}
+}
+
+func TestDocIdle(t *testing.T) {
+	doc, _ := generateFixture(t, nil)
+	section := sectionOf(t, doc, "## (f) Idle waiting", "## Where the Redis CPU goes")
+	assertContains(t, section,
+		"**4 × 16 goroutines, 1 key, holders keep it 2.00s.**",
+		"readings every 100.0ms, counted only at least 250.0ms away",
+		"| library | setting | Redis cmds/s while blocked | Redis CPU ms/s while blocked |",
+		"| baseline | Redis with no client but the sampler | 0.00 | 2.30 (1.84–2.76) | 2.80s (2.24s–3.36s) | 0 | 0 | 0 |",
+		"| latchkey | pub/sub wake-up, no polling | 0.20 (0.16–0.24) | 2.40 (1.92–2.88) | 2.80s (2.24s–3.36s) | 2 | 0 | 0 |",
+		"| redsync | delay random 50ms–250ms (its default) | 1268 (1014–1522) |",
+	)
+}
+
+func TestDocCommands(t *testing.T) {
+	doc, _ := generateFixture(t, nil)
+	section := sectionOf(t, doc, "## Where the Redis CPU goes", "## Charts")
+	if n := strings.Count(section, "| command | latchkey | latchkey-spin |"); n != 5 {
+		t.Errorf("%d command tables, want one per scenario (5)", n)
+	}
+	c := section[strings.Index(section, "**(c)"):strings.Index(section, "**(d)")]
+	// Most called first, then by name; a command one lock does not call
+	// is "–"; the last row is the total.
+	want := "| EVALSHA | 2.00 (1.50–2.50) | 2.50 (2.00–3.00) |\n| GET | 1.50 | – |\n| HGET | 1.00 | 1.00 |\n| INCR | 1.00 | 1.00 |\n" +
+		"| PTTL | 1.00 | 1.00 |\n| SET | 1.00 | 1.00 |\n| PUBLISH | 0.50 | – |\n| all (Redis cmds/acq) | 7.60 (6.84–8.36) | 6.50 (5.85–7.15) |\n"
+	if !strings.Contains(c, want) {
+		t.Errorf("(c) command table:\n%s\nwant:\n%s", c, want)
 	}
 }
 
@@ -86,16 +184,31 @@ func TestDocTables(t *testing.T) {
 func TestDocTargets(t *testing.T) {
 	doc, _ := generateFixture(t, nil)
 	want := map[string]status{
-		// handoff 100µs (1/10000 acq/s), ideal 1/(1ms+100µs) = 909: 880 is 0.97×.
-		"(d) latchkey acq/s ≥ 0.93 × ideal": met,
-		// 40ms against redislock's 130ms is 0.31×.
-		"(d) latchkey p99 wait ≤ 0.25 × best peer's":         missed,
-		"(d) latchkey Redis CPU/acq ≤ best peer's":           met,
-		"(d) latchkey Redis CPU/acq ≤ 0.2 × latchkey-spin's": met,
-		"(c) latchkey acq/s ≥ 1.50 × best peer's":            missed,
-		"(b) latchkey acq/s ≥ 1.25 × best peer's":            missed,
-		"watchdog: ≤ 100 round trips":                        met,
-		"watchdog: goroutine count constant":                 missed, // 10, 10, 11
+		// (c): latchkey-spin at its default cap, 1.5ms at 29µs, is below
+		// latchkey's 5ms at 30µs on both.
+		"(c) spin frontier": missed,
+		"(d) spin frontier": met,
+		"(e) spin frontier": met,
+		// 0.2 cmds/s against latchkey-spin's 61.5 and the pollers' 1268 and 1485.
+		"(f) latchkey Redis cmds/s while blocked ≤ 0.05 × latchkey-spin's": met,
+		"(f) latchkey Redis cmds/s while blocked ≤ 0.05 × every polling":   met,
+		"(a) latchkey acq/s ≥ 1.00 × best peer's":                          met,
+		"(b) latchkey acq/s ≥ 1.00 × best peer's":                          met,
+		"(c) latchkey acq/s ≥ 1.00 × best peer's":                          met,
+		"(d) latchkey acq/s ≥ 1.00 × best peer's":                          met,
+		"(e) latchkey acq/s ≥ 1.00 × best peer's":                          missed, // 189 against 192
+		"(a) latchkey Redis CPU/acq ≤ 1.00 × best peer's":                  met,
+		"(b) latchkey Redis CPU/acq ≤ 1.00 × best peer's":                  missed, // 15 against 14
+		"(c) latchkey Redis CPU/acq ≤ 1.00 × best peer's":                  met,
+		"(d) latchkey Redis CPU/acq ≤ 1.00 × best peer's":                  met,
+		"(e) latchkey Redis CPU/acq ≤ 1.00 × best peer's":                  met,
+		"(c) latchkey p99 wait ≤ 0.25 × best peer's":                       met,
+		"(d) latchkey p99 wait ≤ 0.25 × best peer's":                       missed, // 40ms against 130ms
+		"(e) latchkey p99 wait ≤ 0.25 × best peer's":                       met,
+		// cycle 100µs (1/10000 acq/s), ideal 1/(1ms+100µs) = 909: 880 is 0.97×.
+		"(d) latchkey acq/s ≥ 0.95 × ideal":  met,
+		"watchdog: ≤ 100 round trips":        met,
+		"watchdog: goroutine count constant": missed, // 10, 10, 11
 	}
 	rows := regexp.MustCompile(`(?m)^\| (\(.\)|watchdog:)(.*) \| (.*) \| \*\*(.*)\*\* \|$`).FindAllStringSubmatch(doc, -1)
 	if len(rows) != len(want) {
@@ -116,9 +229,39 @@ func TestDocTargets(t *testing.T) {
 			t.Errorf("unexpected target %q", what)
 		}
 	}
-	if !strings.Contains(doc, "880 acq/s = 0.97× ideal (909 acq/s: cs 1.0ms + handoff 100µs)") {
-		t.Error("the (d) ideal target does not show its figures")
+	assertContains(t, doc,
+		"880 acq/s = 0.97× ideal (909 acq/s: cs 1.0ms + cycle 100µs)",
+		// A missed frontier says which setting beat latchkey, and by how much.
+		"at or below latchkey on both: cap 128ms*: p99 3.33×, CPU 1.03×.",
+		// A peer's figure names its setting.
+		"40.0ms = 0.31× redislock [backoff 1ms–128ms, 2^n ms]'s 130.0ms",
+		"0.20 cmds/s = 0.00× latchkey-spin [backoff 1ms–128ms, jittered]'s 61.5",
+	)
+}
+
+// TestDocWithoutSweepOrIdle: results from before the sweep and scenario f
+// (or a run without them) still make a document; those parts say nothing
+// or "not measured", and the frontier chart is left out.
+func TestDocWithoutSweepOrIdle(t *testing.T) {
+	dir := t.TempDir()
+	f, err := results.Read("testdata/lockbench.json")
+	if err != nil {
+		t.Fatal(err)
 	}
+	f.Sweep, f.Idle = nil, nil
+	f.Meta.Scenarios = f.Meta.Scenarios[:2] // a and b only
+	in := filepath.Join(dir, "in.json")
+	if err := results.Write(in, f); err != nil {
+		t.Fatal(err)
+	}
+	doc := generateDoc(t, options{in: in, market: filepath.Join(dir, "m.json"), doc: filepath.Join(dir, "b.md"), svg: dir})
+	if strings.Contains(doc, "## Spin frontier") || strings.Contains(doc, "## (f) Idle waiting") || strings.Contains(doc, "frontier.svg") {
+		t.Error("the document has a frontier or an idle section without their results")
+	}
+	if _, err := os.Stat(filepath.Join(dir, frontierFile)); err == nil {
+		t.Error("a frontier chart was written without a contended scenario")
+	}
+	assertContains(t, doc, "| (f) latchkey Redis cmds/s while blocked ≤ 0.05 × every polling peer's | – | **not measured** |")
 }
 
 func TestDocChartsAreSVG(t *testing.T) {
@@ -138,9 +281,16 @@ func TestDocChartsAreSVG(t *testing.T) {
 		if root != "svg" {
 			t.Errorf("%s: root element %q, want svg", l[1], root)
 		}
-		for _, want := range []string{"latchkey", "redislock", "(d) one hot key, 1ms work: 4×8, 1 key, cs 1.0ms"} {
-			if !strings.Contains(texts, want) {
-				t.Errorf("%s has no text %q", l[1], want)
+		want := []string{"latchkey", "redislock", "(d) one hot key, 1ms work: 4×8, 1 key, cs 1.0ms"}
+		if strings.HasSuffix(l[1], frontierFile) {
+			// Each polling library's points are labelled with their setting.
+			want = append(want, "cap 2ms", "cap 128ms*", "delay 8ms", "rueidislock")
+		} else {
+			want = append(want, "redsync (delay 50–250ms)", "latchkey-spin (cap 128ms)")
+		}
+		for _, w := range want {
+			if !strings.Contains(texts, w) {
+				t.Errorf("%s has no text %q", l[1], w)
 			}
 		}
 	}
@@ -192,7 +342,7 @@ func TestDocMarket(t *testing.T) {
 		"| latchkey-item | 5/5 | 60s | 900 | 850 | 3 | 800µs | 4.2ms | 0 |",
 	)
 	// M-1 has WATCH only, M-2 adds the coarse lock, M-3 has every run.
-	section := doc[strings.Index(doc, "## Market"):strings.Index(doc, "## Method")]
+	section := sectionOf(t, doc, "## Market", "## Method")
 	for variant, tables := range map[string]int{"watch": 3, "coarse-lock": 2, "latchkey-item": 1} {
 		if n := strings.Count(section, "| "+variant+" |"); n != tables {
 			t.Errorf("variant %s is in %d tables, want %d", variant, n, tables)
@@ -229,6 +379,36 @@ func TestFormat(t *testing.T) {
 			t.Errorf("fmtRatio(%v, %v) = %q, want %q", c.a, c.b, got, c.want)
 		}
 	}
+	for _, c := range []struct {
+		med, lo, hi float64
+		want        string
+	}{{12, 10, 14, "12.0 (10.0–14.0)"}, {12, 12, 12, "12.0"}, {12, 0, 0, "12.0"}, {0, 0, 0, "0.00"}, {1, 0, 2, "1.00 (0.00–2.00)"}} {
+		if got := fmtSpread(c.med, c.lo, c.hi, fmtNum); got != c.want {
+			t.Errorf("fmtSpread(%v, %v, %v) = %q, want %q", c.med, c.lo, c.hi, got, c.want)
+		}
+	}
+	if got := joinNames([]string{"a", "b", "c"}); got != "a, b and c" {
+		t.Errorf("joinNames = %q", got)
+	}
+}
+
+func TestLogTicks(t *testing.T) {
+	labels := func(lo, hi float64) []string {
+		var ls []string
+		for _, tk := range (logTicks{}).Ticks(lo, hi) {
+			if tk.Label != "" {
+				ls = append(ls, tk.Label)
+			}
+		}
+		return ls
+	}
+	if got := labels(0.8, 600); !slices.Equal(got, []string{"1", "2", "5", "10", "20", "50", "100", "200", "500"}) {
+		t.Errorf("labels over 0.8–600: %v", got)
+	}
+	// Narrower than a decade: every tick is labelled.
+	if got := labels(22, 95); !slices.Equal(got, []string{"30", "40", "50", "60", "70", "80", "90"}) {
+		t.Errorf("labels over 22–95: %v", got)
+	}
 }
 
 // TestDocNotes: a notes file is included after the targets, verbatim; none
@@ -240,14 +420,7 @@ func TestDocNotes(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := options{in: "testdata/lockbench.json", market: filepath.Join(dir, "m.json"), doc: filepath.Join(dir, "b.md"), svg: dir, notes: notes}
-	if err := generate(o); err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile(o.doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(doc)
+	s := generateDoc(t, o)
 	targets, why, results := strings.Index(s, "## Targets"), strings.Index(s, "## Why\n\nbecause"), strings.Index(s, "## Results by scenario")
 	if targets < 0 || why < targets || results < why {
 		t.Fatalf("notes not between the targets and the results (at %d, %d, %d)", targets, why, results)

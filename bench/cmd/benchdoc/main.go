@@ -69,7 +69,9 @@ func generate(o options) error {
 	var errs []error
 	for _, ch := range charts {
 		var buf bytes.Buffer
-		if err := ch.render(&buf, f); err != nil {
+		if err := ch.render(&buf, f); errors.Is(err, errNoData) {
+			continue
+		} else if err != nil {
 			errs = append(errs, fmt.Errorf("chart %s: %w", ch.file, err))
 			continue
 		}
@@ -77,7 +79,7 @@ func generate(o options) error {
 			errs = append(errs, err)
 			continue
 		}
-		links = append(links, chartLink{title: ch.title, path: filepath.ToSlash(filepath.Join(rel, ch.file))})
+		links = append(links, chartLink{file: ch.file, title: ch.title, path: filepath.ToSlash(filepath.Join(rel, ch.file))})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err

@@ -3,21 +3,28 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/latchkey/latchkey/bench/internal/locks"
 	"github.com/latchkey/latchkey/bench/internal/results"
 	"github.com/latchkey/latchkey/internal/units"
 )
 
-// Target thresholds.
+// Target thresholds (issue 10).
 const (
-	idealShareD     = 0.93 // (d): latchkey acq/s ≥ this × ideal
-	p99ShareD       = 0.25 // (d): latchkey p99 ≤ this × best peer's
-	cpuVsSpinD      = 0.2  // (d): latchkey CPU/acq ≤ this × latchkey-spin's
-	throughputVsC   = 1.5  // (c): latchkey acq/s ≥ this × best peer's
-	throughputVsB   = 1.25 // (b): latchkey acq/s ≥ this × best peer's
-	maxCallsPerTick = 100  // watchdog: renew calls per tick at watchdogTargetLocks
-	watchdogLocks   = 10000
+	vsPeerThroughput = 1.0  // (a)–(e): latchkey acq/s ≥ this × best peer's
+	vsPeerCPU        = 1.0  // (a)–(e): latchkey Redis CPU/acq ≤ this × best peer's
+	p99Share         = 0.25 // (c)–(e): latchkey p99 ≤ this × best peer's
+	idealShareD      = 0.95 // (d): latchkey acq/s ≥ this × ideal
+	idleShare        = 0.05 // (f): latchkey cmds/s while blocked ≤ this × each poller's
+	maxCallsPerTick  = 100  // watchdog: renew calls per tick at watchdogTargetLocks
+	watchdogLocks    = 10000
+)
+
+// Scenarios the targets name.
+var (
+	allScenarios       = []string{"a", "b", "c", "d", "e"}
+	contendedScenarios = []string{"c", "d", "e"}
 )
 
 // status of a target.
@@ -43,9 +50,9 @@ func verdict(ok bool) status {
 	return missed
 }
 
-// handoffUS is the handoff the (d) ideal uses: the median uncontended lock
-// plus unlock cycle of latchkey, 1/acq_per_s of its scenario a.
-func handoffUS(f *results.File) (float64, bool) {
+// cycleUS is the uncontended cycle the (d) ideal uses: latchkey's median
+// lock plus unlock in scenario a, 1/acq_per_s.
+func cycleUS(f *results.File) (float64, bool) {
 	a := f.Find(locks.Latchkey, "a")
 	if a == nil || a.AcqPerS <= 0 {
 		return 0, false
@@ -55,55 +62,131 @@ func handoffUS(f *results.File) (float64, bool) {
 
 // targets evaluates every target that the results allow.
 func targets(f *results.File) []target {
-	ts := dTargets(f)
-	ts = append(ts,
-		beatPeers(f, "c", throughputVsC),
-		beatPeers(f, "b", throughputVsB),
-	)
+	var ts []target
+	for _, sc := range contendedScenarios {
+		ts = append(ts, frontierTarget(f, sc))
+	}
+	ts = append(ts, idleTargets(f.Idle)...)
+	for _, sc := range allScenarios {
+		ts = append(ts, versusPeers(f, sc, throughput, vsPeerThroughput))
+	}
+	for _, sc := range allScenarios {
+		ts = append(ts, versusPeers(f, sc, cpu, vsPeerCPU))
+	}
+	for _, sc := range contendedScenarios {
+		ts = append(ts, versusPeers(f, sc, p99, p99Share))
+	}
+	ts = append(ts, idealTarget(f))
 	return append(ts, watchdogTargets(f.Watchdog)...)
 }
 
-func dTargets(f *results.File) []target {
-	d := f.Find(locks.Latchkey, "d")
-	tIdeal := target{what: fmt.Sprintf("(d) latchkey acq/s ≥ %.2f × ideal, ideal = 1/(cs + handoff)", idealShareD), status: notMeasured}
-	tP99 := target{what: fmt.Sprintf("(d) latchkey p99 wait ≤ %.2f × best peer's", p99ShareD), status: notMeasured}
-	tCPU := target{what: "(d) latchkey Redis CPU/acq ≤ best peer's", status: notMeasured}
-	tSpin := target{what: fmt.Sprintf("(d) latchkey Redis CPU/acq ≤ %.1f × latchkey-spin's", cpuVsSpinD), status: notMeasured}
-	if d == nil || d.Acquisitions == 0 {
-		return []target{tIdeal, tP99, tCPU, tSpin}
+// versusPeers is "latchkey's m in scenario is at least as good as factor ×
+// the best peer's".
+func versusPeers(f *results.File, scenario string, m metric, factor float64) target {
+	rel := "≤"
+	if m.better(1, 0) {
+		rel = "≥"
 	}
-	if h, ok := handoffUS(f); ok {
-		ideal := 1e6 / (d.CSUS + h)
-		tIdeal.achieved = fmt.Sprintf("%s acq/s = %s ideal (%s acq/s: cs %s + handoff %s)",
-			fmtNum(d.AcqPerS), fmtRatio(d.AcqPerS, ideal), fmtNum(ideal), units.Micros(d.CSUS), units.Micros(h))
-		tIdeal.status = verdict(d.AcqPerS >= idealShareD*ideal)
-	}
-	if p := bestPeer(f, "d", p99); p != nil {
-		tP99.achieved = fmt.Sprintf("%s = %s %s's %s", units.Micros(d.P99US), fmtRatio(d.P99US, p.P99US), p.Lib, units.Micros(p.P99US))
-		tP99.status = verdict(d.P99US <= p99ShareD*p.P99US)
-	}
-	if p := bestPeer(f, "d", cpu); p != nil {
-		tCPU.achieved = fmt.Sprintf("%sµs = %s %s's %sµs", fmtNum(d.RedisCPUUSPerAcq), fmtRatio(d.RedisCPUUSPerAcq, p.RedisCPUUSPerAcq), p.Lib, fmtNum(p.RedisCPUUSPerAcq))
-		tCPU.status = verdict(d.RedisCPUUSPerAcq <= p.RedisCPUUSPerAcq)
-	}
-	if s := f.Find(locks.LatchkeySpin, "d"); s != nil && s.Acquisitions > 0 {
-		tSpin.achieved = fmt.Sprintf("%sµs = %s latchkey-spin's %sµs", fmtNum(d.RedisCPUUSPerAcq), fmtRatio(d.RedisCPUUSPerAcq, s.RedisCPUUSPerAcq), fmtNum(s.RedisCPUUSPerAcq))
-		tSpin.status = verdict(d.RedisCPUUSPerAcq <= cpuVsSpinD*s.RedisCPUUSPerAcq)
-	}
-	return []target{tIdeal, tP99, tCPU, tSpin}
-}
-
-// beatPeers is "latchkey's throughput in scenario ≥ factor × best peer's".
-func beatPeers(f *results.File, scenario string, factor float64) target {
-	t := target{what: fmt.Sprintf("(%s) latchkey acq/s ≥ %.2f × best peer's", scenario, factor), status: notMeasured}
+	t := target{what: fmt.Sprintf("(%s) latchkey %s %s %.2f × best peer's", scenario, m.name, rel, factor), status: notMeasured}
 	r := f.Find(locks.Latchkey, scenario)
-	p := bestPeer(f, scenario, throughput)
-	if r == nil || p == nil {
+	p := bestPeer(f, scenario, m)
+	if r == nil || r.Acquisitions == 0 || p == nil {
 		return t
 	}
-	t.achieved = fmt.Sprintf("%s acq/s = %s %s's %s", fmtNum(r.AcqPerS), fmtRatio(r.AcqPerS, p.AcqPerS), p.Lib, fmtNum(p.AcqPerS))
-	t.status = verdict(r.AcqPerS >= factor*p.AcqPerS)
+	t.achieved = fmt.Sprintf("%s = %s %s's %s", m.format(m.of(r)), fmtRatio(m.of(r), m.of(p)), named(p.Lib, p.Setting), m.format(m.of(p)))
+	t.status = verdict(!m.better(factor*m.of(p), m.of(r)))
 	return t
+}
+
+func idealTarget(f *results.File) target {
+	t := target{what: fmt.Sprintf("(d) latchkey acq/s ≥ %.2f × ideal, ideal = 1/(cs + uncontended cycle)", idealShareD), status: notMeasured}
+	d := f.Find(locks.Latchkey, "d")
+	c, ok := cycleUS(f)
+	if d == nil || d.Acquisitions == 0 || !ok {
+		return t
+	}
+	ideal := 1e6 / (d.CSUS + c)
+	t.achieved = fmt.Sprintf("%s acq/s = %s ideal (%s acq/s: cs %s + cycle %s)",
+		fmtNum(d.AcqPerS), fmtRatio(d.AcqPerS, ideal), fmtNum(ideal), units.Micros(d.CSUS), units.Micros(c))
+	t.status = verdict(d.AcqPerS >= idealShareD*ideal)
+	return t
+}
+
+// frontierTarget: latchkey's (Redis CPU/acq, p99) lies below the spin
+// frontier, so that no latchkey-spin setting is at or below it on both.
+func frontierTarget(f *results.File, scenario string) target {
+	t := target{what: fmt.Sprintf("(%s) spin frontier: latchkey's p99 lower than every latchkey-spin setting's of equal or lower Redis CPU/acq, "+
+		"and its Redis CPU/acq lower than every one's of equal or lower p99", scenario), status: notMeasured}
+	l := f.Find(locks.Latchkey, scenario)
+	spins := f.Settings(locks.LatchkeySpin, scenario)
+	if l == nil || l.Acquisitions == 0 || len(spins) == 0 {
+		return t
+	}
+	var beaten, all []string
+	for _, s := range sortedSettings(spins) {
+		if s.Acquisitions == 0 {
+			continue
+		}
+		cmp := fmt.Sprintf("%s: p99 %s, CPU %s", pointLabel(s), fmtRatio(p99.of(l), p99.of(s)), fmtRatio(cpu.of(l), cpu.of(s)))
+		all = append(all, cmp)
+		if cpu.of(s) <= cpu.of(l) && p99.of(s) <= p99.of(l) {
+			beaten = append(beaten, cmp)
+		}
+	}
+	if len(all) == 0 {
+		return t
+	}
+	t.achieved = fmt.Sprintf("latchkey p99 %s at %s/acq; latchkey's figures as multiples of each latchkey-spin setting's: %s",
+		units.Micros(p99.of(l)), units.Micros(cpu.of(l)), strings.Join(all, "; "))
+	if len(beaten) > 0 {
+		t.achieved = fmt.Sprintf("at or below latchkey on both: %s. %s", strings.Join(beaten, "; "), t.achieved)
+	}
+	t.status = verdict(len(beaten) == 0)
+	return t
+}
+
+// idleTargets: latchkey's blocked waiters send Redis next to nothing, next
+// to latchkey-spin at its default backoff and to every polling peer.
+func idleTargets(id *results.Idle) []target {
+	spin := target{what: fmt.Sprintf("(f) latchkey Redis cmds/s while blocked ≤ %.2f × latchkey-spin's at its default backoff", idleShare), status: notMeasured}
+	peers := target{what: fmt.Sprintf("(f) latchkey Redis cmds/s while blocked ≤ %.2f × every polling peer's", idleShare), status: notMeasured}
+	if id == nil {
+		return []target{spin, peers}
+	}
+	l := idleFind(id, locks.Latchkey)
+	if l == nil || l.IdleS.Median == 0 {
+		return []target{spin, peers}
+	}
+	lc := l.CmdsPerS.Median
+	if s := idleFind(id, locks.LatchkeySpin); s != nil && s.IdleS.Median > 0 {
+		spin.achieved = fmt.Sprintf("%s cmds/s = %s %s's %s", fmtNum(lc), fmtRatio(lc, s.CmdsPerS.Median), named(s.Lib, s.Setting), fmtNum(s.CmdsPerS.Median))
+		spin.status = verdict(lc <= idleShare*s.CmdsPerS.Median)
+	}
+	var parts []string
+	ok := true
+	for _, lib := range locks.Peers {
+		p := idleFind(id, lib)
+		if p == nil || p.IdleS.Median == 0 || !locks.Tunable(lib) {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (latchkey's %s = %s)", named(p.Lib, p.Setting), fmtNum(p.CmdsPerS.Median), fmtNum(lc), fmtRatio(lc, p.CmdsPerS.Median)))
+		ok = ok && lc <= idleShare*p.CmdsPerS.Median
+	}
+	if len(parts) > 0 {
+		peers.achieved = "cmds/s: " + strings.Join(parts, "; ")
+		peers.status = verdict(ok)
+	}
+	return []target{spin, peers}
+}
+
+// idleFind returns lib's idle result, or nil.
+func idleFind(id *results.Idle, lib string) *results.IdleResult {
+	for i := range id.Results {
+		if id.Results[i].Lib == lib {
+			return &id.Results[i]
+		}
+	}
+	return nil
 }
 
 func watchdogTargets(w *results.Watchdog) []target {

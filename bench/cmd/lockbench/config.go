@@ -5,22 +5,29 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/latchkey/latchkey/bench/internal/locks"
 )
 
-// Defaults of the flags. The suite's defaults (5 libraries × 5 scenarios ×
-// 3 repetitions × 5s, plus the watchdog scale) take about 8 minutes.
+// Defaults of the flags. The Makefile's BENCHFLAGS repeats the suite's, with
+// the arithmetic of how long they take.
 const (
-	DefaultProcs   = 1
-	DefaultG       = 1
-	DefaultKeys    = 1
-	DefaultDur     = 5 * time.Second
-	DefaultReps    = 3
-	DefaultLease   = locks.DefaultLease
-	DefaultTimeout = 10 * time.Second
+	DefaultProcs    = 1
+	DefaultG        = 1
+	DefaultKeys     = 1
+	DefaultDur      = 2 * time.Second
+	DefaultSweepDur = 2 * time.Second
+	DefaultIdleDur  = 4 * time.Second
+	DefaultReps     = 5
+	DefaultLease    = locks.DefaultLease
+	DefaultTimeout  = 10 * time.Second
+	// DefaultSweep are the retry settings the sweep tries.
+	DefaultSweep = "2ms,8ms,32ms,128ms"
+	// suiteParts are the parts of the suite -scenarios may choose.
+	suiteParts = "a,b,c,d,e,f,watchdog"
 )
 
 // ErrUsage reports bad flags; -h lists them.
@@ -36,6 +43,11 @@ type config struct {
 	timeout    time.Duration // per-acquire deadline
 	libs       []string
 	reps       int
+	backoff    time.Duration   // retry setting of the polling libraries, not in the suite
+	sweep      []time.Duration // the sweep's retry settings
+	sweepDur   time.Duration
+	idleDur    time.Duration
+	parts      []string // the suite's parts to run
 	jsonOut    bool
 	out        string // results file for benchdoc
 	suite      bool
@@ -47,7 +59,7 @@ type config struct {
 
 func parseFlags(args []string) (config, error) {
 	var cfg config
-	var libs string
+	var libs, sweep, parts string
 	fs := flag.NewFlagSet("lockbench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&cfg.addr, "addr", "", "use this Redis (host:port, loopback only; it is FLUSHALLed) instead of starting a redis-server process")
@@ -60,9 +72,14 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.lease, "lease", DefaultLease, "lease (time to live) of every lock, for every library")
 	fs.DurationVar(&cfg.timeout, "timeout", DefaultTimeout, "deadline of each acquire (capped by the end of the run)")
 	fs.StringVar(&libs, "libs", strings.Join(locks.All, ","), "comma-separated libraries: "+strings.Join(locks.All, ", "))
+	fs.DurationVar(&cfg.backoff, "backoff", 0, "retry setting of the polling libraries ("+strings.Join(locks.Polling, ", ")+"): backoff cap or fixed retry delay; 0 keeps each one's default. Not with -suite, which sweeps them")
+	fs.StringVar(&sweep, "sweep", DefaultSweep, "-suite: the retry settings the polling libraries also run with in scenarios "+strings.Join(sweepScenarios, ", ")+" (\"\" for none)")
+	fs.DurationVar(&cfg.sweepDur, "sweepdur", DefaultSweepDur, "-suite: measured duration of each run of the sweep")
+	fs.DurationVar(&cfg.idleDur, "idledur", DefaultIdleDur, "-suite: measured duration of each run of scenario f (idle waiting, holds of 2s)")
+	fs.StringVar(&parts, "scenarios", suiteParts, "-suite: the parts of the suite to run")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print one JSON object per library per scenario instead of a table")
 	fs.StringVar(&cfg.out, "out", "", "also write the results, with the machine and the command, to this file (benchdoc's input)")
-	fs.BoolVar(&cfg.suite, "suite", false, "run the standard scenarios a-e and the watchdog scale (ignores -procs, -g, -keys, -cs)")
+	fs.BoolVar(&cfg.suite, "suite", false, "run the standard scenarios a-e with the sweep, f and the watchdog scale (ignores -procs, -g, -keys, -cs)")
 	fs.BoolVar(&cfg.watchdog, "watchdog", false, "run only the watchdog scale")
 	fs.StringVar(&cfg.name, "name", "custom", "scenario name for a run that is not -suite")
 	if err := fs.Parse(args); err != nil {
@@ -78,6 +95,19 @@ func parseFlags(args []string) (config, error) {
 	var err error
 	if cfg.libs, err = locks.ParseList(libs); err != nil {
 		return cfg, fmt.Errorf("%w: -libs: %w", ErrUsage, err)
+	}
+	if cfg.sweep, err = parseDurations(sweep); err != nil {
+		return cfg, fmt.Errorf("%w: -sweep: %w", ErrUsage, err)
+	}
+	if cfg.parts, err = parseParts(parts); err != nil {
+		return cfg, fmt.Errorf("%w: -scenarios: %w", ErrUsage, err)
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, name := range []string{"sweep", "sweepdur", "idledur", "scenarios"} {
+		if given[name] && !cfg.suite {
+			return cfg, fmt.Errorf("%w: -%s is for -suite", ErrUsage, name)
+		}
 	}
 	cfg.command = strings.TrimSpace("go run ./cmd/lockbench " + strings.Join(args, " "))
 	return cfg, cfg.validate()
@@ -97,6 +127,53 @@ func (c config) validate() error {
 		return fmt.Errorf("%w: -timeout must be positive", ErrUsage)
 	case c.suite && c.watchdog:
 		return fmt.Errorf("%w: -suite already includes -watchdog; give one of them", ErrUsage)
+	case c.backoff < 0 || c.suite && c.backoff != 0:
+		return fmt.Errorf("%w: -backoff must not be negative, and -suite runs the defaults and sweeps the rest", ErrUsage)
+	case c.sweepDur <= 0 || c.idleDur <= 0:
+		return fmt.Errorf("%w: -sweepdur and -idledur must be positive", ErrUsage)
 	}
 	return nil
 }
+
+// parseDurations splits a comma-separated list of durations of at least a
+// millisecond (the backoffs' start), dropping repeats.
+func parseDurations(s string) ([]time.Duration, error) {
+	var ds []time.Duration
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil {
+			return nil, err
+		}
+		if d < time.Millisecond {
+			return nil, fmt.Errorf("%v is below 1ms, where the backoffs start", d)
+		}
+		if !slices.Contains(ds, d) {
+			ds = append(ds, d)
+		}
+	}
+	return ds, nil
+}
+
+// parseParts splits a comma-separated list of the suite's parts.
+func parseParts(s string) ([]string, error) {
+	var parts []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !slices.Contains(strings.Split(suiteParts, ","), p) {
+			return nil, fmt.Errorf("no part %q: choose from %s", p, suiteParts)
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("%q names no part: choose from %s", s, suiteParts)
+	}
+	return parts, nil
+}
+
+// runs tells whether the suite runs the part called name.
+func (c config) runs(name string) bool { return slices.Contains(c.parts, name) }

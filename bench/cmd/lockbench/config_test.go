@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -28,6 +29,73 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || !slices.Equal(cfg.libs, locks.All) {
 		t.Errorf("defaults: libs %v, err %v; want every library", cfg.libs, err)
 	}
+	ms := time.Millisecond
+	if !slices.Equal(cfg.sweep, []time.Duration{2 * ms, 8 * ms, 32 * ms, 128 * ms}) || cfg.reps != 5 || cfg.backoff != 0 {
+		t.Errorf("defaults: sweep %v, reps %d, backoff %v", cfg.sweep, cfg.reps, cfg.backoff)
+	}
+	if !cfg.runs("f") || !cfg.runs("watchdog") {
+		t.Errorf("the suite's parts by default: %v, want all", cfg.parts)
+	}
+	cfg, err = parseFlags([]string{"-suite", "-scenarios", "c, f", "-sweep", "4ms,,1s,4ms", "-sweepdur", "1s", "-idledur", "3s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.parts, []string{"c", "f"}) || cfg.runs("watchdog") || cfg.sweepDur != time.Second || cfg.idleDur != 3*time.Second {
+		t.Errorf("parsed %+v", cfg)
+	}
+	if got := cfg.suiteScenarios(); len(got) != 1 || got[0].Name != "c" {
+		t.Errorf("suite scenarios %v, want only c", got)
+	}
+	if !slices.Equal(cfg.sweep, []time.Duration{4 * ms, time.Second}) {
+		t.Errorf("sweep %v, want [4ms 1s]", cfg.sweep)
+	}
+}
+
+// TestRunsFor checks which runs a repetition has: the defaults, then, in
+// the suite's contended scenarios, the sweep's other settings.
+func TestRunsFor(t *testing.T) {
+	cfg, err := parseFlags([]string{"-suite", "-sweep", "8ms,128ms", "-sweepdur", "1s", "-dur", "2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(runs []runSpec) []string {
+		var s []string
+		for _, r := range runs {
+			s = append(s, fmt.Sprintf("%s %v", r, r.dur))
+		}
+		return s
+	}
+	defaults := []string{"latchkey 2s", "latchkey-spin 2s", "redsync 2s", "redislock 2s", "rueidislock 2s"}
+	if got := names(cfg.runsFor(suite[1])); !slices.Equal(got, defaults) {
+		t.Errorf("(b): %v, want the defaults only", got)
+	}
+	// 128ms is latchkey-spin's and redislock's default: not run twice.
+	want := append(defaults, "latchkey-spin@8ms 1s", "redsync@8ms 1s", "redsync@128ms 1s", "redislock@8ms 1s")
+	runs := cfg.runsFor(suite[3])
+	if got := names(runs); !slices.Equal(got, want) {
+		t.Errorf("(d):\n got %v\nwant %v", got, want)
+	}
+	for _, r := range runs {
+		if r.isSweep(cfg) != (r.backoff != 0) {
+			t.Errorf("%s: isSweep %v", r, r.isSweep(cfg))
+		}
+	}
+	// Not the suite: -backoff for the polling libraries, no sweep.
+	cfg, err = parseFlags([]string{"-backoff", "4ms", "-libs", "latchkey,redislock", "-dur", "1s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs = cfg.runsFor(cfg.custom())
+	if got := names(runs); !slices.Equal(got, []string{"latchkey 1s", "redislock@4ms 1s"}) || runs[1].isSweep(cfg) {
+		t.Errorf("custom run with -backoff: %v", got)
+	}
+	if b := (runSpec{lib: locks.Redislock}).backoffMS(); b != 128 {
+		t.Errorf("redislock's default backoff %vms, want 128", b)
+	}
+	idle := runSpec{lib: locks.Latchkey, dur: 30 * time.Second, idle: true}
+	if idle.timeout(10*time.Second) <= idle.dur || (runSpec{}).timeout(10*time.Second) != 10*time.Second {
+		t.Error("an idle run's acquires must be able to wait until its end; the others keep -timeout")
+	}
 }
 
 func TestParseFlagsRejects(t *testing.T) {
@@ -40,6 +108,14 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-libs", "redsync,nosuchlock"},
 		{"-libs", ","},
 		{"-suite", "-watchdog"},
+		{"-suite", "-backoff", "8ms"},
+		{"-backoff", "-1ms"},
+		{"-sweep", "8ms"}, // only with -suite
+		{"-suite", "-sweep", "100us"},
+		{"-suite", "-sweep", "fast"},
+		{"-suite", "-scenarios", "a,g"},
+		{"-suite", "-scenarios", ","},
+		{"-suite", "-idledur", "0s"},
 		{"stray"},
 		{"-nosuchflag"},
 	} {

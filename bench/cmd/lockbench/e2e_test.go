@@ -4,14 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/latchkey/latchkey/bench/internal/locks"
 	"github.com/latchkey/latchkey/bench/internal/results"
+	"github.com/latchkey/latchkey/internal/redisinfo"
 )
 
 // TestEndToEnd runs every library briefly on scenario a's shape, with
@@ -74,5 +78,100 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestEndToEndSweep runs the suite's scenario c with a one-setting sweep:
+// the defaults go to Results, the other setting to Sweep, each with its
+// setting, ranges and per-command counts.
+func TestEndToEndSweep(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "lockbench.json")
+	cfg, err := parseFlags([]string{"-suite", "-scenarios", "c", "-libs", "latchkey,latchkey-spin,redislock", "-sweep", "8ms,128ms",
+		"-reps", "2", "-dur", "300ms", "-sweepdur", "200ms", "-out", out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, progress bytes.Buffer
+	if err := execute(t.Context(), cfg, &stdout, &progress); err != nil {
+		t.Fatalf("execute: %v\nprogress:\n%s", err, progress.String())
+	}
+	f, err := results.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Results) != 3 || len(f.Sweep) != 2 || f.Idle != nil || f.Watchdog != nil {
+		t.Fatalf("%d results, %d sweep points, idle %v, watchdog %v; want 3, 2 and neither", len(f.Results), len(f.Sweep), f.Idle, f.Watchdog)
+	}
+	for _, r := range slices.Concat(f.Results, f.Sweep) {
+		if r.Scenario != "c" || r.Reps != 2 || r.Acquisitions <= 0 || r.Violations != 0 || r.Errors != 0 || r.Setting == "" {
+			t.Errorf("%s (%s): %+v", r.Lib, r.Setting, r)
+		}
+		if !(r.Min.AcqPerS <= r.AcqPerS && r.AcqPerS <= r.Max.AcqPerS && r.Min.P99US <= r.P99US && r.P99US <= r.Max.P99US) {
+			t.Errorf("%s: medians outside their ranges: %+v", r.Lib, r)
+		}
+		var sum float64
+		for cmd, sp := range r.Commands {
+			if redisinfo.Overhead(cmd) {
+				t.Errorf("%s: overhead command %s among the lock's", r.Lib, cmd)
+			}
+			sum += sp.Median
+		}
+		// With two repetitions a median is a mean, so the commands add
+		// up to the total.
+		if math.Abs(sum-r.RedisCmdsPerAcq) > 1e-6*sum {
+			t.Errorf("%s: commands add up to %v per acquisition, the total is %v", r.Lib, sum, r.RedisCmdsPerAcq)
+		}
+	}
+	if c := f.Find(locks.Latchkey, "c").Commands; c["evalsha"].Median < 1 {
+		t.Errorf("latchkey's commands %v: want at least one EVALSHA per acquisition", c)
+	}
+	want := []string{"latchkey-spin backoff 1ms–8ms, jittered 8", "redislock backoff 1ms–8ms, 2^n ms 8"}
+	for i, r := range f.Sweep {
+		if got := fmt.Sprintf("%s %s %g", r.Lib, r.Setting, r.BackoffMS); got != want[i] || r.DurS != 0.2 {
+			t.Errorf("sweep point %d: %q over %gs, want %q over 0.2s", i, got, r.DurS, want[i])
+		}
+	}
+	if f.Meta.SweepDurS != 0.2 || !slices.Equal(f.Meta.SweepMS, []float64{8, 128}) {
+		t.Errorf("meta: sweep %vms over %gs", f.Meta.SweepMS, f.Meta.SweepDurS)
+	}
+}
+
+// TestIdleEndToEnd runs a small idle-waiting scenario: latchkey's blocked
+// waiters send Redis nothing, redislock's poll.
+func TestIdleEndToEnd(t *testing.T) {
+	cfg, err := parseFlags([]string{"-libs", "latchkey,redislock", "-reps", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.idleDur = 1600 * time.Millisecond
+	addr, _, closeRedis, err := getRedis(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeRedis()
+	admin, err := connect(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var progress bytes.Buffer
+	b := &bench{cfg: cfg, addr: addr, admin: admin, progress: &progress}
+	sc := results.Scenario{Name: "f", Procs: 2, G: 3, Keys: 1, CSUS: 1e6}
+	idle, err := b.idle(t.Context(), sc)
+	if err != nil {
+		t.Fatalf("idle: %v\nprogress:\n%s", err, progress.String())
+	}
+	if len(idle.Results) != 2 || idle.Baseline.Lib != "baseline" || idle.Baseline.CPUMSPerS.Median <= 0 {
+		t.Fatalf("idle results %+v", idle)
+	}
+	lk, rl := idle.Results[0], idle.Results[1]
+	for _, r := range idle.Results {
+		if r.IdleS.Median <= 0 || r.Grants.Median < 2 || r.Violations != 0 || r.Errors != 0 || r.Timeouts != 0 {
+			t.Errorf("%s: %+v\nprogress:\n%s", r.Lib, r, progress.String())
+		}
+	}
+	if rl.CmdsPerS.Median <= 0 || lk.CmdsPerS.Median > 0.05*rl.CmdsPerS.Median {
+		t.Errorf("commands/s while blocked: latchkey %v, redislock %v; want latchkey's ≤ 0.05× redislock's\nprogress:\n%s",
+			lk.CmdsPerS.Median, rl.CmdsPerS.Median, progress.String())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/latchkey/latchkey/bench/internal/results"
@@ -35,14 +36,19 @@ func execute(ctx context.Context, cfg config, out, progress io.Writer) (err erro
 	if !cfg.watchdog {
 		scenarios := []results.Scenario{cfg.custom()}
 		if cfg.suite {
-			scenarios = suite
+			scenarios = cfg.suiteScenarios()
 		}
 		f.Meta.Scenarios = scenarios
-		if f.Results, err = b.scenarios(ctx, scenarios); err != nil {
+		if f.Results, f.Sweep, err = b.scenarios(ctx, scenarios); err != nil {
 			return err
 		}
 	}
-	if cfg.suite || cfg.watchdog {
+	if cfg.suite && cfg.runs(idleScenario.Name) {
+		if f.Idle, err = b.idle(ctx, idleScenario); err != nil {
+			return err
+		}
+	}
+	if cfg.suite && cfg.runs("watchdog") || cfg.watchdog {
 		if f.Watchdog, err = b.watchdogScale(ctx); err != nil {
 			return fmt.Errorf("watchdog scale: %w", err)
 		}
@@ -59,27 +65,32 @@ func execute(ctx context.Context, cfg config, out, progress io.Writer) (err erro
 	return nil
 }
 
-// scenarios runs every scenario cfg.reps times, the libraries interleaved
-// within each repetition, and summarizes each library per scenario.
-func (b *bench) scenarios(ctx context.Context, scenarios []results.Scenario) ([]results.Result, error) {
-	var out []results.Result
+// scenarios runs every scenario cfg.reps times, the runs (libraries and
+// settings) interleaved within each repetition, and summarizes each run
+// per scenario: the libraries at their defaults, and the sweep's points.
+func (b *bench) scenarios(ctx context.Context, scenarios []results.Scenario) (defaults, sweep []results.Result, err error) {
 	for _, sc := range scenarios {
-		samples := make(map[string][]*sample)
+		runs := b.cfg.runsFor(sc)
+		samples := make([][]*sample, len(runs))
 		for rep := range b.cfg.reps {
-			for _, lib := range b.cfg.libs {
-				s, err := b.runOnce(ctx, lib, sc)
+			for i, run := range runs {
+				s, err := b.runOnce(ctx, run, sc)
 				if err != nil {
-					return nil, fmt.Errorf("scenario %s, %s, repetition %d: %w", sc.Name, lib, rep+1, err)
+					return nil, nil, fmt.Errorf("scenario %s, %s, repetition %d: %w", sc.Name, run, rep+1, err)
 				}
-				fmt.Fprintf(b.progress, "%s rep %d/%d %-14s %s\n", sc.Name, rep+1, b.cfg.reps, lib, s.describe())
-				samples[lib] = append(samples[lib], s)
+				fmt.Fprintf(b.progress, "%s rep %d/%d %-18s %s\n", sc.Name, rep+1, b.cfg.reps, run, s.describe())
+				samples[i] = append(samples[i], s)
 			}
 		}
-		for _, lib := range b.cfg.libs {
-			out = append(out, summarize(lib, sc, samples[lib]))
+		for i, run := range runs {
+			if r := summarize(run, sc, samples[i]); run.isSweep(b.cfg) {
+				sweep = append(sweep, r)
+			} else {
+				defaults = append(defaults, r)
+			}
 		}
 	}
-	return out, nil
+	return defaults, sweep, nil
 }
 
 // meta records the machine, the software and the command.
@@ -99,6 +110,12 @@ func (b *bench) meta(ctx context.Context) (results.Meta, error) {
 	m.TimeoutS = b.cfg.timeout.Seconds()
 	m.Libs = b.cfg.libs
 	m.Modules = moduleVersions()
+	if b.cfg.suite && len(b.cfg.sweep) > 0 {
+		m.SweepDurS = b.cfg.sweepDur.Seconds()
+		for _, d := range b.cfg.sweep {
+			m.SweepMS = append(m.SweepMS, ms(d))
+		}
+	}
 	return m, nil
 }
 
@@ -109,9 +126,19 @@ func printResults(out io.Writer, asJSON bool, f *results.File) error {
 		return printTables(out, f)
 	}
 	enc := json.NewEncoder(out)
-	for _, r := range f.Results {
+	for _, r := range slices.Concat(f.Results, f.Sweep) {
 		if err := enc.Encode(r); err != nil {
 			return err
+		}
+	}
+	if f.Idle != nil {
+		for _, r := range append([]results.IdleResult{f.Idle.Baseline}, f.Idle.Results...) {
+			if err := enc.Encode(struct {
+				Scenario string `json:"scenario"`
+				results.IdleResult
+			}{f.Idle.Scenario.Name, r}); err != nil {
+				return err
+			}
 		}
 	}
 	if f.Watchdog != nil {

@@ -5,13 +5,19 @@
 // runs the same loop: Lock, hold for the critical section, Unlock. The
 // libraries run interleaved against one Redis (A B C, A B C, ...), each run
 // preceded by FLUSHALL and CONFIG RESETSTAT, and the report gives the median
-// of each figure over the repetitions.
+// of each figure over the repetitions with its range.
 //
 // Usage:
 //
-//	lockbench [-addr host:port] [-procs 1] [-g 1] [-keys 1] [-cs 0] [-dur 5s] [-reps 3] [-libs ...] [-json] [-out file]
-//	lockbench -suite [-dur 5s] [-reps 3] [-out results/lockbench.json]
+//	lockbench [-addr host:port] [-procs 1] [-g 1] [-keys 1] [-cs 0] [-dur 2s] [-reps 5] [-libs ...] [-backoff d] [-json] [-out file]
+//	lockbench -suite [-dur 2s] [-reps 5] [-sweep 2ms,8ms,32ms,128ms] [-sweepdur 2s] [-idledur 4s] [-scenarios a,b,c,d,e,f,watchdog] [-out results/lockbench.json]
 //	lockbench -watchdog
+//
+// The suite runs scenarios a–e with every library at its default retry
+// setting; in c, d and e the polling libraries (latchkey-spin, redsync,
+// redislock) also run at each -sweep setting, interleaved with the
+// defaults, for the spin frontier. Scenario f, idle waiting, measures
+// Redis' load while every waiter is blocked behind a 2s hold (idle.go).
 //
 // Without -addr it starts a redis-server process on a free 127.0.0.1 port
 // (--save "" --appendonly no) and kills it at the end. A Redis given with

@@ -36,15 +36,22 @@ type sample struct {
 	acquisitions int64
 	waits        latency.Histogram
 	counts
-	cpuSeconds float64 // Redis CPU used during the run
-	commands   int64   // Redis commands run for the locks
+	cpuSeconds float64          // Redis CPU used during the run
+	commands   int64            // Redis commands run for the locks
+	calls      map[string]int64 // Redis' calls of each command (commandstats)
+	// Idle runs (scenario f) only: the workers' grant and release
+	// instants (unix ns) and Redis' readings during the run.
+	start  time.Time
+	events []int64
+	points []reading
 }
 
-// runOnce runs lib in sc once: FLUSHALL, start the workers, CONFIG
+// runOnce runs run in sc once: FLUSHALL, start the workers, CONFIG
 // RESETSTAT once they are all ready, release them together, and read Redis'
-// counters once they have all exited.
-func (b *bench) runOnce(ctx context.Context, lib string, sc results.Scenario) (*sample, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.dur+runSlack)
+// counters once they have all exited. An idle run also reads them every
+// sampleEvery while it lasts.
+func (b *bench) runOnce(ctx context.Context, run runSpec, sc results.Scenario) (*sample, error) {
+	ctx, cancel := context.WithTimeout(ctx, run.dur+runSlack)
 	defer cancel()
 	if err := flush(ctx, b.admin); err != nil {
 		return nil, err
@@ -52,8 +59,9 @@ func (b *bench) runOnce(ctx context.Context, lib string, sc results.Scenario) (*
 	params := make([]workerParams, sc.Procs)
 	for i := range params {
 		params[i] = workerParams{
-			Lib: lib, Addr: b.addr, Proc: i, G: sc.G, Keys: sc.Keys, CS: durOfUS(sc.CSUS),
-			Dur: b.cfg.dur, Lease: b.cfg.lease, Timeout: b.cfg.timeout,
+			Lib: run.lib, Addr: b.addr, Proc: i, G: sc.G, Keys: sc.Keys, CS: durOfUS(sc.CSUS),
+			Dur: run.dur, Lease: b.cfg.lease, Timeout: run.timeout(b.cfg.timeout),
+			Backoff: run.backoff, Events: run.idle,
 		}
 	}
 	ws, err := spawn(ctx, params)
@@ -68,21 +76,35 @@ func (b *bench) runOnce(ctx context.Context, lib string, sc results.Scenario) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := ws.release(time.Now().Add(startMargin)); err != nil {
+	start := time.Now().Add(startMargin)
+	if err := ws.release(start); err != nil {
 		return nil, err
+	}
+	var smp *sampler
+	if run.idle {
+		smp = startSampler(ctx, b.admin, start, start.Add(run.dur))
+		defer smp.stop()
 	}
 	reports, err := ws.collect()
 	if err != nil {
 		return nil, err
+	}
+	var points []reading
+	if smp != nil {
+		if points, err = smp.wait(); err != nil {
+			return nil, err
+		}
 	}
 	cpuSeconds, calls, err := win.close(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s := merge(reports)
-	s.dur = b.cfg.dur
+	s.dur = run.dur
 	s.cpuSeconds = cpuSeconds
 	s.commands = redisinfo.LockCommands(calls)
+	s.calls = calls
+	s.start, s.points = start, points
 	return s, nil
 }
 
@@ -92,6 +114,7 @@ func merge(reports []report) *sample {
 	for _, r := range reports {
 		s.acquisitions += r.Acquisitions
 		s.waits.Merge(&r.Waits)
+		s.events = append(s.events, r.EventsNS...)
 		s.add(r.counts)
 	}
 	return s

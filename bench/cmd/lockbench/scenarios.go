@@ -15,6 +15,18 @@ var suite = []results.Scenario{
 	{Name: "e", Label: "fan-in, tail latency", Procs: 4, G: 16, Keys: 1, CSUS: 5000},
 }
 
+// suiteScenarios are the suite's scenarios a–e that -scenarios chose
+// ((f) runs on its own: see idle.go).
+func (c config) suiteScenarios() []results.Scenario {
+	var scs []results.Scenario
+	for _, sc := range suite {
+		if c.runs(sc.Name) {
+			scs = append(scs, sc)
+		}
+	}
+	return scs
+}
+
 // custom is the scenario the flags describe when not running the suite.
 func (c config) custom() results.Scenario {
 	return results.Scenario{Name: c.name, Label: "from the command line", Procs: c.procs, G: c.g, Keys: c.keys, CSUS: usOf(c.cs)}

@@ -38,6 +38,8 @@ type workerParams struct {
 	Dur     time.Duration `json:"dur"`
 	Lease   time.Duration `json:"lease"`
 	Timeout time.Duration `json:"timeout"`
+	Backoff time.Duration `json:"backoff,omitempty"` // locks.Options.Backoff
+	Events  bool          `json:"events,omitempty"`  // report grant and release instants
 }
 
 // ready is a worker's first message; report its last.
@@ -48,6 +50,9 @@ type ready struct {
 type report struct {
 	Acquisitions int64             `json:"acquisitions"`
 	Waits        latency.Histogram `json:"waits"` // one sample per acquisition
+	// EventsNS are the instants (unix ns) of every grant and of every
+	// Unlock's return, when workerParams.Events asks for them.
+	EventsNS []int64 `json:"events_ns,omitempty"`
 	counts
 }
 
@@ -95,7 +100,7 @@ func workerMain() int {
 // work is one worker process: connect, warm up, say ready, wait for the
 // start instant on in, run, report on out.
 func work(p workerParams, in io.Reader, out io.Writer) error {
-	lib, err := locks.Open(p.Lib, locks.Options{Addr: p.Addr, Lease: p.Lease, Conns: p.G})
+	lib, err := locks.Open(p.Lib, locks.Options{Addr: p.Addr, Lease: p.Lease, Conns: p.G, Backoff: p.Backoff})
 	if err != nil {
 		return err
 	}
@@ -176,6 +181,7 @@ func hammerAll(ctx context.Context, lib locks.Lib, p workerParams, end time.Time
 		t := &tallies[i]
 		rep.Acquisitions += t.waits.Count()
 		rep.Waits.Merge(&t.waits)
+		rep.EventsNS = append(rep.EventsNS, t.events...)
 		rep.add(t.counts)
 	}
 	return rep
@@ -183,7 +189,8 @@ func hammerAll(ctx context.Context, lib locks.Lib, p workerParams, end time.Time
 
 // tally is one goroutine's count; only that goroutine writes it.
 type tally struct {
-	waits latency.Histogram
+	waits  latency.Histogram
+	events []int64 // unix ns, when p.Events
 	counts
 }
 
@@ -226,6 +233,9 @@ func hammer(ctx context.Context, l locks.Locker, p workerParams, end time.Time, 
 		inside.Add(-1)
 		if err := unlock(); err != nil {
 			t.fail(fmt.Errorf("unlock: %w", err))
+		}
+		if p.Events {
+			t.events = append(t.events, got.UnixNano(), time.Now().UnixNano())
 		}
 		cancel() // only now: some libraries end the hold with actx
 		if got.Before(end) {

@@ -31,7 +31,7 @@ func openLatchkey(opts Options, spin bool) (Lib, error) {
 	if err != nil {
 		return nil, fmt.Errorf("locks: latchkey: connecting to %s: %w", opts.Addr, err)
 	}
-	var lo rlock.Options
+	lo := rlock.Options{SpinBackoffMax: opts.Backoff} // 0: rlock's default
 	// For experiments on the handover bound (see docs/benchmarks.md); the
 	// worker processes inherit the variable.
 	if v := os.Getenv(HandoversEnv); v != "" {

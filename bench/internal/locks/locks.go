@@ -45,6 +45,11 @@ type Options struct {
 	// with a connection pool gets a pool that big rather than queueing for
 	// connections. Default 1.
 	Conns int
+	// Backoff is the retry setting of a library whose waiters poll (see
+	// Polling): latchkey-spin's and redislock's backoff cap, redsync's
+	// fixed retry delay. 0 keeps the library's default (DefaultBackoff);
+	// any other value for a library without a retry setting is an error.
+	Backoff time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -75,6 +80,11 @@ type Locker interface {
 // Open connects the library called name.
 func Open(name string, opts Options) (Lib, error) {
 	opts = opts.withDefaults()
+	if slices.Contains(All, name) {
+		if err := checkBackoff(name, opts); err != nil {
+			return nil, err
+		}
+	}
 	switch name {
 	case Latchkey, LatchkeySpin:
 		return openLatchkey(opts, name == LatchkeySpin)

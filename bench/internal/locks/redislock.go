@@ -1,6 +1,7 @@
 package locks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -9,7 +10,8 @@ import (
 )
 
 // Redislock's retry policy: exponential backoff from RedislockBackoffMin to
-// RedislockBackoffMax, the same bounds as latchkey's spin variant.
+// RedislockBackoffMax (Options.Backoff, when set), the same bounds as
+// latchkey's spin variant. The library's own default is not to retry.
 const (
 	RedislockBackoffMin = time.Millisecond
 	RedislockBackoffMax = 128 * time.Millisecond
@@ -21,13 +23,15 @@ var errNotReleased = errors.New("locks: release found the lock no longer held (i
 // redislockLib is bsm/redislock on one go-redis v9 pool.
 type redislockLib struct {
 	goRedisBase
-	c     *redislock.Client
-	lease time.Duration
+	c       *redislock.Client
+	lease   time.Duration
+	backoff time.Duration // the strategy's cap
 }
 
 func openRedislock(opts Options) (Lib, error) {
 	rdb := newGoRedis(opts)
-	return &redislockLib{goRedisBase: goRedisBase{rdb}, c: redislock.New(rdb), lease: opts.Lease}, nil
+	return &redislockLib{goRedisBase: goRedisBase{rdb}, c: redislock.New(rdb), lease: opts.Lease,
+		backoff: cmp.Or(opts.Backoff, RedislockBackoffMax)}, nil
 }
 
 func (l *redislockLib) Locker(key string) Locker {
@@ -41,7 +45,7 @@ type redislockLocker struct {
 
 func (l *redislockLocker) Lock(ctx context.Context) (func() error, error) {
 	// The strategy counts its retries, so each acquire needs a fresh one.
-	opt := &redislock.Options{RetryStrategy: redislock.ExponentialBackoff(RedislockBackoffMin, RedislockBackoffMax)}
+	opt := &redislock.Options{RetryStrategy: redislock.ExponentialBackoff(RedislockBackoffMin, l.lib.backoff)}
 	lk, err := l.lib.c.Obtain(ctx, l.key, l.lib.lease, opt)
 	if err != nil {
 		return nil, err

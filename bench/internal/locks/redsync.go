@@ -10,22 +10,26 @@ import (
 
 // redsyncLib is redsync v4 on one go-redis v9 pool: a single-node Redlock,
 // SET NX to acquire and a script to release, retrying after its default
-// random 50–250ms delay.
+// random 50–250ms delay or the fixed delay Options.Backoff.
 type redsyncLib struct {
 	goRedisBase
-	rs    *redsync.Redsync
-	lease redsync.Option
+	rs   *redsync.Redsync
+	opts []redsync.Option // the lease, and the retry delay when set
 }
 
 func openRedsync(opts Options) (Lib, error) {
 	rdb := newGoRedis(opts)
-	return &redsyncLib{goRedisBase: goRedisBase{rdb}, rs: redsync.New(goredis.NewPool(rdb)), lease: redsync.WithExpiry(opts.Lease)}, nil
+	// redsync gives up after WithTries attempts (32 by default, a few
+	// seconds); the benchmark bounds every acquire by its context instead.
+	ro := []redsync.Option{redsync.WithExpiry(opts.Lease), redsync.WithTries(math.MaxInt32)}
+	if opts.Backoff > 0 {
+		ro = append(ro, redsync.WithRetryDelay(opts.Backoff))
+	}
+	return &redsyncLib{goRedisBase: goRedisBase{rdb}, rs: redsync.New(goredis.NewPool(rdb)), opts: ro}, nil
 }
 
 func (l *redsyncLib) Locker(key string) Locker {
-	// redsync gives up after WithTries attempts (32 by default, a few
-	// seconds); the benchmark bounds every acquire by its context instead.
-	return &redsyncLocker{m: l.rs.NewMutex(key, l.lease, redsync.WithTries(math.MaxInt32))}
+	return &redsyncLocker{m: l.rs.NewMutex(key, l.opts...)}
 }
 
 type redsyncLocker struct{ m *redsync.Mutex }

@@ -30,12 +30,21 @@ type Meta struct {
 	// Modules maps the lock libraries' modules to the versions measured.
 	Modules   map[string]string `json:"modules"`
 	Scenarios []Scenario        `json:"scenarios"`
+	// SweepDurS is the measured duration of each run of the sweep, and
+	// SweepMS the retry settings it tried (ms).
+	SweepDurS float64   `json:"sweep_dur_s,omitempty"`
+	SweepMS   []float64 `json:"sweep_ms,omitempty"`
 }
 
 // File is a whole lockbench run.
 type File struct {
-	Meta     Meta      `json:"meta"`
-	Results  []Result  `json:"results"`
+	Meta Meta `json:"meta"`
+	// Results has every library at its default setting.
+	Results []Result `json:"results"`
+	// Sweep has the polling libraries at their other retry settings, in
+	// the contended scenarios.
+	Sweep    []Result  `json:"sweep,omitempty"`
+	Idle     *Idle     `json:"idle,omitempty"`
 	Watchdog *Watchdog `json:"watchdog,omitempty"`
 }
 
@@ -67,7 +76,7 @@ func Read(path string) (*File, error) {
 	return &f, nil
 }
 
-// Find returns the result of lib in scenario, or nil.
+// Find returns the result of lib in scenario at its default setting, or nil.
 func (f *File) Find(lib, scenario string) *Result {
 	for i := range f.Results {
 		if r := &f.Results[i]; r.Lib == lib && r.Scenario == scenario {
@@ -75,4 +84,19 @@ func (f *File) Find(lib, scenario string) *Result {
 		}
 	}
 	return nil
+}
+
+// Settings returns lib's results in scenario at every setting measured,
+// the default's first, then the sweep's in the order they were run.
+func (f *File) Settings(lib, scenario string) []*Result {
+	var rs []*Result
+	if r := f.Find(lib, scenario); r != nil {
+		rs = append(rs, r)
+	}
+	for i := range f.Sweep {
+		if r := &f.Sweep[i]; r.Lib == lib && r.Scenario == scenario {
+			rs = append(rs, r)
+		}
+	}
+	return rs
 }

@@ -16,8 +16,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestWriteRead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.json")
 	in := &File{
-		Meta:     Meta{Date: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Reps: 3, Scenarios: []Scenario{{Name: "a", Procs: 1, G: 1, Keys: 1}}},
-		Results:  []Result{{Lib: "latchkey", Scenario: "a", AcqPerS: 1234.5}, {Lib: "redsync", Scenario: "a"}},
+		Meta: Meta{Date: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Reps: 3, Scenarios: []Scenario{{Name: "a", Procs: 1, G: 1, Keys: 1}}},
+		Results: []Result{
+			{Lib: "latchkey", Scenario: "a", Figures: Figures{AcqPerS: 1234.5}, Min: Figures{AcqPerS: 1000}, Max: Figures{AcqPerS: 1300},
+				Commands: map[string]Spread{"evalsha": {Median: 1, Min: 1, Max: 1.5}}},
+			{Lib: "redsync", Scenario: "a", Setting: "delay random"},
+			{Lib: "redsync", Scenario: "c", Setting: "delay random"},
+		},
+		Sweep: []Result{{Lib: "redsync", Scenario: "c", Setting: "delay 2ms", BackoffMS: 2}, {Lib: "redsync", Scenario: "d", BackoffMS: 2}},
+		Idle: &Idle{Scenario: Scenario{Name: "f"}, Baseline: IdleResult{CPUMSPerS: Spread{Median: 1}},
+			Results: []IdleResult{{Lib: "latchkey", CmdsPerS: Spread{Median: 0.5, Min: 0, Max: 1}}}},
 		Watchdog: &Watchdog{Steps: []WatchdogStep{{Locks: 10000, CallsPerTick: 100}}},
 	}
 	if err := Write(path, in); err != nil {
@@ -35,6 +43,9 @@ func TestWriteRead(t *testing.T) {
 	}
 	if r := out.Find("latchkey", "b"); r != nil {
 		t.Errorf("Find(latchkey, b) = %+v, want nil", r)
+	}
+	if rs := out.Settings("redsync", "c"); len(rs) != 2 || rs[0].Setting != "delay random" || rs[1].BackoffMS != 2 {
+		t.Errorf("Settings(redsync, c) = %+v, want the default, then the 2ms sweep point", rs)
 	}
 }
 
