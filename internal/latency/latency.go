@@ -101,6 +101,15 @@ func (h *Histogram) Max() time.Duration {
 	return h.max
 }
 
+// Mean is the mean of the samples, from the histogram (within 0.1%), or 0
+// without any.
+func (h *Histogram) Mean() time.Duration {
+	if h.Count() == 0 {
+		return 0
+	}
+	return time.Duration(h.hdr.Mean())
+}
+
 // Quantile returns the nearest-rank p-th percentile (p in 0..100): the
 // smallest sample that at least p% of the samples do not exceed, as the
 // histogram knows it, which is within 0.1% above the real one (exact below

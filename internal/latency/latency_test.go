@@ -270,3 +270,17 @@ func TestMedianMinMax(t *testing.T) {
 		t.Errorf("changed its argument: %v", xs)
 	}
 }
+
+func TestMean(t *testing.T) {
+	var h Histogram
+	if got := h.Mean(); got != 0 {
+		t.Fatalf("empty Mean = %v, want 0", got)
+	}
+	for _, d := range []time.Duration{time.Millisecond, 2 * time.Millisecond, 6 * time.Millisecond} {
+		h.Record(d)
+	}
+	// 3ms, to within the histogram's 0.1%.
+	if got := h.Mean(); got < 2997*time.Microsecond || got > 3003*time.Microsecond {
+		t.Errorf("Mean = %v, want 3ms within 0.1%%", got)
+	}
+}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/latchkey/latchkey/bench/internal/locks"
 	"github.com/latchkey/latchkey/bench/internal/results"
+	"github.com/latchkey/latchkey/internal/units"
 )
 
 // The spin frontier: p99 wait against Redis CPU per acquisition, one point
@@ -236,10 +237,10 @@ func writeFrontier(b *bytes.Buffer, f *results.File, link *chartLink) {
 	}
 	for _, sc := range scs {
 		fmt.Fprintf(b, "**%s**\n\n", panelTitle(sc))
-		b.WriteString(headerN(2, "library", "setting", "p99", "Redis CPU/acq", "acq/s", "Redis cmds/acq", "errors"))
+		b.WriteString(headerN(2, "library", "setting", "p99", "Redis CPU/acq", "mean wait", "max wait", "acq/s", "Redis cmds/acq", "errors"))
 		for _, lib := range f.Meta.Libs {
 			for _, r := range sortedSettings(f.Settings(lib, sc.Name)) {
-				b.WriteString(row(lib, r.Setting, p99.cell(r), cpu.cell(r), throughput.cell(r), cmds.cell(r), errorsCell(r)))
+				b.WriteString(row(lib, r.Setting, p99.cell(r), cpu.cell(r), spreadCell(r.MeanWaitUS, units.Micros), maxWait.cell(r), throughput.cell(r), cmds.cell(r), errorsCell(r)))
 			}
 		}
 		b.WriteString("\n")

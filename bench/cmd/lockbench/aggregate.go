@@ -56,6 +56,12 @@ func summarize(run runSpec, sc results.Scenario, reps []*sample) results.Result 
 		Setting:      locks.Setting(run.lib, run.backoff),
 		BackoffMS:    run.backoffMS(),
 		Commands:     commandsPerAcq(reps),
+		MeanWaitUS: spreadOver(reps, func(s *sample) float64 {
+			if s.waits.Count() == 0 {
+				return math.NaN()
+			}
+			return float64(s.waits.Mean()) / 1e3
+		}),
 	}
 	for _, fig := range figures {
 		sp := spreadOver(reps, fig.of)

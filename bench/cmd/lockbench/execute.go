@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/latchkey/latchkey/bench/internal/locks"
 	"github.com/latchkey/latchkey/bench/internal/results"
 	"github.com/latchkey/latchkey/internal/redisinfo"
 )
@@ -40,6 +41,11 @@ func execute(ctx context.Context, cfg config, out, progress io.Writer) (err erro
 		}
 		f.Meta.Scenarios = scenarios
 		if f.Results, f.Sweep, err = b.scenarios(ctx, scenarios); err != nil {
+			return err
+		}
+	}
+	if cfg.suite && cfg.runs("d") && slices.Contains(cfg.libs, locks.Latchkey) {
+		if f.Floor, err = b.floor(ctx); err != nil {
 			return err
 		}
 	}
@@ -91,6 +97,22 @@ func (b *bench) scenarios(ctx context.Context, scenarios []results.Scenario) (de
 		}
 	}
 	return defaults, sweep, nil
+}
+
+// floor runs latchkey alone in floorScenario, cfg.reps times.
+func (b *bench) floor(ctx context.Context) (*results.Result, error) {
+	run := runSpec{lib: locks.Latchkey, dur: b.cfg.dur}
+	var samples []*sample
+	for rep := range b.cfg.reps {
+		s, err := b.runOnce(ctx, run, floorScenario)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s, repetition %d: %w", floorScenario.Name, rep+1, err)
+		}
+		fmt.Fprintf(b.progress, "%s rep %d/%d %-18s %s\n", floorScenario.Name, rep+1, b.cfg.reps, run, s.describe())
+		samples = append(samples, s)
+	}
+	r := summarize(run, floorScenario, samples)
+	return &r, nil
 }
 
 // meta records the machine, the software and the command.

@@ -15,6 +15,11 @@ var suite = []results.Scenario{
 	{Name: "e", Label: "fan-in, tail latency", Procs: 4, G: 16, Keys: 1, CSUS: 5000},
 }
 
+// floorScenario is (d) with one goroutine in one process: nobody waits, so
+// its throughput is the ceiling of one holder at a time with (d)'s critical
+// section on this machine, the reference the (d) ideal is read against.
+var floorScenario = results.Scenario{Name: "d-floor", Label: "(d) with one goroutine: the ceiling", Procs: 1, G: 1, Keys: 1, CSUS: 1000}
+
 // suiteScenarios are the suite's scenarios a–e that -scenarios chose
 // ((f) runs on its own: see idle.go).
 func (c config) suiteScenarios() []results.Scenario {

@@ -179,7 +179,7 @@ func hammerAll(ctx context.Context, lib locks.Lib, p workerParams, end time.Time
 	var rep report
 	for i := range tallies {
 		t := &tallies[i]
-		rep.Acquisitions += t.waits.Count()
+		rep.Acquisitions += t.acquired
 		rep.Waits.Merge(&t.waits)
 		rep.EventsNS = append(rep.EventsNS, t.events...)
 		rep.add(t.counts)
@@ -189,6 +189,9 @@ func hammerAll(ctx context.Context, lib locks.Lib, p workerParams, end time.Time
 
 // tally is one goroutine's count; only that goroutine writes it.
 type tally struct {
+	acquired int64
+	// waits has a sample per acquisition, and one per acquire still
+	// waiting when the run ended (its wait so far, a lower bound).
 	waits  latency.Histogram
 	events []int64 // unix ns, when p.Events
 	counts
@@ -219,6 +222,10 @@ func hammer(ctx context.Context, l locks.Locker, p workerParams, end time.Time, 
 			case actx.Err() != nil: // the deadline, whatever the library made of it
 				if deadline.Before(end) {
 					t.Timeouts++
+				} else {
+					// Still waiting when the run ended. Dropping the wait
+					// would hide exactly the waiters an unfair lock starves.
+					t.waits.Record(end.Sub(t0))
 				}
 			default:
 				t.fail(err)
@@ -239,7 +246,10 @@ func hammer(ctx context.Context, l locks.Locker, p workerParams, end time.Time, 
 		}
 		cancel() // only now: some libraries end the hold with actx
 		if got.Before(end) {
+			t.acquired++
 			t.waits.Record(got.Sub(t0))
+		} else {
+			t.waits.Record(end.Sub(t0)) // granted after the end: as if still waiting
 		}
 	}
 }

@@ -43,8 +43,12 @@ type File struct {
 	Results []Result `json:"results"`
 	// Sweep has the polling libraries at their other retry settings, in
 	// the contended scenarios.
-	Sweep    []Result  `json:"sweep,omitempty"`
-	Idle     *Idle     `json:"idle,omitempty"`
+	Sweep []Result `json:"sweep,omitempty"`
+	Idle  *Idle    `json:"idle,omitempty"`
+	// Floor is latchkey alone in (d)'s shape cut to one goroutine: the
+	// critical section and one lock+unlock with nobody else, the most one
+	// holder at a time can do on this machine (see FloorScenario).
+	Floor    *Result   `json:"floor,omitempty"`
 	Watchdog *Watchdog `json:"watchdog,omitempty"`
 }
 

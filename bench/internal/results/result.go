@@ -55,6 +55,11 @@ type Result struct {
 	// commandstats, the calls Lua scripts make included, the harness's and
 	// the connections' own commands left out), by lower-case name.
 	Commands map[string]Spread `json:"commands,omitempty"`
+	// MeanWaitUS is the mean acquire wait, µs. In a closed loop (every
+	// goroutine asks again at once) it is fixed by throughput: about
+	// goroutines / acq/s - cs, whatever the lock's fairness; the
+	// percentiles show how the lock spreads it.
+	MeanWaitUS Spread `json:"mean_wait_us"`
 }
 
 // Spread is one figure over the repetitions: its median and its range.
