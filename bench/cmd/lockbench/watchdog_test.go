@@ -44,6 +44,9 @@ func TestWatchdogScale(t *testing.T) {
 		if s.RenewedPerTick != float64(want.locks) {
 			t.Errorf("step %d: %v renewed per tick, want %d", i, s.RenewedPerTick, want.locks)
 		}
+		if !(s.RedisCPUUSPerTick > 0 && s.ClientCPUUSPerTick > 0 && s.AcquireMS > 0) {
+			t.Errorf("step %d: Redis CPU %vµs, client CPU %vµs per tick, taken in %vms: want all positive", i, s.RedisCPUUSPerTick, s.ClientCPUUSPerTick, s.AcquireMS)
+		}
 		if s.Goroutines != w.GoroutinesIdle {
 			t.Errorf("step %d: %d goroutines holding %d locks, %d idle", i, s.Goroutines, s.Locks, w.GoroutinesIdle)
 		}
