@@ -45,6 +45,21 @@ func TestWatchdogTargets(t *testing.T) {
 	}
 }
 
+func TestClientCPUCell(t *testing.T) {
+	for _, tc := range []struct {
+		step results.WatchdogStep
+		want string
+	}{
+		{results.WatchdogStep{}, "–"}, // a file from before it was measured
+		{results.WatchdogStep{ClientCPUUSPerTick: 850}, "850µs"},
+		{results.WatchdogStep{ClientCPUUSPerTick: 93500, GCCycles: 2}, "93.5ms (2 GC cycles)"},
+	} {
+		if got := clientCPU(tc.step); got != tc.want {
+			t.Errorf("clientCPU(%+v) = %q, want %q", tc.step, got, tc.want)
+		}
+	}
+}
+
 func TestSpaced(t *testing.T) {
 	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1 000", 100000: "100 000", 1234567: "1 234 567"} {
 		if got := spaced(n); got != want {
