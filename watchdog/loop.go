@@ -60,7 +60,8 @@ func (w *Watchdog) loop() {
 const retryMin = 10 * time.Millisecond
 
 // expire gives up every lease past its deadline and returns the earliest
-// deadline still pending (zero when there is none).
+// deadline still pending (zero when there is none), which it also records as
+// armed: the loop sets its expiry timer to it.
 func (w *Watchdog) expire(now time.Time) time.Time {
 	var dead []*Entry
 	var earliest time.Time
@@ -73,6 +74,7 @@ func (w *Watchdog) expire(now time.Time) time.Time {
 			earliest = e.deadline
 		}
 	}
+	w.armed = earliest
 	w.mu.Unlock()
 	for _, e := range dead {
 		w.mu.Lock()

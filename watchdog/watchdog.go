@@ -116,13 +116,19 @@ type Watchdog struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	// added wakes the loop when an entry is added, so that it watches the
-	// new deadline even when that comes before the next tick.
+	// added wakes the loop when an entry is added that is due before the
+	// deadline it watches (armed), so that it watches the new deadline even
+	// when that comes before the next tick.
 	added chan struct{}
 
 	mu      sync.Mutex
 	entries map[*Entry]struct{}
 	stats   Stats
+	// armed is the earliest deadline the last scan of entries found (zero
+	// when it found none): the loop's expiry timer fires by then. Add
+	// wakes the loop only for an entry due before it, so that adding a
+	// lease does not cost a scan of all the others.
+	armed time.Time
 }
 
 // New starts a watchdog goroutine that renews through client.
@@ -134,10 +140,15 @@ func New(client rueidis.Client, opts Options) (*Watchdog, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &Watchdog{client: client, opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{}), added: make(chan struct{}, 1), entries: make(map[*Entry]struct{})}
+	w := newWatchdog(client, opts)
 	go w.loop()
 	return w, nil
+}
+
+// newWatchdog is a Watchdog whose loop has not started.
+func newWatchdog(client rueidis.Client, opts Options) *Watchdog {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Watchdog{client: client, opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{}), added: make(chan struct{}, 1), entries: make(map[*Entry]struct{})}
 }
 
 // Options returns the options in force, defaults filled in.
@@ -201,10 +212,13 @@ func (w *Watchdog) Add(key, owner string, sentAt time.Time, onLost func(cause er
 	e := &Entry{w: w, key: key, owner: owner, onLost: onLost, slot: slot, deadline: sentAt.Add(w.validity())}
 	w.mu.Lock()
 	w.entries[e] = struct{}{}
+	wake := w.armed.IsZero() || e.deadline.Before(w.armed)
 	w.mu.Unlock()
-	select {
-	case w.added <- struct{}{}:
-	default: // the loop has a wake-up pending already
+	if wake {
+		select {
+		case w.added <- struct{}{}:
+		default: // the loop has a wake-up pending already
+		}
 	}
 	return e
 }

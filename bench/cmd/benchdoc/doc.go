@@ -162,17 +162,37 @@ func writeWatchdog(b *bytes.Buffer, w *results.Watchdog) {
 		return
 	}
 	fmt.Fprintf(b, "One latchkey client holds the locks without a lease; its watchdog renews them every %s "+
-		"(timeout %s, at most %d locks per renew call, all of a tick's calls in one pipeline). "+
-		"Per tick, over %s: renew script calls as the watchdog counts them and as Redis' commandstats count EVALSHA, "+
-		"and Redis CPU. Goroutines are the whole benchmark process's, %d with the client open and idle. "+
+		"(timeout %s, at most %d locks per renew call). "+
+		"Each tick sends all its renew calls in one pipeline: rueidis writes them back to back on one connection "+
+		"without waiting for replies, so however many calls it makes, a tick costs one round trip (request out, reply back) "+
+		"plus the time to send the calls and for Redis to run them. "+
+		"Per tick, over %s: renew calls as the watchdog counts them and as Redis' commandstats count EVALSHA, "+
+		"locks renewed, Redis CPU, and client CPU, the user + system CPU (getrusage) of the benchmark process, which holds only this client. "+
+		"Client CPU includes the Go runtime's garbage collection, whose cycles scan the held state; the cycles that fell in the window are shown. "+
+		"Both CPU figures include what each process does anyway in an interval (Redis' housekeeping, the benchmark's polling): "+
+		"a large part of them at 1 000 locks. "+
+		"Goroutines are the whole benchmark process's, %d with the client open and idle. "+
 		"Leases lost: %d; renew calls failed: %d.\n\n",
 		units.Micros(w.IntervalMS*1e3), units.Micros(w.TimeoutMS*1e3), w.BatchSize, tickCount(w), w.GoroutinesIdle, w.Lost, w.Errors)
-	b.WriteString(header("locks held", "renew calls/tick", "EVALSHA/tick", "renewed/tick", "Redis CPU/tick", "goroutines"))
+	b.WriteString(header("locks held", "renew calls/tick", "EVALSHA/tick", "renewed/tick", "Redis CPU/tick", "client CPU/tick", "goroutines"))
 	for _, s := range w.Steps {
 		b.WriteString(row(fmt.Sprint(s.Locks), fmtNum(s.CallsPerTick), fmtNum(s.EvalshaPerTick), fmtNum(s.RenewedPerTick),
-			units.Micros(s.RedisCPUUSPerTick), fmt.Sprint(s.Goroutines)))
+			units.Micros(s.RedisCPUUSPerTick), clientCPU(s), fmt.Sprint(s.Goroutines)))
 	}
 	b.WriteString("\n")
+}
+
+// clientCPU prints a step's client CPU per tick, with the garbage
+// collections in its window; "–" for results that lack it.
+func clientCPU(s results.WatchdogStep) string {
+	if s.ClientCPUUSPerTick == 0 {
+		return "–"
+	}
+	cpu := units.Micros(s.ClientCPUUSPerTick)
+	if s.GCCycles > 0 {
+		cpu += fmt.Sprintf(" (%d GC %s)", s.GCCycles, plural(int(s.GCCycles), "cycle", "cycles"))
+	}
+	return cpu
 }
 
 func tickCount(w *results.Watchdog) string {
@@ -194,12 +214,12 @@ func writeMethod(b *bytes.Buffer, m results.Meta) {
 		fmt.Sprintf("**Critical section.** Held with `precise.Wait`: a nanosleep system call for all but the last %s, then a loop of runtime.Gosched until the deadline. time.Sleep would overshoot by 100µs to 1ms (the Go scheduler's timers wait in epoll with millisecond resolution), which would distort a 1ms critical section.", units.Micros(float64(precise.SpinSlack.Microseconds()))),
 		"**Redis CPU per acquisition** is the increase of `used_cpu_sys + used_cpu_user` (INFO cpu, all of the server's threads) over the run divided by the acquisitions. It includes Redis' own background work for the duration of the run.",
 		"**Redis commands per acquisition** is the sum of `calls` in INFO commandstats over the run divided by the acquisitions. Redis counts the commands a Lua script runs as well as the EVALSHA that runs it, so a script that does a GET and a SET counts as three. Left out are the benchmark's own commands and connection handshakes and keep-alives (" + overheadList() + "). [Where the Redis CPU goes](#where-the-redis-cpu-goes) splits the sum by command.",
-		"**Idle waiting (f).** Holders keep the lock 2s, so nearly every goroutine is blocked nearly all the time. Workers report the instant of every grant and every Unlock's return; the parent reads INFO cpu and commandstats every 100ms, and only the intervals between two readings that stay 250ms away from every grant, release and the run's start count. Each acquire may wait until the end of the run, so no waiter gives up and comes back inside the measurement.",
+		"**Idle waiting (f).** Holders keep the lock 2s, so nearly every goroutine is blocked nearly all the time. Workers report the instant of every grant and every Unlock's return; the parent reads INFO cpu and commandstats every 100ms, and only the intervals between two readings that start 1s after the run does (every goroutine has just called Lock, and a waiter subscribes and queues first) and stay 250ms away from every grant and release count. Each acquire may wait until the end of the run, so no waiter gives up and comes back inside the measurement.",
 		"**Violations** are seen in-process only, at no Redis cost: per key, a counter of the goroutines inside the critical section is raised on entry and lowered on exit; finding another holder on entry is a violation. It cannot see an overlap between two processes.",
 		"**Errors** are Lock failures other than the deadline, and Unlock failures (a release that finds the lock gone counts).",
 		fmt.Sprintf("**Lease.** Every library gets the same %gs lease, long enough that no lock expires during a run, so renewal is never on the measured path: latchkey `rlock.WithLease`, redsync `WithExpiry`, redislock's ttl, rueidislock's `KeyValidity`. rueidislock also shortens a key's validity to the acquire context's deadline.", m.LeaseS),
 		"**Libraries**, at their defaults. `latchkey`: `rlock.Client.Mutex`, woken by pub/sub. `latchkey-spin`: `rlock.Client.SpinMutex`, polling with jittered exponential backoff from 1ms to 128ms. `redsync`: v4 on a go-redis v9 pool (pool size at least the goroutines per process), `WithTries(MaxInt32)` so that only the context ends an acquire, and its default retry delay (random 50–250ms). `redislock`: bsm/redislock on a go-redis v9 pool, `ExponentialBackoff(1ms, 128ms)` (its backoff is 2^n ms within those bounds, without jitter), a fresh strategy per acquire. `rueidislock`: `KeyMajority 1` (one key per lock) and its default wake-up, client-side caching invalidations of the lock key. In the sweep, latchkey-spin's `SpinBackoffMax` and redislock's backoff cap take the sweep's values, and redsync runs with `WithRetryDelay` of each.",
-		"**Watchdog scale.** One latchkey client takes 1 000 and then 10 000 locks without a lease. After each step it waits for a renewal tick to finish, resets Redis' statistics, and measures over the next ticks. The goroutine count is read while the locks are held and no acquire is running, as the least of several readings over 200ms, so that short-lived goroutines (a context callback, a connection helper) do not count.",
+		"**Watchdog scale.** One latchkey client takes 1 000, then 10 000, then 100 000 locks without a lease, with 64 goroutines whose calls the client pipelines. After each step it waits for a renewal tick to finish, resets Redis' statistics, reads its own CPU time, and measures over the next ticks; it reads the watchdog's tick count every 20ms only from a quarter interval before the last tick is due, so that its polling adds little to the client CPU. The goroutine count is read while the locks are held and no acquire is running, as the least of several readings over 200ms, so that short-lived goroutines (a context callback, a connection helper) do not count.",
 	}
 	for _, l := range lines {
 		b.WriteString("- " + l + "\n")

@@ -143,7 +143,7 @@ func TestIdleEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.idleDur = 1600 * time.Millisecond
+	cfg.idleDur = 2600 * time.Millisecond // idle from 1s (idleSettle) to 1.75s, and from 2.25s on
 	addr, _, closeRedis, err := getRedis(t.Context(), "")
 	if err != nil {
 		t.Fatal(err)

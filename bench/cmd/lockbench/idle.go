@@ -21,6 +21,12 @@ const (
 	// release and the run's start for it to count as idle: a release
 	// wakes waiters, and a start sends every goroutine to Lock.
 	idleMargin = 250 * time.Millisecond
+	// idleSettle is how long after the start of a run no interval counts:
+	// every goroutine has just called Lock, and a waiter's first steps (a
+	// try, a subscription, a queued try) are the cost of starting to wait,
+	// not of being blocked; under load (-race) they can take longer than
+	// idleMargin.
+	idleSettle = time.Second
 	// baselineDur is how long the baseline reads Redis with no client.
 	baselineDur = 2 * time.Second
 )
@@ -134,7 +140,11 @@ func (s *sample) idleFigures() idleFigures {
 	for _, ns := range s.events {
 		events = append(events, time.Unix(0, ns))
 	}
-	idle, cmds, cpu := idleLoad(s.points, events, idleMargin)
+	points := s.points
+	for len(points) > 0 && points[0].at.Before(s.start.Add(idleSettle)) {
+		points = points[1:]
+	}
+	idle, cmds, cpu := idleLoad(points, events, idleMargin)
 	f := idleFigures{idleS: idle.Seconds(), cmdsPerS: math.NaN(), cpuMSPerS: math.NaN(), grants: float64(len(s.events) / 2)}
 	if idle > 0 {
 		f.cmdsPerS = float64(cmds) / idle.Seconds()

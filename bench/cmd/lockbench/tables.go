@@ -43,9 +43,10 @@ func printTables(out io.Writer, f *results.File) error {
 	if w := f.Watchdog; w != nil {
 		fmt.Fprintf(tw, "\nwatchdog scale: timeout %gms, interval %gms, batch %d; %d goroutines idle, %d lost, %d errors\n",
 			w.TimeoutMS, w.IntervalMS, w.BatchSize, w.GoroutinesIdle, w.Lost, w.Errors)
-		fmt.Fprintln(tw, "locks\tticks\tcalls/tick\tevalsha/tick\tCPU µs/tick\tgoroutines\t")
+		fmt.Fprintln(tw, "locks\ttaken in ms\tticks\tcalls/tick\tevalsha/tick\tRedis CPU µs/tick\tclient CPU µs/tick\tGC cycles\tclient KB alloc/tick\tgoroutines\t")
 		for _, s := range w.Steps {
-			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.1f\t%.0f\t%d\t\n", s.Locks, s.Ticks, s.CallsPerTick, s.EvalshaPerTick, s.RedisCPUUSPerTick, s.Goroutines)
+			fmt.Fprintf(tw, "%d\t%.0f\t%d\t%.1f\t%.1f\t%.0f\t%.0f\t%d\t%.0f\t%d\t\n", s.Locks, s.AcquireMS, s.Ticks, s.CallsPerTick, s.EvalshaPerTick,
+				s.RedisCPUUSPerTick, s.ClientCPUUSPerTick, s.GCCycles, s.ClientAllocKBPerTick, s.Goroutines)
 		}
 	}
 	return tw.Flush()

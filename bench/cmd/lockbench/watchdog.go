@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/latchkey/latchkey/bench/internal/results"
@@ -16,31 +17,38 @@ import (
 
 // The watchdog scale: one client holds WatchdogSteps locks in turn, without a
 // lease, with a watchdog much faster than the default so that a few seconds
-// show several ticks.
+// show several ticks. The interval still leaves a tick room: a tick must end
+// within it (its calls fail at the interval's end), and at 100 000 locks one
+// took 0.3-0.45s on 2 cores, and 1s with two busy processes beside it.
+var (
+	WatchdogTimeout  = 6 * time.Second
+	WatchdogInterval = 2 * time.Second
+)
+
 const (
-	WatchdogTimeout  = 3 * time.Second
-	WatchdogInterval = time.Second
 	// WatchdogTicks is how many renewal ticks each step measures.
 	WatchdogTicks = 3
-	// watchdogLockers is how many goroutines take and release the locks.
-	watchdogLockers = 16
+	// watchdogLockers is how many goroutines take and release the locks:
+	// enough that the client pipelines their calls (16 took 90 000 locks in
+	// 2.7s, 64 in 1.5s; more gained nothing).
+	watchdogLockers = 64
 	// goroutineSamples readings of the goroutine count, goroutineGap apart,
 	// make one count: their minimum.
 	goroutineSamples = 10
 	goroutineGap     = 20 * time.Millisecond
 	// watchdogPoll is how often the tick count is read while waiting for
-	// ticks: short against WatchdogInterval, so a window ends within 2% of
-	// a tick's end.
+	// ticks: short against WatchdogInterval, so a window ends within 1% of
+	// an interval after its last tick.
 	watchdogPoll = 20 * time.Millisecond
 )
 
 // WatchdogSteps are the lock counts measured, in increasing order.
-var WatchdogSteps = []int{1000, 10000}
+var WatchdogSteps = []int{1000, 10000, 100000}
 
 // watchdogScale holds WatchdogSteps locks in one latchkey client and
 // measures, per renewal tick, the script calls the watchdog makes (from its
-// Stats and from Redis' commandstats) and Redis' CPU, and the client
-// process's goroutine count at each step.
+// Stats and from Redis' commandstats), Redis' CPU and this process's CPU,
+// and the process's goroutine count at each step.
 func (b *bench) watchdogScale(ctx context.Context) (_ *results.Watchdog, err error) {
 	fmt.Fprintf(b.progress, "watchdog scale: holding %v locks, renewed every %v\n", WatchdogSteps, WatchdogInterval)
 	if err := flush(ctx, b.admin); err != nil {
@@ -76,7 +84,9 @@ func (b *bench) watchdogScale(ctx context.Context) (_ *results.Watchdog, err err
 	var held []held
 	defer func() { err = errors.Join(err, release(held)) }()
 	for _, n := range WatchdogSteps {
+		start := time.Now()
 		more, err := acquire(ctx, c, len(held), n)
+		took := time.Since(start)
 		held = append(held, more...)
 		if err != nil {
 			return nil, fmt.Errorf("taking %d locks: %w", n, err)
@@ -85,6 +95,11 @@ func (b *bench) watchdogScale(ctx context.Context) (_ *results.Watchdog, err err
 		if err != nil {
 			return nil, err
 		}
+		step.AcquireMS = float64(took.Microseconds()) / 1e3
+		fmt.Fprintf(b.progress, "watchdog scale: %d locks (the last %d taken in %v): %.1f calls/tick, %.1f evalsha/tick, "+
+			"%.0fµs Redis CPU/tick, %.0fµs client CPU/tick (%d GC cycles), %d goroutines\n",
+			n, len(more), took.Round(time.Millisecond), step.CallsPerTick, step.EvalshaPerTick,
+			step.RedisCPUUSPerTick, step.ClientCPUUSPerTick, step.GCCycles, step.Goroutines)
 		w.Steps = append(w.Steps, step)
 	}
 	st := c.WatchdogStats()
@@ -97,15 +112,25 @@ func (b *bench) watchdogScale(ctx context.Context) (_ *results.Watchdog, err err
 // else runs in the client.
 func (b *bench) measureTicks(ctx context.Context, c *rlock.Client, locks int) (results.WatchdogStep, error) {
 	step := results.WatchdogStep{Locks: locks, Goroutines: steadyGoroutines()}
-	first, err := awaitTicks(ctx, c, c.WatchdogStats().Ticks+1)
+	first, err := awaitTicks(ctx, c, c.WatchdogStats().Ticks+1, time.Now())
 	if err != nil {
 		return step, err
 	}
+	// The last tick ends about WatchdogTicks intervals after the first.
+	lastDue := time.Now().Add(WatchdogTicks*WatchdogInterval - WatchdogInterval/4)
 	win, err := openWindow(ctx, b.admin)
 	if err != nil {
 		return step, err
 	}
-	last, err := awaitTicks(ctx, c, first.Ticks+WatchdogTicks)
+	client0, err := readUsage()
+	if err != nil {
+		return step, err
+	}
+	last, err := awaitTicks(ctx, c, first.Ticks+WatchdogTicks, lastDue)
+	if err != nil {
+		return step, err
+	}
+	client1, err := readUsage()
 	if err != nil {
 		return step, err
 	}
@@ -119,17 +144,45 @@ func (b *bench) measureTicks(ctx context.Context, c *rlock.Client, locks int) (r
 	step.RenewedPerTick = float64(last.Renewed-first.Renewed) / ticks
 	step.EvalshaPerTick = float64(calls["evalsha"]+calls["eval"]) / ticks
 	step.RedisCPUUSPerTick = cpuSeconds * 1e6 / ticks
-	fmt.Fprintf(b.progress, "watchdog scale: %d locks: %.1f calls/tick, %.1f evalsha/tick, %.0fµs Redis CPU/tick, %d goroutines\n",
-		locks, step.CallsPerTick, step.EvalshaPerTick, step.RedisCPUUSPerTick, step.Goroutines)
+	step.ClientCPUUSPerTick = float64((client1.cpu - client0.cpu).Microseconds()) / ticks
+	step.ClientAllocKBPerTick = float64(client1.alloc-client0.alloc) / 1e3 / ticks
+	step.GCCycles = client1.gcs - client0.gcs
 	return step, nil
+}
+
+// usage is what this process has used so far.
+type usage struct {
+	// cpu is user and system CPU time, all threads together: the client's
+	// goroutines, the Go runtime's (its garbage collector) and the
+	// benchmark's own polling.
+	cpu   time.Duration
+	alloc uint64 // bytes allocated on the heap
+	gcs   uint32 // garbage collection cycles completed
+}
+
+func readUsage() (usage, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return usage{}, fmt.Errorf("getrusage: %w", err)
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return usage{cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), alloc: ms.TotalAlloc, gcs: ms.NumGC}, nil
 }
 
 // ErrNoTicks reports a watchdog that stopped ticking: its client is broken.
 var ErrNoTicks = errors.New("the watchdog did not tick")
 
-// awaitTicks polls the watchdog's stats until it has done n ticks.
-func awaitTicks(ctx context.Context, c *rlock.Client, n uint64) (watchdog.Stats, error) {
+// awaitTicks waits until from, then polls the watchdog's stats until it has
+// done n ticks. Each poll wakes this process, which would count in its CPU
+// per tick: a measuring window polls only from shortly before its last tick.
+func awaitTicks(ctx context.Context, c *rlock.Client, n uint64, from time.Time) (watchdog.Stats, error) {
 	limit := time.Now().Add(time.Duration(n+2) * WatchdogInterval * 2)
+	select {
+	case <-ctx.Done():
+		return c.WatchdogStats(), ctx.Err()
+	case <-time.After(time.Until(from)):
+	}
 	t := time.NewTicker(watchdogPoll)
 	defer t.Stop()
 	for {

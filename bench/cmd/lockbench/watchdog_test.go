@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/latchkey/latchkey/bench/internal/results"
 )
 
-// TestWatchdogScale runs the watchdog scale with small steps: the watchdog
-// must renew every lock each tick in ceil(locks/100) calls, lose none, and
-// keep the goroutine count of the idle client.
+// TestWatchdogScale runs the watchdog scale with small steps and a faster
+// watchdog: the watchdog must renew every lock each tick in ceil(locks/100)
+// calls, lose none, and keep the goroutine count of the idle client.
 func TestWatchdogScale(t *testing.T) {
-	defer func(steps []int) { WatchdogSteps = steps }(WatchdogSteps)
-	WatchdogSteps = []int{50, 250}
+	defer func(steps []int, timeout, interval time.Duration) {
+		WatchdogSteps, WatchdogTimeout, WatchdogInterval = steps, timeout, interval
+	}(WatchdogSteps, WatchdogTimeout, WatchdogInterval)
+	WatchdogSteps, WatchdogTimeout, WatchdogInterval = []int{50, 250}, 1500*time.Millisecond, 500*time.Millisecond
 	cfg, err := parseFlags([]string{"-watchdog", "-json"})
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +46,9 @@ func TestWatchdogScale(t *testing.T) {
 		}
 		if s.RenewedPerTick != float64(want.locks) {
 			t.Errorf("step %d: %v renewed per tick, want %d", i, s.RenewedPerTick, want.locks)
+		}
+		if !(s.RedisCPUUSPerTick > 0 && s.ClientCPUUSPerTick > 0 && s.AcquireMS > 0) {
+			t.Errorf("step %d: Redis CPU %vµs, client CPU %vµs per tick, taken in %vms: want all positive", i, s.RedisCPUUSPerTick, s.ClientCPUUSPerTick, s.AcquireMS)
 		}
 		if s.Goroutines != w.GoroutinesIdle {
 			t.Errorf("step %d: %d goroutines holding %d locks, %d idle", i, s.Goroutines, s.Locks, w.GoroutinesIdle)

@@ -24,6 +24,15 @@ type WatchdogStep struct {
 	// EvalshaPerTick cross-checks it from Redis' commandstats.
 	EvalshaPerTick    float64 `json:"evalsha_per_tick"`
 	RedisCPUUSPerTick float64 `json:"redis_cpu_us_per_tick"`
-	RenewedPerTick    float64 `json:"renewed_per_tick"`
-	Goroutines        int     `json:"goroutines"` // while holding Locks
+	// ClientCPUUSPerTick is the benchmark process's user and system CPU per
+	// tick (getrusage), with the Go runtime's garbage collection in the
+	// window (GCCycles of it); 0 in files written before it was measured.
+	ClientCPUUSPerTick   float64 `json:"client_cpu_us_per_tick,omitempty"`
+	ClientAllocKBPerTick float64 `json:"client_alloc_kb_per_tick,omitempty"` // heap allocation per tick
+	GCCycles             uint32  `json:"gc_cycles"`                          // completed in the window
+	RenewedPerTick       float64 `json:"renewed_per_tick"`
+	Goroutines           int     `json:"goroutines"` // while holding Locks
+	// AcquireMS is how long taking this step's locks took: those beyond the
+	// previous step's, the previous step's still held.
+	AcquireMS float64 `json:"acquire_ms,omitempty"`
 }
