@@ -224,17 +224,17 @@ func printSummary(w io.Writer, cfg config, ps, sp *phaseResult) {
 
 // compare is the one-sentence verdict, pub/sub relative to spin.
 func compare(ps, sp *phaseResult) string {
-	p99 := func(r *phaseResult) float64 {
+	wait := func(r *phaseResult, p float64) float64 {
 		if r.waits.Count() == 0 {
 			return math.NaN()
 		}
-		return float64(r.waits.Quantile(99))
+		return float64(r.waits.Quantile(p))
 	}
-	return fmt.Sprintf("pub/sub: %s the throughput, %s the Redis commands and %s the Redis CPU per acquisition, and %s the p99 wait of spin.",
+	return fmt.Sprintf("pub/sub: %s the throughput, %s the Redis commands and %s the Redis CPU per acquisition, %s the p99 wait and %s the longest wait of spin.",
 		ratio(ps.rate(), sp.rate()),
 		ratio(ps.perAcq(float64(ps.commands)), sp.perAcq(float64(sp.commands))),
 		ratio(ps.perAcq(ps.cpuSeconds), sp.perAcq(sp.cpuSeconds)),
-		ratio(p99(ps), p99(sp)))
+		ratio(wait(ps, 99), wait(sp, 99)), ratio(wait(ps, 100), wait(sp, 100)))
 }
 
 // totalCommands is Redis' total_commands_processed.

@@ -165,6 +165,8 @@ func hammer(ctx, run context.Context, rc rueidis.Client, m *rlock.Mutex, cs time
 			if run.Err() == nil { // a real error, not the end of the phase
 				st.fail(err)
 				time.Sleep(10 * time.Millisecond) // no hot loop on a persistent error
+			} else {
+				st.cutOff(time.Since(t0))
 			}
 			continue
 		}
@@ -208,19 +210,35 @@ type stats struct {
 	attempts atomic.Int64 // bumped by the OnAttempt hook, which must be fast
 	overlaps atomic.Int64
 
-	mu      sync.Mutex
-	waits   *latency.Histogram // nil until the first acquisition of the second
+	mu sync.Mutex
+	// waits has a sample per acquisition and one per Lock the phase's end
+	// cut off (its wait so far), so that a starved waiter shows in the
+	// tail; nil until the first sample of the second.
+	waits   *latency.Histogram
+	count   int64 // acquisitions
 	errors  int64
 	lastErr string
 }
 
 func (s *stats) acquired(wait time.Duration) {
 	s.mu.Lock()
+	s.count++
+	s.record(wait)
+	s.mu.Unlock()
+}
+
+// cutOff records the wait of a Lock that the end of the phase ended.
+func (s *stats) cutOff(wait time.Duration) {
+	s.mu.Lock()
+	s.record(wait)
+	s.mu.Unlock()
+}
+
+func (s *stats) record(wait time.Duration) {
 	if s.waits == nil {
 		s.waits = new(latency.Histogram)
 	}
 	s.waits.Record(wait)
-	s.mu.Unlock()
 }
 
 func (s *stats) fail(err error) {
@@ -233,8 +251,8 @@ func (s *stats) fail(err error) {
 func (s *stats) take(worker, second int) report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := report{Worker: worker, Second: second, Acquired: s.waits.Count(), Waits: s.waits,
+	r := report{Worker: worker, Second: second, Acquired: s.count, Waits: s.waits,
 		Errors: s.errors, LastErr: s.lastErr, Attempts: s.attempts.Swap(0), Overlaps: s.overlaps.Swap(0)}
-	s.waits, s.errors, s.lastErr = nil, 0, ""
+	s.waits, s.count, s.errors, s.lastErr = nil, 0, 0, ""
 	return r
 }
