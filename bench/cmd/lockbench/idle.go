@@ -179,7 +179,7 @@ func (b *bench) idle(ctx context.Context, sc results.Scenario) (*results.Idle, e
 		}
 	}
 	out := &results.Idle{
-		Scenario: sc, DurS: b.cfg.idleDur.Seconds(), SampleMS: ms(sampleEvery), MarginMS: ms(idleMargin),
+		Scenario: sc, DurS: b.cfg.idleDur.Seconds(), SampleMS: ms(sampleEvery), MarginMS: ms(idleMargin), SettleMS: ms(idleSettle),
 		Baseline: summarizeIdle(runSpec{lib: "baseline"}, base),
 	}
 	out.Baseline.Setting = "Redis with no client but the sampler"

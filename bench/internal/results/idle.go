@@ -11,6 +11,9 @@ type Idle struct {
 	// MarginMS is how far from a grant or a release (or the start) a
 	// reading interval must stay to count as idle.
 	MarginMS float64 `json:"margin_ms"`
+	// SettleMS is how long after a run's start no interval counts: every
+	// waiter is just starting to wait. 0 in files from before it existed.
+	SettleMS float64 `json:"settle_ms,omitempty"`
 	// Baseline is Redis with no client but the sampler, over the same
 	// kind of readings: the floor of CPU per second.
 	Baseline IdleResult   `json:"baseline"`
