@@ -157,7 +157,7 @@ func TestDocIdle(t *testing.T) {
 	section := sectionOf(t, doc, "## (f) Idle waiting", "## Where the Redis CPU goes")
 	assertContains(t, section,
 		"**4 × 16 goroutines, 1 key, holders keep it 2.00s.**",
-		"readings every 100.0ms, counted only 1.00s after the run's start (when every waiter is just starting to wait) and at least 250.0ms away",
+		"readings every 100.0ms, counted only 1.00s after the run's start (when every waiter is just starting to wait) and at least 250.0ms away from every grant and release, and from the run's end",
 		"| library | setting | Redis cmds/s while blocked | Redis CPU ms/s while blocked |",
 		"| baseline | Redis with no client but the sampler | 0.00 | 2.30 (1.84–2.76) | 2.80s (2.24s–3.36s) | 0 | 0 | 0 |",
 		"| latchkey | pub/sub wake-up, no polling | 0.20 (0.16–0.24) | 2.40 (1.92–2.88) | 2.80s (2.24s–3.36s) | 2 | 0 | 0 |",

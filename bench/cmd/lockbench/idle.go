@@ -18,8 +18,9 @@ const (
 	// sampleEvery is the period of Redis' readings in an idle run.
 	sampleEvery = 100 * time.Millisecond
 	// idleMargin keeps a reading interval this far from every grant,
-	// release and the run's start for it to count as idle: a release
-	// wakes waiters, and a start sends every goroutine to Lock.
+	// release and the run's start and end for it to count as idle: a
+	// release wakes waiters, a start sends every goroutine to Lock, and
+	// an end makes every waiter give up.
 	idleMargin = 250 * time.Millisecond
 	// idleSettle is how long after the start of a run no interval counts:
 	// every goroutine has just called Lock, and a waiter's first steps (a
@@ -136,7 +137,10 @@ type idleFigures struct {
 }
 
 func (s *sample) idleFigures() idleFigures {
-	events := []time.Time{s.start}
+	// The run's end is an event too: every waiter gives up at once, and
+	// its last steps (a goroutine that got the baton at that instant tries
+	// once, the client leaves the queue) are not waiting.
+	events := []time.Time{s.start, s.start.Add(s.dur)}
 	for _, ns := range s.events {
 		events = append(events, time.Unix(0, ns))
 	}
@@ -179,7 +183,7 @@ func (b *bench) idle(ctx context.Context, sc results.Scenario) (*results.Idle, e
 		}
 	}
 	out := &results.Idle{
-		Scenario: sc, DurS: b.cfg.idleDur.Seconds(), SampleMS: ms(sampleEvery), MarginMS: ms(idleMargin), SettleMS: ms(idleSettle),
+		Scenario: sc, DurS: b.cfg.idleDur.Seconds(), SampleMS: ms(sampleEvery), MarginMS: ms(idleMargin), SettleMS: ms(idleSettle), EndExcluded: true,
 		Baseline: summarizeIdle(runSpec{lib: "baseline"}, base),
 	}
 	out.Baseline.Setting = "Redis with no client but the sampler"

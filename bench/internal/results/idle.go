@@ -14,6 +14,9 @@ type Idle struct {
 	// SettleMS is how long after a run's start no interval counts: every
 	// waiter is just starting to wait. 0 in files from before it existed.
 	SettleMS float64 `json:"settle_ms,omitempty"`
+	// EndExcluded says the margin was also kept from the run's end, when
+	// every waiter gives up (false in files from before it was).
+	EndExcluded bool `json:"end_excluded,omitempty"`
 	// Baseline is Redis with no client but the sampler, over the same
 	// kind of readings: the floor of CPU per second.
 	Baseline IdleResult   `json:"baseline"`
