@@ -213,3 +213,71 @@ func ExampleClient_SpinMutex() {
 	// <nil>
 	// <nil>
 }
+
+// Leader election: every candidate calls Lock; the one that gets the lock
+// leads until its context ends (the lock was lost, or the process stops)
+// or it resigns with Unlock, and then the next waiting candidate leads.
+// The waiters cost Redis nothing while they wait: they are woken by the
+// release. Here candidate a resigns once b is waiting.
+func ExampleMutex_leaderElection() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	bWaits := make(chan struct{}, 1)
+	a, _ := rlock.NewClient(rc, rlock.Options{})
+	defer a.Close()
+	// Two clients stand for two processes; OnWait tells us b is waiting.
+	b, _ := rlock.NewClient(rc, rlock.Options{OnWait: func(string) {
+		select {
+		case bWaits <- struct{}{}:
+		default:
+		}
+	}})
+	defer b.Close()
+
+	// campaign waits for the lead, then leads until the lock is lost or
+	// resign is closed, and gives the lead up.
+	campaign := func(c *rlock.Client, name string, resign <-chan struct{}, leading chan<- struct{}) error {
+		m := c.Mutex("leader")
+		lctx, err := m.Lock(context.Background())
+		if err != nil {
+			return err
+		}
+		fmt.Println(name, "leads")
+		close(leading)
+		select {
+		case <-lctx.Done():
+			fmt.Println(name, "lost the lead:", context.Cause(lctx))
+		case <-resign:
+			fmt.Println(name, "resigns")
+		}
+		return m.Unlock(lctx)
+	}
+
+	aResigns, bResigns := make(chan struct{}), make(chan struct{})
+	aLeads, bLeads := make(chan struct{}), make(chan struct{})
+	close(bResigns) // b resigns at once, to end the example
+	var wg sync.WaitGroup
+	for _, cand := range []struct {
+		c              *rlock.Client
+		name           string
+		resign         chan struct{}
+		leads, waitFor chan struct{}
+	}{{a, "a", aResigns, aLeads, nil}, {b, "b", bResigns, bLeads, aLeads}} {
+		if cand.waitFor != nil {
+			<-cand.waitFor // start b only once a leads
+		}
+		wg.Go(func() {
+			if err := campaign(cand.c, cand.name, cand.resign, cand.leads); err != nil {
+				log.Fatal(err)
+			}
+		})
+	}
+	<-bWaits
+	close(aResigns)
+	wg.Wait()
+	// Output:
+	// a leads
+	// a resigns
+	// b leads
+	// b resigns
+}
