@@ -281,3 +281,76 @@ func ExampleMutex_leaderElection() {
 	// b leads
 	// b resigns
 }
+
+// Do is the shortest correct use of a lock: it unlocks whatever fn does,
+// and reports a lock lost while fn ran.
+func ExampleClient_Do() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	locks, _ := rlock.NewClient(rc, rlock.Options{})
+	defer locks.Close()
+
+	err := locks.Do(context.Background(), "report:daily", func(lctx context.Context) error {
+		fmt.Println("writing the report")
+		return nil // pass lctx to the work: it ends if the lock is lost
+	})
+	fmt.Println(err)
+	// Output:
+	// writing the report
+	// <nil>
+}
+
+// A job that takes a short lease and extends it while it makes progress,
+// as redsync's and redislock's users do, instead of relying on the
+// watchdog.
+func ExampleMutex_Extend() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	locks, _ := rlock.NewClient(rc, rlock.Options{})
+	defer locks.Close()
+
+	m := locks.Mutex("import:batch-7")
+	lctx, err := m.Lock(context.Background(), rlock.WithLease(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for step := range 3 {
+		// ... one step of the work, under lctx ...
+		if err := m.Extend(lctx, 10*time.Second); err != nil {
+			log.Fatal(err) // ErrNotHeld: stop working, the lock is gone
+		}
+		fmt.Println("step", step+1, "done, lease extended")
+	}
+	fmt.Println(m.Unlock(lctx))
+	// Output:
+	// step 1 done, lease extended
+	// step 2 done, lease extended
+	// step 3 done, lease extended
+	// <nil>
+}
+
+// Locker adapts a lock to code that takes a sync.Locker, here a sync.Cond.
+func ExampleLocker() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	locks, _ := rlock.NewClient(rc, rlock.Options{})
+	defer locks.Close()
+
+	l := rlock.Locker(context.Background(), locks.Mutex("queue:ready"))
+	ready := false
+	cond := sync.NewCond(l)
+	go func() {
+		l.Lock()
+		ready = true
+		l.Unlock()
+		cond.Broadcast()
+	}()
+	l.Lock()
+	for !ready {
+		cond.Wait()
+	}
+	l.Unlock()
+	fmt.Println("ready")
+	// Output:
+	// ready
+}

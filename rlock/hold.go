@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/latchkey/latchkey/watchdog"
@@ -35,10 +36,12 @@ type hold struct {
 
 	// The keeper: a watchdog entry, or the timer of a fixed lease. Set
 	// once at the grant; stopped before the last release.
-	wd           *watchdog.Entry
-	expiry       *time.Timer
-	deadline     time.Time // of a fixed lease, on the local clock
-	expiredCause error     // why a fixed lease's contexts end
+	wd     *watchdog.Entry
+	expiry *time.Timer
+	// Of a fixed lease: its local deadline (unix ns) and why its contexts
+	// end then. Extend moves both; level contexts read the deadline.
+	deadline     atomic.Int64
+	expiredCause atomic.Pointer[leaseEndError]
 }
 
 // level is one Lock's share of a hold.
@@ -81,14 +84,34 @@ func (h *hold) keep(sent time.Time) {
 		h.wd = h.m.c.wd.Add(h.m.keys.Lock, h.owner, sent, h.lose)
 		return
 	}
-	h.expiry = time.AfterFunc(time.Until(h.deadline), func() { h.lose(h.expiredCause) })
+	h.expiry = time.AfterFunc(time.Until(h.localDeadline()), func() { h.lose(h.expiredCause.Load()) })
 }
 
 // setLease fixes a leased hold's local deadline, which every level's
-// context carries as its deadline.
-func (h *hold) setLease(sent time.Time, lo lockOptions) {
-	h.expiredCause = &leaseEndError{name: h.m.name, lease: lo.lease}
-	h.deadline = sent.Add(lo.lease - watchdog.DriftMargin(lo.lease))
+// context carries as its deadline: a drift margin before a lease sent at
+// sent runs out in Redis.
+func (h *hold) setLease(sent time.Time, lease time.Duration) {
+	h.expiredCause.Store(&leaseEndError{name: h.m.name, lease: lease})
+	h.deadline.Store(sent.Add(lease - watchdog.DriftMargin(lease)).UnixNano())
+}
+
+// localDeadline is a leased hold's current local deadline.
+func (h *hold) localDeadline() time.Time { return time.Unix(0, h.deadline.Load()) }
+
+// leaseCtx is a leased level's context. Its deadline is its hold's current
+// one, which Extend moves; the hold's lease timer, not a timer of the
+// context's own, ends it, so that one deadline rules every level.
+type leaseCtx struct {
+	context.Context
+	h *hold
+}
+
+func (c leaseCtx) Deadline() (time.Time, bool) {
+	d := c.h.localDeadline()
+	if parent, ok := c.Context.Deadline(); ok && parent.Before(d) {
+		return parent, true
+	}
+	return d, true
 }
 
 // stopKeeper stops renewing (or timing) h. After it returns, the keeper
@@ -118,19 +141,14 @@ func (e *leaseEndError) Unwrap() error { return ErrLockLost }
 
 // addLevel makes the context a Lock returns: derived from parent, carrying
 // the level, and ended by the matching Unlock or when the hold is lost. A
-// fixed lease's local deadline is also the context's deadline.
+// fixed lease's local deadline is also the context's deadline (leaseCtx).
 func (h *hold) addLevel(parent context.Context) (context.Context, error) {
 	c := h.m.c
 	lv := &level{h: h}
 	ctx := context.WithValue(parent, levelKey{c, h.m.keys.Lock}, lv)
-	var stopDeadline context.CancelFunc = func() {}
+	ctx, lv.cancel = context.WithCancelCause(ctx)
 	if h.lease {
-		ctx, stopDeadline = context.WithDeadlineCause(ctx, h.deadline, h.expiredCause)
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	lv.cancel = func(cause error) {
-		cancel(cause)
-		stopDeadline()
+		ctx = leaseCtx{Context: ctx, h: h}
 	}
 	c.mu.Lock()
 	lost, closed := h.lost, c.closed
@@ -146,6 +164,11 @@ func (h *hold) addLevel(parent context.Context) (context.Context, error) {
 		// Close ran since the grant and ended every other hold's contexts;
 		// this one ends the same way, and Unlock still releases it.
 		lv.cancel(ErrClosed)
+	case h.lease && !time.Now().Before(h.localDeadline()):
+		// The lease ran out before this level was made (a grant whose
+		// reply came late): the context is born ended, as a context made
+		// with a past deadline would be, not when the timer gets to it.
+		h.lose(h.expiredCause.Load())
 	}
 	return ctx, nil
 }

@@ -180,12 +180,12 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	h := lv.h
 	h.io.Lock()
 	defer h.io.Unlock()
-	if h.lease && !time.Now().Before(h.deadline) {
+	if h.lease && !time.Now().Before(h.localDeadline()) {
 		// The lease's local deadline passed: the hold is lost whether or
 		// not its timer has run yet. Without this, an Unlock racing that
 		// timer (say, right after the context's own deadline fired)
 		// would release or report the loss depending on which ran first.
-		h.lose(h.expiredCause)
+		h.lose(h.expiredCause.Load())
 	}
 	ok, lost := h.takeLevel(lv)
 	switch {

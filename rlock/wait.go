@@ -82,7 +82,7 @@ func (m *Mutex) grant(ctx context.Context, g *gate, owner string, token int64, s
 		return nil, ErrClosed
 	}
 	if lo.leaseSet {
-		h.setLease(sent, lo)
+		h.setLease(sent, lo.lease)
 	}
 	lctx, err := h.addLevel(ctx)
 	h.keep(sent)

@@ -116,6 +116,20 @@ func RunForceUnlock(ctx context.Context, c rueidis.Client, k Keys, w Wake) (bool
 	return n == 1, err
 }
 
+// RunRenewOne runs the renew script for one lock: it reports whether owner
+// still holds key, whose expiry is then at least lease.
+func RunRenewOne(ctx context.Context, c rueidis.Client, key, owner string, lease time.Duration) (bool, error) {
+	v, err := Renew.Exec(ctx, c, []string{key}, []string{Millis(lease), owner}).AsIntSlice()
+	if err != nil {
+		return false, err
+	}
+	held, err := ParseRenew(v, 1)
+	if err != nil {
+		return false, err
+	}
+	return held[0], nil
+}
+
 // RunInspect runs the inspect script; owner may be "".
 func RunInspect(ctx context.Context, c rueidis.Client, k Keys, owner string) (InspectReply, error) {
 	v, err := Inspect.Exec(ctx, c, []string{k.Lock}, []string{owner}).AsIntSlice()
