@@ -39,8 +39,10 @@ type Client struct {
 
 	mu     sync.Mutex
 	closed bool
-	gates  map[string]*gate   // by lock key
-	holds  map[*hold]struct{} // live holds, whose contexts Close ends
+	gates  map[string]*gate    // by lock key
+	holds  map[*hold]struct{}  // live holds, whose contexts Close ends
+	rooms  map[string]*room    // RWMutex and Semaphore waits (room.go)
+	shares map[*share]struct{} // their live holds, whose contexts Close ends
 }
 
 // NewClient returns a Client over rc, which stays the caller's: Close does not
@@ -85,6 +87,8 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 		close:   cancel,
 		gates:   make(map[string]*gate),
 		holds:   make(map[*hold]struct{}),
+		rooms:   make(map[string]*room),
+		shares:  make(map[*share]struct{}),
 	}, nil
 }
 
@@ -115,8 +119,8 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	holds := c.holds
-	c.holds = make(map[*hold]struct{})
+	holds, shares := c.holds, c.shares
+	c.holds, c.shares = make(map[*hold]struct{}), make(map[*share]struct{})
 	c.mu.Unlock()
 
 	c.close(ErrClosed)
@@ -125,6 +129,9 @@ func (c *Client) Close() error {
 	c.hub.Close()
 	for h := range holds {
 		h.endLevels(ErrClosed)
+	}
+	for s := range shares {
+		s.endLevels(ErrClosed)
 	}
 	return nil
 }

@@ -130,10 +130,10 @@ func (m *Mutex) reenter(ctx context.Context, lv *level, lo lockOptions) (context
 		undoErr := m.undo(h.owner, h.count+1)
 		err = &unknownOutcomeError{name: m.name, err: err, undo: undoErr}
 		if !transient(ctx, err) || undoErr != nil {
-			return nil, m.ended(ctx, ctx, err)
+			return nil, ended(ctx, ctx, err)
 		}
 		if !sleep(ctx, m.c.closing, retry) {
-			return nil, m.ended(ctx, ctx, withLast(ctxErr(ctx), err))
+			return nil, ended(ctx, ctx, withLast(ctxErr(ctx), err))
 		}
 		retry = min(retry*2, m.c.opts.SpinBackoffMax)
 	}
@@ -372,36 +372,13 @@ func (m *Mutex) inspect(ctx context.Context, owner string) (luascripts.InspectRe
 	return r, nil
 }
 
-func (m *Mutex) checkCtx(ctx context.Context) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	return m.err
-}
+func (m *Mutex) checkCtx(ctx context.Context) error { return checkCtx(ctx, m.err) }
 
 func (m *Mutex) check(ctx context.Context, opts []LockOption, try bool) (lockOptions, error) {
-	if err := m.checkCtx(ctx); err != nil {
-		return lockOptions{}, err
-	}
-	lo, err := buildLockOptions(opts, try)
-	if err != nil {
-		return lo, err
-	}
-	if m.c.isClosed() {
-		return lo, ErrClosed
-	}
-	if ctx.Err() != nil {
-		return lo, ctxErr(ctx)
-	}
-	return lo, nil
+	return m.c.checkCall(ctx, m.err, opts, try)
 }
 
-func (m *Mutex) lease(lo lockOptions) time.Duration {
-	if lo.leaseSet {
-		return lo.lease
-	}
-	return m.c.wd.Options().Timeout
-}
+func (m *Mutex) lease(lo lockOptions) time.Duration { return m.c.lease(lo) }
 
 // unknownOutcomeError is a call that may or may not have reached Redis; it
 // has been undone, unless undo says why not.

@@ -49,7 +49,7 @@ func (m *Mutex) acquire(ctx context.Context, lo lockOptions, deadline time.Time,
 			return m.grant(ctx, g, owner, t.Token, t.sent, lo)
 		case err != nil && !transient(ctx, err):
 			m.c.leaveGate(g, m, true)
-			return nil, m.ended(ctx, ctx, err)
+			return nil, ended(ctx, ctx, err)
 		case noWait || (!deadline.IsZero() && !time.Now().Before(deadline)):
 			m.c.leaveGate(g, m, true)
 			return nil, busyOr(err)
@@ -66,7 +66,7 @@ func (m *Mutex) acquire(ctx context.Context, lo lockOptions, deadline time.Time,
 	owner, t, err := m.contend(cctx, g, lo, deadline, first)
 	if err != nil {
 		m.c.leaveGate(g, m, true)
-		return nil, m.ended(ctx, cctx, err)
+		return nil, ended(ctx, cctx, err)
 	}
 	m.c.dropSub(g)
 	m.c.contenders.Done()
@@ -254,7 +254,7 @@ func ttlBound(pttl time.Duration) time.Duration {
 
 // ended maps the error that ended a wait to what Lock returns: ErrClosed
 // when the client closed, the caller's context error when ctx ended.
-func (m *Mutex) ended(ctx, cctx context.Context, err error) error {
+func ended(ctx, cctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, notify.ErrClosed) || errors.Is(context.Cause(cctx), ErrClosed) && ctx.Err() == nil:
 		return ErrClosed

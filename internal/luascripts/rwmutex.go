@@ -1,0 +1,156 @@
+package luascripts
+
+import (
+	"context"
+	_ "embed"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+var (
+	//go:embed rwqueue.lua
+	rwQueueSrc string
+	//go:embed rwread.lua
+	rwReadSrc string
+	//go:embed rwwrite.lua
+	rwWriteSrc string
+	//go:embed rwreenter.lua
+	rwReenterSrc string
+	//go:embed rwunlock.lua
+	rwUnlockSrc string
+	//go:embed rwleave.lua
+	rwLeaveSrc string
+)
+
+// The RWMutex scripts; those that queue or wake clients start with the
+// queue.lua and rwqueue.lua preludes.
+var (
+	RWRead    = New("rwread", queueSrc+rwQueueSrc+rwReadSrc)
+	RWWrite   = New("rwwrite", queueSrc+rwQueueSrc+rwWriteSrc)
+	RWReenter = New("rwreenter", rwReenterSrc)
+	RWUnlock  = New("rwunlock", queueSrc+rwQueueSrc+rwUnlockSrc)
+	RWLeave   = New("rwleave", queueSrc+rwQueueSrc+rwLeaveSrc)
+)
+
+// RWKeys are the keys of one RWMutex, all under its hash tag.
+type RWKeys struct {
+	Base    string // "<prefix>:{<name>}:rw", which the others extend
+	Write   string // the write hold {owner -> count}
+	Readers string // the read holds {owner -> count}; each reader also has Readers+":"+owner
+	QueueR  string // waiting readers' clients, oldest first
+	QueueW  string // waiting writers' clients, oldest first
+	Fence   string // the writers' fencing counter
+}
+
+// NewRWKeys derives an RWMutex's keys from its base key.
+func NewRWKeys(base string) RWKeys {
+	return RWKeys{Base: base, Write: base + ":w", Readers: base + ":rd", QueueR: base + ":qr", QueueW: base + ":qw", Fence: base + ":fence"}
+}
+
+// Reader is the key that carries one reader's own lease.
+func (k RWKeys) Reader(owner string) string { return k.Readers + ":" + owner }
+
+// Inbox is the channel on which client's waiting readers (write false) or
+// writers (write true) are woken.
+func (k RWKeys) Inbox(client string, write bool) string {
+	if write {
+		return k.Base + ":ch:w:" + client
+	}
+	return k.Base + ":ch:r:" + client
+}
+
+// RWAcquireArgs are the arguments of RWRead and RWWrite.
+type RWAcquireArgs struct {
+	Owner  string        // a new owner id
+	Lease  time.Duration // > 0
+	Client string        // the caller's client id
+	Queued bool          // queue the client if refused, dequeue it if granted
+	Writer string        // RWRead only: the write owner the caller holds, or ""
+	Wake   Wake
+}
+
+// RWAcquireReply is the reply of RWRead and RWWrite.
+type RWAcquireReply struct {
+	Granted bool
+	Token   int64         // RWWrite's grant: its fencing token
+	PTTL    time.Duration // refused: how long the state may last without a message; -1ms: no bound
+}
+
+func (w Wake) flavour() string {
+	if w.Sharded {
+		return "s"
+	}
+	return "p"
+}
+
+// RunRWAcquire runs RWWrite when write, else RWRead.
+func RunRWAcquire(ctx context.Context, c rueidis.Client, k RWKeys, write bool, a RWAcquireArgs) (RWAcquireReply, error) {
+	var v []int64
+	var err error
+	if write {
+		v, err = RWWrite.Exec(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW, k.Fence},
+			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.flavour()}).AsIntSlice()
+	} else {
+		v, err = RWRead.Exec(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW},
+			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Writer, a.Wake.flavour()}).AsIntSlice()
+	}
+	if err != nil {
+		return RWAcquireReply{}, err
+	}
+	switch {
+	case len(v) >= 1 && v[0] == 1 && (!write || len(v) == 2 && v[1] > 0):
+		r := RWAcquireReply{Granted: true}
+		if write {
+			r.Token = v[1]
+		}
+		return r, nil
+	case len(v) == 2 && v[0] == 0 && v[1] >= -1:
+		return RWAcquireReply{PTTL: time.Duration(v[1]) * time.Millisecond}, nil
+	}
+	return RWAcquireReply{}, unexpected("rw acquire", v)
+}
+
+// RunRWReenter runs RWReenter: the reader's new hold count, 0 when its
+// read hold is gone.
+func RunRWReenter(ctx context.Context, c rueidis.Client, k RWKeys, owner string) (int64, error) {
+	n, err := RWReenter.Exec(ctx, c, []string{k.Readers}, []string{owner}).AsInt64()
+	if err == nil && n < 0 {
+		err = unexpected("rwreenter", n)
+	}
+	return n, err
+}
+
+// RWUnlockArgs are RWUnlock's arguments.
+type RWUnlockArgs struct {
+	Owner string
+	Write bool  // the write hold, else a read hold
+	Count int64 // the owner's hold count before the release
+	Wake  Wake
+	Retry bool // an earlier call with these arguments may have run
+}
+
+// RunRWUnlock runs RWUnlock: the holds left, or -1 when the owner did not
+// hold with that count.
+func RunRWUnlock(ctx context.Context, c rueidis.Client, k RWKeys, a RWUnlockArgs) (int64, error) {
+	side := "r"
+	if a.Write {
+		side = "w"
+	}
+	n, err := RWUnlock.Exec(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW},
+		[]string{k.Base, a.Owner, side, strconv.FormatInt(a.Count, 10), a.Wake.flavour(), flag(a.Retry)}).AsInt64()
+	if err == nil && n < -1 {
+		err = unexpected("rwunlock", n)
+	}
+	return n, err
+}
+
+// RunRWLeave runs RWLeave for client's reader (write false) or writer entry.
+func RunRWLeave(ctx context.Context, c rueidis.Client, k RWKeys, client string, write bool, w Wake) error {
+	q := k.QueueR
+	if write {
+		q = k.QueueW
+	}
+	return RWLeave.Exec(ctx, c, []string{k.Write, k.Readers, q}, []string{k.Base, client, w.flavour()}).Error()
+}

@@ -1,0 +1,53 @@
+-- rwread: a new owner takes a read hold of an RWMutex, or learns how long to wait.
+--
+-- KEYS[1]  write hold B:w       KEYS[2]  readers B:rd (see rwqueue.lua)
+-- KEYS[3]  reader queue B:qr    KEYS[4]  writer queue B:qw
+-- ARGV[1]  base key B           ARGV[2]  owner id (new)
+-- ARGV[3]  lease in ms (> 0)    ARGV[4]  the caller's client id
+-- ARGV[5]  "1" to queue the client if refused (and dequeue it if granted)
+-- ARGV[6]  the write owner the caller holds, or "": a writer may always read
+-- ARGV[7]  wake spec, "p" or "s"
+--
+-- Refused while another owner writes, and while a writer queued before the
+-- caller (or any writer, for a caller not queued) waits: writers come first.
+-- Returns {1} when granted, {0, pttl} when refused: how long until the state
+-- can change without a message, -1 for no bound.
+local w, readers, qr, qw = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local base, owner, lease, client, queued, writer = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1', ARGV[6]
+local writes = writer ~= '' and redis.call('hexists', w, writer) == 1
+local pttl = -2
+if not writes then
+  if redis.call('exists', w) == 1 then
+    pttl = redis.call('pttl', w)
+  else
+    local head = redis.call('zrange', qw, 0, 0, 'WITHSCORES')
+    if head[1] then
+      local mine = redis.call('zscore', qr, client)
+      if not mine or tonumber(head[2]) < tonumber(mine) then
+        -- A writer waits first. If nothing holds, it should be acting:
+        -- prod the queue, which also drops it if it stopped listening.
+        pttl = redis.call('pttl', readers)
+        if pttl == -2 then
+          rw_wake(base, ARGV[7], 0)
+          pttl = -1
+        end
+      end
+    end
+  end
+end
+if pttl ~= -2 then
+  if queued then
+    enqueue(qr, client, math.max(pttl, 0) + 10000)
+  end
+  return {0, pttl}
+end
+redis.call('hincrby', readers, owner, 1)
+if redis.call('pttl', readers) < lease then
+  redis.call('pexpire', readers, lease)
+end
+redis.call('hset', readers .. ':' .. owner, owner, 1)
+redis.call('pexpire', readers .. ':' .. owner, lease)
+if queued then
+  redis.call('zrem', qr, client)
+end
+return {1}

@@ -1,0 +1,38 @@
+-- rwunlock: drop one of an owner's read or write holds of an RWMutex; at the
+-- last, wake whom the lock can now admit.
+--
+-- KEYS[1]  write hold B:w       KEYS[2]  readers B:rd (see rwqueue.lua)
+-- KEYS[3]  reader queue B:qr    KEYS[4]  writer queue B:qw
+-- ARGV[1]  base key B           ARGV[2]  owner id
+-- ARGV[3]  "r" for a read hold, "w" for the write hold
+-- ARGV[4]  the owner's hold count before this release (exact)
+-- ARGV[5]  wake spec, "p" or "s"
+-- ARGV[6]  "1" if an earlier call with these arguments may have run
+--
+-- Returns the holds left (0: released; the lock's waiters were woken as
+-- rw_wake says), or -1 when the owner does not hold with that count:
+-- nothing changed. Idempotent for a retry, as release.lua.
+local w, readers = KEYS[1], KEYS[2]
+local base, owner, side, n, retry = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[6] == '1'
+local left
+if side == 'w' then
+  -- No DEL: the hash goes with its last field, and a retry must not
+  -- delete a write hold someone took since.
+  left = release_count(w, owner, n, retry)
+else
+  if redis.call('exists', readers .. ':' .. owner) == 0 and not retry then
+    return -1
+  end
+  left = release_count(readers, owner, n, retry)
+  if left == 0 and n == 1 then
+    redis.call('del', readers .. ':' .. owner)
+  end
+end
+if left ~= 0 or n ~= 1 or redis.call('exists', w) == 1 then
+  return left
+end
+local nreaders = redis.call('hlen', readers)
+if side == 'w' or nreaders == 0 then
+  rw_wake(base, ARGV[5], nreaders)
+end
+return 0

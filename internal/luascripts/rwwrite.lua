@@ -1,0 +1,51 @@
+-- rwwrite: a new owner takes the write hold of an RWMutex, or learns how long to wait.
+--
+-- KEYS[1]  write hold B:w       KEYS[2]  readers B:rd (see rwqueue.lua)
+-- KEYS[3]  reader queue B:qr    KEYS[4]  writer queue B:qw
+-- KEYS[5]  fencing counter B:fence (no expiry)
+-- ARGV[1]  base key B           ARGV[2]  owner id (new)
+-- ARGV[3]  lease in ms (> 0)    ARGV[4]  the caller's client id
+-- ARGV[5]  "1" to queue the client if refused (and dequeue it if granted)
+-- ARGV[6]  wake spec, "p" or "s"
+--
+-- Granted when nobody writes, no reader holds, and no client queued before
+-- the caller (any client, for a caller not queued) waits.
+-- Returns {1, token} when granted, {0, pttl} when refused: how long until
+-- the state can change without a message, -1 for no bound.
+local w, readers, qr, qw, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local base, owner, lease, client, queued = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1'
+local pttl = -2
+if redis.call('exists', w) == 1 then
+  pttl = redis.call('pttl', w)
+else
+  local n, least = live_readers(readers)
+  if n > 0 then
+    pttl = least
+  else
+    local mine = redis.call('zscore', qw, client)
+    local ahead
+    if mine then
+      ahead = redis.call('zcount', qw, '-inf', '(' .. mine) + redis.call('zcount', qr, '-inf', '(' .. mine)
+    else
+      ahead = redis.call('zcard', qw) + redis.call('zcard', qr)
+    end
+    if ahead > 0 then
+      -- Nothing holds, so whoever is ahead should be acting: prod them,
+      -- which also drops clients that stopped listening.
+      rw_wake(base, ARGV[6], 0)
+      pttl = -1
+    end
+  end
+end
+if pttl ~= -2 then
+  if queued then
+    enqueue(qw, client, math.max(pttl, 0) + 10000)
+  end
+  return {0, pttl}
+end
+redis.call('hset', w, owner, 1)
+redis.call('pexpire', w, lease)
+if queued then
+  redis.call('zrem', qw, client)
+end
+return {1, redis.call('incr', fence)}
