@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/latchkey/latchkey/rlock"
@@ -297,5 +298,99 @@ func requireNoLeftovers(t *testing.T, tp topology, name string) {
 		left, err := leftovers(context.Background(), admins, "latchkey:{"+name+"}")
 		require.NoError(t, err)
 		return len(left) == 0
+	})
+}
+
+// TestRLockerAndWriteLocker: a shared RLocker lets goroutines read at once
+// while the write side's Locker excludes them; and misuse panics.
+func TestRLockerAndWriteLocker(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		name := lockName(t)
+		rw := lockClient(t, tp, rlock.Options{}).RWMutex(name)
+		rl := rlock.RLocker(ctx, rw)
+		wl := rlock.Locker(ctx, lockClient(t, tp, rlock.Options{}).RWMutex(name))
+
+		// Two readers through one RLocker at once.
+		rl.Lock()
+		rl.Lock()
+		_, ok, err := lockClient(t, tp, rlock.Options{}).RWMutex(name).TryLock(ctx)
+		require.NoError(t, err)
+		require.False(t, ok, "a writer got in beside the RLocker's readers")
+		rl.Unlock()
+		rl.Unlock()
+		require.Panics(t, rl.Unlock, "an Unlock of an unlocked RLocker")
+
+		var readers, writers, bad atomic.Int32
+		var wg sync.WaitGroup
+		for g := range 6 {
+			wg.Go(func() {
+				for range 15 {
+					if g == 0 {
+						wl.Lock()
+						if writers.Add(1) != 1 || readers.Load() != 0 {
+							bad.Add(1)
+						}
+						writers.Add(-1)
+						wl.Unlock()
+						continue
+					}
+					rl.Lock()
+					readers.Add(1)
+					if writers.Load() != 0 {
+						bad.Add(1)
+					}
+					readers.Add(-1)
+					rl.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		require.Zero(t, bad.Load(), "a reader and a writer overlapped")
+		requireNoLeftovers(t, tp, name)
+	})
+}
+
+// TestSpinRWMutex: the spin variant excludes like the notified one, and
+// interoperates with it on the same name.
+func TestSpinRWMutex(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		name := lockName(t)
+		spin := lockClient(t, tp, rlock.Options{}).SpinRWMutex(name)
+		notified := lockClient(t, tp, rlock.Options{}).RWMutex(name)
+		var inside, bad atomic.Int32
+		var wg sync.WaitGroup
+		for g := range 4 {
+			rw := spin
+			if g%2 == 1 {
+				rw = notified
+			}
+			wg.Go(func() {
+				for range 20 {
+					wctx, err := rw.Lock(ctx)
+					if !assert.NoError(t, err) {
+						return
+					}
+					if inside.Add(1) != 1 {
+						bad.Add(1)
+					}
+					inside.Add(-1)
+					assert.NoError(t, rw.Unlock(wctx))
+				}
+			})
+		}
+		wg.Wait()
+		require.Zero(t, bad.Load(), "two writers overlapped")
+		r1, err := spin.RLock(ctx)
+		require.NoError(t, err)
+		r2, ok, err := notified.TryRLock(ctx)
+		require.NoError(t, err)
+		require.True(t, ok, "a notified reader was refused beside a spinning one")
+		require.NoError(t, spin.RUnlock(r1))
+		require.NoError(t, notified.RUnlock(r2))
+		requireNoLeftovers(t, tp, name)
 	})
 }

@@ -354,3 +354,51 @@ func ExampleLocker() {
 	// Output:
 	// ready
 }
+
+// An RWMutex lets many readers in at once, or one writer. A writer may
+// also read, and keep reading after its write Unlock: a downgrade.
+func ExampleRWMutex() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	locks, _ := rlock.NewClient(rc, rlock.Options{})
+	defer locks.Close()
+	ctx := context.Background()
+	config := locks.RWMutex("config")
+
+	r1, _ := config.RLock(ctx)
+	r2, _ := config.RLock(ctx) // another reader: readers share
+	_, ok, _ := config.TryLock(ctx)
+	fmt.Println("writer while two read:", ok)
+	_, err := config.Lock(r1) // a reader cannot upgrade
+	fmt.Println(errors.Is(err, rlock.ErrUpgrade))
+	_ = config.RUnlock(r1)
+	_ = config.RUnlock(r2)
+
+	w, _ := config.Lock(ctx)
+	token, _ := config.Token(w) // writers fence their writes
+	read, _ := config.RLock(w)  // the writer reads too...
+	_ = config.Unlock(w)        // ...and keeps reading: downgraded
+	fmt.Println(token > 0, read.Err() == nil)
+	_ = config.RUnlock(read)
+	// Output:
+	// writer while two read: false
+	// true
+	// true true
+}
+
+// RLocker gives the read side to code that takes a sync.Locker.
+func ExampleRLocker() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	locks, _ := rlock.NewClient(rc, rlock.Options{})
+	defer locks.Close()
+
+	var l sync.Locker = rlock.RLocker(context.Background(), locks.RWMutex("catalog"))
+	l.Lock()
+	l.Lock() // a second reader, at once
+	fmt.Println("two readers")
+	l.Unlock()
+	l.Unlock()
+	// Output:
+	// two readers
+}

@@ -8,7 +8,15 @@ import (
 	"time"
 )
 
-// Locker returns m as a sync.Locker, for code that takes one (a cache, a
+// Lockable is what Locker adapts: a lock whose Lock returns the context
+// that its Unlock takes. *Mutex, *RWMutex (its write side) and
+// *MultiMutex are Lockable.
+type Lockable interface {
+	Lock(ctx context.Context, opts ...LockOption) (context.Context, error)
+	Unlock(ctx context.Context) error
+}
+
+// Locker returns l as a sync.Locker, for code that takes one (a cache, a
 // connection pool, sync.Cond). Its Lock blocks until it holds the lock,
 // retrying failures (Redis unreachable, say) with a backoff of up to a
 // second; its Unlock releases. Like sync.Mutex, it is not reentrant, and
@@ -16,48 +24,79 @@ import (
 //
 // A sync.Locker cannot report errors, so the limits are these:
 //   - Lock panics if ctx ends or the client is closed before it holds the
-//     lock, and if m's name is invalid. Give it a context that lives as
-//     long as the code that uses the Locker.
+//     lock, and if the lock's name is invalid. Give it a context that
+//     lives as long as the code that uses the Locker.
 //   - Unlock panics if the Locker is not locked, as sync.Mutex does.
 //   - There is no loss signal: if the lock is lost while held (its lease
 //     ran out, Redis lost it), nothing tells the holder, and Unlock ignores
-//     the failed release. Where that matters, use the Mutex and the context
-//     its Lock returns.
+//     the failed release. Where that matters, use the lock itself and the
+//     context its Lock returns.
 //   - Without WithLease in opts, the watchdog keeps each hold for as long
 //     as it lasts.
-//   - ctx must not carry a hold of m (a context m's Lock returned): Lock
-//     would re-enter that hold instead of excluding.
-func Locker(ctx context.Context, m *Mutex, opts ...LockOption) sync.Locker {
-	return &locker{ctx: ctx, m: m, opts: opts}
+//   - ctx must not carry a hold of the lock (a context its Lock returned):
+//     Lock would re-enter that hold instead of excluding.
+func Locker(ctx context.Context, l Lockable, opts ...LockOption) sync.Locker {
+	return &locker{ctx: ctx, l: l, opts: opts}
 }
 
-// lockerRetryMax bounds the pause between a Locker's failed Lock calls.
-const lockerRetryMax = time.Second
+// RLocker returns the read side of rw as a sync.Locker, as
+// sync.RWMutex.RLocker does: its Lock is rw.RLock, its Unlock rw.RUnlock,
+// with Locker's retries and limits. Any number of goroutines may share it
+// and read at once: each Lock is a reader of its own, and an Unlock
+// releases one of the read holds its Locks took.
+func RLocker(ctx context.Context, rw *RWMutex, opts ...LockOption) sync.Locker {
+	return &locker{ctx: ctx, l: readSide{rw}, opts: opts}
+}
+
+// readSide is rw's read side as a Lockable.
+type readSide struct{ rw *RWMutex }
+
+func (r readSide) Lock(ctx context.Context, opts ...LockOption) (context.Context, error) {
+	return r.rw.RLock(ctx, opts...)
+}
+func (r readSide) Unlock(ctx context.Context) error { return r.rw.RUnlock(ctx) }
+
+// Backoff between a Locker's failed Lock calls.
+const (
+	lockerRetryMin = time.Millisecond
+	lockerRetryMax = time.Second
+)
 
 type locker struct {
 	ctx  context.Context
-	m    *Mutex
+	l    Lockable
 	opts []LockOption
 
 	mu   sync.Mutex
-	held context.Context // the current hold's context; nil when unlocked
+	held []context.Context // the holds' contexts: one at most, but for RLocker
+}
+
+// name is the lock's name for panics, when it has one.
+func (l *locker) name() string {
+	switch x := l.l.(type) {
+	case interface{ Name() string }:
+		return x.Name()
+	case readSide:
+		return x.rw.Name()
+	}
+	return fmt.Sprint(l.l)
 }
 
 func (l *locker) Lock() {
-	backoff := l.m.c.opts.SpinBackoffMin
+	backoff := lockerRetryMin
 	for {
-		lctx, err := l.m.Lock(l.ctx, l.opts...)
+		lctx, err := l.l.Lock(l.ctx, l.opts...)
 		if err == nil {
 			l.mu.Lock()
-			l.held = lctx
+			l.held = append(l.held, lctx)
 			l.mu.Unlock()
 			return
 		}
 		if l.ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidName) || errors.Is(err, ErrInvalidArgument) {
-			panic(fmt.Sprintf("latchkey: Locker.Lock of %q cannot succeed: %v", l.m.name, err))
+			panic(fmt.Sprintf("latchkey: Locker.Lock of %q cannot succeed: %v", l.name(), err))
 		}
 		if !sleep(l.ctx, nil, backoff) {
-			panic(fmt.Sprintf("latchkey: Locker.Lock of %q cannot succeed: %v (last error: %v)", l.m.name, context.Cause(l.ctx), err))
+			panic(fmt.Sprintf("latchkey: Locker.Lock of %q cannot succeed: %v (last error: %v)", l.name(), context.Cause(l.ctx), err))
 		}
 		backoff = min(backoff*2, lockerRetryMax)
 	}
@@ -65,13 +104,15 @@ func (l *locker) Lock() {
 
 func (l *locker) Unlock() {
 	l.mu.Lock()
-	lctx := l.held
-	l.held = nil
+	var lctx context.Context
+	if n := len(l.held); n > 0 {
+		lctx, l.held = l.held[n-1], l.held[:n-1]
+	}
 	l.mu.Unlock()
 	if lctx == nil {
-		panic(fmt.Sprintf("latchkey: unlock of unlocked Locker of %q", l.m.name))
+		panic(fmt.Sprintf("latchkey: unlock of unlocked Locker of %q", l.name()))
 	}
 	// A failed release leaves nothing to do: the hold is gone, or expires
 	// within its lease (see the doc comment).
-	_ = l.m.Unlock(lctx)
+	_ = l.l.Unlock(lctx)
 }

@@ -50,6 +50,9 @@ type contest struct {
 	// when its last contender gives up. Best effort and bounded.
 	leave  func()
 	onWait func()
+	// spin polls with backoff instead of waiting for messages (the
+	// SpinRWMutex): the client never queues, so it never subscribes.
+	spin bool
 }
 
 // contend waits for ct's room's baton, then contends until try grants,
@@ -139,6 +142,9 @@ func (c *Client) enterRoom(ctx context.Context, ct contest, deadline time.Time, 
 // refused), and wait for a message, a change of subscription since the
 // mark, or the pttl the try returned, whichever comes first.
 func (c *Client) contendBaton(ctx context.Context, r *room, ct contest, deadline time.Time, noWait bool) error {
+	if ct.spin {
+		return c.spinBaton(ctx, ct, deadline, noWait)
+	}
 	if r.sub == nil {
 		ok, _, err := ct.try(ctx, false)
 		switch {
@@ -232,5 +238,41 @@ func (c *Client) leaveRoom(r *room, ct contest, granted bool) {
 		}
 		r.sub = nil
 		sub.Release()
+	}
+}
+
+// spinBaton is the spin variant's wait: tries between sleeps of
+// exponential backoff with jitter (as Mutex's spinWait), never sleeping
+// past the holders' remaining TTL.
+func (c *Client) spinBaton(ctx context.Context, ct contest, deadline time.Time, noWait bool) error {
+	backoff := c.opts.SpinBackoffMin
+	for {
+		ok, pttl, err := ct.try(ctx, false)
+		switch {
+		case err == nil && ok:
+			return nil
+		case err != nil && !transient(ctx, err):
+			return err
+		case noWait:
+			return busyOr(err)
+		}
+		d := jitter(backoff)
+		if err == nil {
+			d = min(d, ttlBound(pttl))
+		}
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return busyOr(err)
+			}
+			d = min(d, left)
+		}
+		if ct.onWait != nil {
+			ct.onWait()
+		}
+		if !sleep(ctx, nil, d) {
+			return withLast(context.Cause(ctx), err)
+		}
+		backoff = min(backoff*2, c.opts.SpinBackoffMax)
 	}
 }

@@ -39,6 +39,7 @@ type RWMutex struct {
 	c    *Client
 	name string
 	keys luascripts.RWKeys
+	spin bool
 	err  error
 }
 
@@ -46,8 +47,21 @@ type RWMutex struct {
 // follow Mutex's rules; an RWMutex and a Mutex of the same name are
 // different locks (their keys share the name's Cluster slot).
 func (c *Client) RWMutex(name string) *RWMutex {
+	return c.newRWMutex(name, false)
+}
+
+// SpinRWMutex returns a handle on the reader/writer lock called name that
+// waits by polling with backoff, as SpinMutex does, instead of pub/sub.
+// It shares RWMutex's scripts and interoperates with it, but it never
+// queues, so it gets none of the ordering: waiting writers do not hold
+// back new readers that poll. It exists to compare against.
+func (c *Client) SpinRWMutex(name string) *RWMutex {
+	return c.newRWMutex(name, true)
+}
+
+func (c *Client) newRWMutex(name string, spin bool) *RWMutex {
 	keys, err := lockKeys(c.opts.Prefix, name)
-	return &RWMutex{c: c, name: name, keys: luascripts.NewRWKeys(keys.Lock + ":rw"), err: err}
+	return &RWMutex{c: c, name: name, keys: luascripts.NewRWKeys(keys.Lock + ":rw"), spin: spin, err: err}
 }
 
 // Name is the lock's name.
@@ -140,6 +154,15 @@ func (rw *RWMutex) side(write bool) string {
 	return rw.keys.Readers
 }
 
+// room is the key of the client's room for the read or write side: the
+// spin variant has rooms of its own, as it never queues.
+func (rw *RWMutex) room(write bool) string {
+	if rw.spin {
+		return rw.side(write) + ":spin"
+	}
+	return rw.side(write)
+}
+
 func (rw *RWMutex) kind(write bool) string {
 	if write {
 		return "write lock"
@@ -171,8 +194,9 @@ func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadlin
 	owner, sent := "", time.Time{}
 	var token int64
 	ct := contest{
-		room:  rw.side(write),
+		room:  rw.room(write),
 		inbox: rw.keys.Inbox(c.id, write),
+		spin:  rw.spin,
 		try: func(ctx context.Context, queued bool) (bool, time.Duration, error) {
 			owner, sent = c.newOwner(), time.Now()
 			r, err := luascripts.RunRWAcquire(ctx, c.rc, rw.keys, write, luascripts.RWAcquireArgs{

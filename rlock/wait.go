@@ -179,9 +179,7 @@ func (m *Mutex) spinWait(ctx context.Context, lo lockOptions, deadline time.Time
 	backoff := m.c.opts.SpinBackoffMin
 	var lastErr error
 	for {
-		// Equal jitter: half the backoff for sure, half at random, so that
-		// pollers that collided once drift apart.
-		d := backoff/2 + rand.N(backoff/2+1)
+		d := jitter(backoff)
 		if lastErr == nil {
 			d = min(d, ttlBound(pttl))
 		}
@@ -240,6 +238,12 @@ func (m *Mutex) onWait() {
 	if hook := m.c.opts.OnWait; hook != nil {
 		hook(m.name)
 	}
+}
+
+// jitter is equal jitter: half of backoff for sure, half at random, so
+// that pollers that collided once drift apart.
+func jitter(backoff time.Duration) time.Duration {
+	return backoff/2 + rand.N(backoff/2+1)
 }
 
 // ttlBound is how long a waiter may wait given the holder's PTTL: the TTL
