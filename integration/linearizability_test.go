@@ -99,7 +99,7 @@ func TestLinearizability(t *testing.T) {
 				t.Logf("%d operations in %v (seed %d): %s", len(history), took.Round(time.Millisecond), seed, result)
 				if result != porcupine.Ok {
 					t.Errorf("the history is not linearizable (%s); seed %d", result, seed)
-					visualize(t, info)
+					visualize(t, mutexModel, info)
 				}
 			})
 		}
@@ -186,14 +186,14 @@ func lockHistory(t *testing.T, tp topology, spin bool, seed uint64) []porcupine.
 
 // visualize writes porcupine's interactive view of a failed check to a file
 // that outlives the test.
-func visualize(t *testing.T, info porcupine.LinearizationInfo) {
+func visualize(t *testing.T, model porcupine.Model, info porcupine.LinearizationInfo) {
 	f, err := os.CreateTemp("", "latchkey-linearizability-*.html")
 	if err != nil {
 		t.Logf("no visualization: %v", err)
 		return
 	}
 	defer f.Close()
-	if err := porcupine.Visualize(mutexModel, info, f); err != nil {
+	if err := porcupine.Visualize(model, info, f); err != nil {
 		t.Logf("no visualization: %v", err)
 		return
 	}
