@@ -17,9 +17,10 @@ import (
 // explores further.
 
 // FuzzLockKeys: a name is valid exactly when it is 1..MaxNameLen bytes
-// without a brace. A valid name's key and channel have one {…}, holding the
-// name verbatim, so Redis Cluster puts both in the name's slot; an invalid
-// one is ErrInvalidName. Nothing panics, whatever the prefix.
+// without a brace. A valid name's keys and channels, the Mutex's and the
+// RWMutex's, are distinct and have one {…}, holding the name verbatim, so
+// Redis Cluster puts them all in the name's slot; an invalid one is
+// ErrInvalidName. Nothing panics, whatever the prefix.
 func FuzzLockKeys(f *testing.F) {
 	f.Add("", "job")
 	f.Add("app:locks", "a*")
@@ -47,7 +48,9 @@ func FuzzLockKeys(f *testing.F) {
 			t.Fatalf("valid name %q rejected: %v", name, err)
 		}
 		want := crc16(name) % clusterSlots
-		all := []string{keys.Lock, keys.Channel, keys.Fence, keys.Queue, keys.Reservation, keys.Inbox("client")}
+		rw := (&Client{opts: opts}).RWMutex(name).keys
+		all := []string{keys.Lock, keys.Channel, keys.Fence, keys.Queue, keys.Reservation, keys.Inbox("client"),
+			rw.Write, rw.Readers, rw.Reader("client:1"), rw.QueueR, rw.QueueW, rw.Fence, rw.Inbox("client", false), rw.Inbox("client", true)}
 		if len(slices.Compact(slices.Sorted(slices.Values(all)))) != len(all) {
 			t.Fatalf("two of the lock's keys coincide: %q", all)
 		}
