@@ -2,8 +2,6 @@ package integration
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -184,23 +182,13 @@ func (f *famTorture) fail(format string, args ...any) {
 }
 
 func runFamilyTorture(t *testing.T, tp topology, seed uint64, dur time.Duration) {
-	lockAddrs, proxyAddr := tp.addrs, ""
-	var proxy *netProxy
-	if !tp.cluster {
-		lockAddrs = []string{ownServer(t).Addr}
-		proxy = startProxy(t, lockAddrs[0])
-		proxyAddr = proxy.Addr
-	}
-	var raw [6]byte
-	_, err := rand.Read(raw[:])
-	require.NoError(t, err)
-	prefix := "torturefam-" + hex.EncodeToString(raw[:])
+	lockAddrs, proxy, prefix := tortureServers(t, tp, "torturefam")
 	opts := rlock.Options{Prefix: prefix, WatchdogTimeout: famWatchdog, ReleaseTimeout: tortureReleaseTimeout}
 	f := &famTorture{t: t, grants: map[string]int{}}
 	for i := range 3 {
 		addrs := lockAddrs
-		if i == 1 && proxyAddr != "" {
-			addrs = []string{proxyAddr}
+		if i == 1 && proxy != nil {
+			addrs = []string{proxy.Addr}
 		}
 		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
 		require.NoError(t, err)

@@ -90,21 +90,31 @@ func tortureSettings(t *testing.T) tortureRun {
 	return run
 }
 
-func runTorture(t *testing.T, tp topology, run tortureRun) {
-	lockAddrs, proxyAddr := tp.addrs, ""
-	var proxy *netProxy
+// tortureServers returns where a torture run's locks live: on standalone a
+// server of its own (CLIENT KILL then hits nothing but the locks) with a
+// delaying proxy in front, on the Cluster the Cluster; and a key prefix of
+// its own, starting with kind.
+func tortureServers(t *testing.T, tp topology, kind string) (lockAddrs []string, proxy *netProxy, prefix string) {
+	lockAddrs = tp.addrs
 	if !tp.cluster {
-		// A server of its own: CLIENT KILL then hits nothing but the locks.
 		lockAddrs = []string{ownServer(t).Addr}
 		proxy = startProxy(t, lockAddrs[0])
-		proxyAddr = proxy.Addr
 	}
 	var raw [6]byte
 	_, err := rand.Read(raw[:])
 	require.NoError(t, err)
+	return lockAddrs, proxy, kind + "-" + hex.EncodeToString(raw[:])
+}
+
+func runTorture(t *testing.T, tp topology, run tortureRun) {
+	lockAddrs, proxy, prefix := tortureServers(t, tp, "torture")
+	proxyAddr := ""
+	if proxy != nil {
+		proxyAddr = proxy.Addr
+	}
 	cfg := tortureConfig{
 		Seed: run.seed, LockAddrs: lockAddrs, ProxyAddr: proxyAddr, StoreAddr: standalone.Addr,
-		Prefix: "torture-" + hex.EncodeToString(raw[:]), Goroutines: tortureGoroutines, Shared: true, Compat: run.compat,
+		Prefix: prefix, Goroutines: tortureGoroutines, Shared: true, Compat: run.compat,
 	}
 	for i := 0; i < tortureLockCount; i++ {
 		cfg.Locks = append(cfg.Locks, fmt.Sprintf("lock%d", i))
