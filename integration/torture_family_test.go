@@ -309,6 +309,13 @@ func (f *famTorture) iteration(d famDraw) {
 			f.fail("%s: a blocking acquire took over %v: %v", p.name, famOpTimeout, err)
 		}
 		return
+	case err != nil && connectionLost(err.Error()):
+		// A single try (TryLock) whose connection a kill dropped reports
+		// it, as Mutex's does; a waiting call would have retried.
+		f.mu.Lock()
+		f.soft = append(f.soft, fmt.Sprintf("%s: acquire: %v", p.name, err))
+		f.mu.Unlock()
+		return
 	case err != nil:
 		f.fail("%s: acquire after %v: %v", p.name, time.Since(call), err)
 		return
