@@ -255,6 +255,12 @@ func ttlBound(pttl time.Duration) time.Duration {
 // ended maps the error that ended a wait to what Lock returns: ErrClosed
 // when the client closed, the caller's context error when ctx ended.
 func (m *Mutex) ended(ctx, cctx context.Context, err error) error {
+	return waitEnded(ctx, cctx, err)
+}
+
+// waitEnded is ended for any wait: cctx is ctx, or ctx with Close's
+// cancellation (cause ErrClosed) added.
+func waitEnded(ctx, cctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, notify.ErrClosed) || errors.Is(context.Cause(cctx), ErrClosed) && ctx.Err() == nil:
 		return ErrClosed
