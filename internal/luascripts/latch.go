@@ -69,10 +69,10 @@ type LatchState struct {
 	Round string
 }
 
-// ReadLatch reads the latch's count and round id in one command (HMGET,
-// atomic on its own: no script needed).
+// ReadLatch runs the latchread script: the latch's count and round id, read
+// together.
 func ReadLatch(ctx context.Context, c rueidis.Client, k LatchKeys) (LatchState, error) {
-	v, err := c.Do(ctx, c.B().Hmget().Key(k.Latch).Field("count", "round").Build()).ToArray()
+	v, err := LatchRead.Exec(ctx, c, []string{k.Latch}, nil).ToArray()
 	if err != nil {
 		return LatchState{}, err
 	}
@@ -90,17 +90,17 @@ func ReadLatch(ctx context.Context, c rueidis.Client, k LatchKeys) (LatchState, 
 	return ParseLatch(fields)
 }
 
-// ParseLatch decodes HMGET's {count, round} reply, nil standing for an
+// ParseLatch decodes latchread's {count, round} reply, nil standing for an
 // absent field. A missing count reads as 0, a latch that is not set.
 func ParseLatch(fields []*string) (LatchState, error) {
 	if len(fields) != 2 {
-		return LatchState{}, unexpected("latch read", len(fields))
+		return LatchState{}, unexpected("latchread", len(fields))
 	}
 	var st LatchState
 	if fields[0] != nil {
 		n, err := strconv.ParseInt(*fields[0], 10, 64)
 		if err != nil {
-			return LatchState{}, unexpected("latch read", "count "+strconv.Quote(*fields[0]))
+			return LatchState{}, unexpected("latchread", "count "+strconv.Quote(*fields[0]))
 		}
 		st.Count = max(n, 0)
 	}

@@ -134,6 +134,7 @@ func TestLatchScriptsAfterFlush(t *testing.T) {
 		run func()
 	}{
 		{luascripts.LatchSet, func() { assert.True(t, latchSet(t, c, k, 1, "r")) }},
+		{luascripts.LatchRead, func() { assert.Equal(t, luascripts.LatchState{Count: 1, Round: "r"}, readLatch(t, c, k)) }},
 		{luascripts.LatchCountDown, func() { assert.Equal(t, luascripts.CountDownReleased, countDown(t, c, k, false)) }},
 	} {
 		do(t, c, c.B().ScriptFlush().Build())
@@ -150,6 +151,7 @@ func TestLatchScriptNames(t *testing.T) {
 	}{
 		{luascripts.LatchSet, "latchset"},
 		{luascripts.LatchCountDown, "latchcountdown"},
+		{luascripts.LatchRead, "latchread"},
 	} {
 		assert.Equal(t, tc.name, tc.s.Name())
 		assert.Contains(t, tc.s.Source(), "-- "+tc.name+":")

@@ -39,6 +39,8 @@ var (
 	latchSetSrc string
 	//go:embed latchcountdown.lua
 	latchCountDownSrc string
+	//go:embed latchread.lua
+	latchReadSrc string
 )
 
 // The scripts. They are safe for concurrent use. Those that queue or wake
@@ -55,6 +57,7 @@ var (
 	// The count-down latch's scripts (latch.go).
 	LatchSet       = New("latchset", latchSetSrc)
 	LatchCountDown = New("latchcountdown", latchCountDownSrc)
+	LatchRead      = New("latchread", latchReadSrc)
 )
 
 // Script is one Lua script with its SHA-1 computed once.
