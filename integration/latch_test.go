@@ -260,3 +260,38 @@ func TestLatchAndLockOfOneName(t *testing.T) {
 		require.NoError(t, m.Unlock(lctx))
 	})
 }
+
+// TestLatchSurvivesLostSubscription: the pub/sub connections of sleeping
+// Awaits are killed; the resubscription wakes them, they read the latch
+// and sleep again, and the zero, counted down at once (maybe while they
+// are still resubscribing, when its message is lost), still ends every
+// one of them well within LatchRecheck.
+func TestLatchSurvivesLostSubscription(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		att := newAttempts()
+		c1 := lockClient(t, tp, att.options(rlock.Options{}))
+		c2 := lockClient(t, tp, att.options(rlock.Options{}))
+		name := lockName(t)
+		l1, l2 := c1.CountDownLatch(name), c2.CountDownLatch(name)
+		ok, err := l1.TrySetCount(ctx, 1)
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		const perClient = 3
+		results := startAwaiters(t, ctx, att, []*rlock.CountDownLatch{l1, l2}, perClient, nil)
+		slept := att.count(waitKey(name))
+		require.Positive(t, killPubSubClients(t, tp), "no pub/sub connection to kill")
+		await(t, att.reached(waitKey(name), slept+2*perClient), 20*time.Second, "the Awaits to be woken by the lost subscription")
+
+		require.NoError(t, l2.CountDown(ctx))
+		// Sooner than LatchRecheck: woken, not rescued by the safety net.
+		const within = 20 * time.Second
+		require.Less(t, within, rlock.LatchRecheck)
+		for _, r := range collect(t, results, 2*perClient, within, "after the zero that followed the kill") {
+			require.NoError(t, r.err)
+		}
+		require.False(t, exists(t, redisClient(t, tp), latchKey(name)))
+	})
+}
