@@ -65,6 +65,23 @@ func collect(t *testing.T, results <-chan awaitResult, n int, d time.Duration, w
 	return out
 }
 
+// twoClients returns handles on one new latch in two clients (two
+// processes) made with att.options.
+func twoClients(t *testing.T, tp topology, att *attempts) (l1, l2 *rlock.CountDownLatch) {
+	t.Helper()
+	name := lockName(t)
+	return lockClient(t, tp, att.options(rlock.Options{})).CountDownLatch(name),
+		lockClient(t, tp, att.options(rlock.Options{})).CountDownLatch(name)
+}
+
+// setCount sets l's count to n, failing the test unless it was not set.
+func setCount(t *testing.T, ctx context.Context, l *rlock.CountDownLatch, n int64) {
+	t.Helper()
+	ok, err := l.TrySetCount(ctx, n)
+	require.NoError(t, err)
+	require.True(t, ok, "latch %q was set already", l.Name())
+}
+
 // TestLatchWakesEveryWaiter: awaiters in two clients (two processes) all
 // return after the last CountDown and not before; counting down below zero
 // sleeps nobody's wait; a count-down that does not reach zero wakes nobody;
@@ -74,19 +91,14 @@ func TestLatchWakesEveryWaiter(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		att := newAttempts()
-		c1 := lockClient(t, tp, att.options(rlock.Options{}))
-		c2 := lockClient(t, tp, att.options(rlock.Options{}))
-		name := lockName(t)
+		l1, l2 := twoClients(t, tp, att)
+		name := l1.Name()
 		rc := redisClient(t, tp)
-		l1, l2 := c1.CountDownLatch(name), c2.CountDownLatch(name)
-		require.Equal(t, name, l1.Name())
 
 		const count, perClient = 3, 4
-		ok, err := l1.TrySetCount(ctx, count)
-		require.NoError(t, err)
-		require.True(t, ok)
+		setCount(t, ctx, l1, count)
 		for _, l := range []*rlock.CountDownLatch{l1, l2} {
-			ok, err = l.TrySetCount(ctx, 5)
+			ok, err := l.TrySetCount(ctx, 5)
 			require.NoError(t, err)
 			require.False(t, ok, "a set latch was set again")
 			n, err := l.Count(ctx)
@@ -124,9 +136,7 @@ func TestLatchWakesEveryWaiter(t *testing.T) {
 		require.False(t, exists(t, rc, latchKey(name)), "a count-down created a latch")
 
 		// Zero lets it be set again, for a new round.
-		ok, err = l2.TrySetCount(ctx, 1)
-		require.NoError(t, err)
-		require.True(t, ok, "zero did not let the latch be set again")
+		setCount(t, ctx, l2, 1)
 		results = startAwaiters(t, ctx, att, []*rlock.CountDownLatch{l2, l1}, 1, nil)
 		require.NoError(t, l1.CountDown(ctx))
 		for _, r := range collect(t, results, 2, 20*time.Second, "the second round's zero") {
@@ -149,9 +159,7 @@ func TestLatchAwaitNotSet(t *testing.T) {
 		for range 3 {
 			require.NoError(t, l.Await(ctx))
 		}
-		ok, err := l.TrySetCount(ctx, 1)
-		require.NoError(t, err)
-		require.True(t, ok)
+		setCount(t, ctx, l, 1)
 		require.NoError(t, l.CountDown(ctx))
 		require.NoError(t, l.Await(ctx), "after zero")
 		require.Zero(t, att.count(waitKey(name)), "an Await slept on a latch that was not set")
@@ -170,9 +178,7 @@ func TestLatchAwaitEnds(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		l := other.CountDownLatch(name)
-		ok, err := l.TrySetCount(ctx, 1)
-		require.NoError(t, err)
-		require.True(t, ok)
+		setCount(t, ctx, l, 1)
 
 		// Close.
 		results := startAwaiters(t, ctx, att, []*rlock.CountDownLatch{closing.CountDownLatch(name)}, 3, nil)
@@ -216,29 +222,21 @@ func TestLatchResetRace(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		att := newAttempts()
-		c1 := lockClient(t, tp, att.options(rlock.Options{}))
-		c2 := lockClient(t, tp, att.options(rlock.Options{}))
-		name := lockName(t)
-		l1, l2 := c1.CountDownLatch(name), c2.CountDownLatch(name)
-
-		ok, err := l1.TrySetCount(ctx, 1)
-		require.NoError(t, err)
-		require.True(t, ok)
+		l1, l2 := twoClients(t, tp, att)
+		setCount(t, ctx, l1, 1)
 		const rounds, perClient = 10, 3
 		for round := range rounds {
 			results := startAwaiters(t, ctx, att, []*rlock.CountDownLatch{l1, l2}, perClient, nil)
 			// Back to back, from either client: zero, then a new round.
 			setter := []*rlock.CountDownLatch{l1, l2}[round%2]
 			require.NoError(t, setter.CountDown(ctx))
-			ok, err := setter.TrySetCount(ctx, 1)
-			require.NoError(t, err)
-			require.True(t, ok, "round %d: zero did not free the latch", round)
+			setCount(t, ctx, setter, 1)
 			for _, r := range collect(t, results, 2*perClient, 20*time.Second, fmt.Sprintf("round %d: Awaits of the ended round", round)) {
 				require.NoError(t, r.err)
 			}
 		}
 		require.NoError(t, l2.CountDown(ctx))
-		require.False(t, exists(t, redisClient(t, tp), latchKey(name)), "the latch outlived its zero")
+		require.False(t, exists(t, redisClient(t, tp), latchKey(l1.Name())), "the latch outlived its zero")
 	})
 }
 
@@ -252,9 +250,7 @@ func TestLatchAndLockOfOneName(t *testing.T) {
 		name := lockName(t)
 		l, m := c.CountDownLatch(name), c.Mutex(name)
 		lctx := mustLock(t, ctx, m)
-		ok, err := l.TrySetCount(ctx, 1)
-		require.NoError(t, err)
-		require.True(t, ok, "the lock of the same name blocked the latch")
+		setCount(t, ctx, l, 1) // the lock of the same name must not block it
 		require.NoError(t, l.CountDown(ctx))
 		require.Equal(t, 1, holdCount(t, lctx, m), "the latch touched the lock of the same name")
 		require.NoError(t, m.Unlock(lctx))
@@ -271,13 +267,9 @@ func TestLatchSurvivesLostSubscription(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		att := newAttempts()
-		c1 := lockClient(t, tp, att.options(rlock.Options{}))
-		c2 := lockClient(t, tp, att.options(rlock.Options{}))
-		name := lockName(t)
-		l1, l2 := c1.CountDownLatch(name), c2.CountDownLatch(name)
-		ok, err := l1.TrySetCount(ctx, 1)
-		require.NoError(t, err)
-		require.True(t, ok)
+		l1, l2 := twoClients(t, tp, att)
+		name := l1.Name()
+		setCount(t, ctx, l1, 1)
 
 		const perClient = 3
 		results := startAwaiters(t, ctx, att, []*rlock.CountDownLatch{l1, l2}, perClient, nil)
