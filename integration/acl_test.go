@@ -68,7 +68,8 @@ func TestACLReadmeLine(t *testing.T) {
 func TestACLCoversScripts(t *testing.T) {
 	called := regexp.MustCompile(`redis\.call\('([a-z]+)'|publish = '([a-z]+)'`)
 	for _, sc := range []*luascripts.Script{luascripts.Acquire, luascripts.Release, luascripts.Renew,
-		luascripts.ForceUnlock, luascripts.Inspect, luascripts.Reenter, luascripts.Leave} {
+		luascripts.ForceUnlock, luascripts.Inspect, luascripts.Reenter, luascripts.Leave,
+		luascripts.LatchSet, luascripts.LatchCountDown, luascripts.LatchRead} {
 		for _, m := range called.FindAllStringSubmatch(sc.Source(), -1) {
 			cmd := m[1] + m[2]
 			require.Contains(t, aclCommands, cmd, "script %s calls %s", sc.Name(), cmd)
@@ -79,7 +80,8 @@ func TestACLCoversScripts(t *testing.T) {
 // TestMinimalACL runs every operation as a user that has only aclCommands,
 // on keys and channels under the prefix: TryLock, reentrant Lock, IsLocked,
 // HoldCount, TTL, a waiter that gives up (and leaves the queue), Unlock, a
-// waiter woken by the unlock message, watchdog renewals, ForceUnlock. Nothing may be refused, and the server's ACL log
+// waiter woken by the unlock message, watchdog renewals, ForceUnlock, and a
+// count-down latch. Nothing may be refused, and the server's ACL log
 // must stay empty. Then the user must be refused a key, a channel and a
 // command outside the grant.
 func TestMinimalACL(t *testing.T) {
@@ -163,6 +165,18 @@ func testMinimalACL(t *testing.T, tp topology) {
 	require.True(t, forced)
 	requireLost(t, lctx, 10*time.Second, "the holder did not learn of the force-unlock")
 	require.ErrorIs(t, m.Unlock(lctx), rlock.ErrNotHeld)
+
+	// A count-down latch: set, read, an Await in another client woken by
+	// the zero's broadcast on the latch's channel.
+	latch := c.CountDownLatch(name)
+	setCount(t, ctx, latch, 1)
+	latt := newAttempts()
+	awaited := startAwaiters(t, ctx, latt, []*rlock.CountDownLatch{lockClient(t, tp, latt.options(rlock.Options{})).CountDownLatch(name)}, 1, nil)
+	n, err := latch.Count(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	require.NoError(t, latch.CountDown(ctx))
+	require.NoError(t, collect(t, awaited, 1, 10*time.Second, "the latch's zero")[0].err)
 	require.Empty(t, aclDenials(t, tp.addrs, tp.user), "the server refused the latchkey user something")
 
 	// The grant is restrictive: a lock under another prefix, a channel

@@ -7,6 +7,12 @@
 // (re)subscription wakes all of them, because messages published while a
 // subscription was down are lost and nobody can tell which waiter missed one.
 //
+// A message whose payload is exactly WakeAllPayload is a broadcast: it wakes
+// every local waiter of the channel, as a resubscription does (Wait returns
+// WokenAll, and a Mark taken before it no longer matches). A publisher uses
+// it for an event that every waiter, in every process, must see once, such
+// as a latch reaching zero: one message on a channel that all of them share.
+//
 // The hub is general: it knows channels, not locks. Package rlock composes it
 // with the lock scripts. Its waiting protocol is:
 //
@@ -72,6 +78,12 @@ type Options struct {
 	// leaves a channel or the hub closes.
 	UnsubscribeTimeout time.Duration
 }
+
+// WakeAllPayload is the payload of a broadcast message: it wakes every local
+// waiter of the channel (Wait returns WokenAll), where any other payload
+// wakes one. Its value is part of the protocol between publishers and hubs
+// (scripts publish it), so it never changes.
+const WakeAllPayload = "all"
 
 // ErrClosed is returned by Subscribe and Wait once the hub is closed.
 var ErrClosed = errors.New("latchkey/notify: hub closed")
@@ -274,7 +286,15 @@ func (h *Hub) receive(ctx context.Context, ch *channel, r *round) error {
 	// A message that arrives after the last waiter left is dropped with the
 	// channel; a publisher that must not lose it takes the listener out of
 	// its audience before the unsubscribe (latchkey's leave script does).
-	err := h.client.Receive(rctx, sub, func(rueidis.PubSubMessage) {
+	err := h.client.Receive(rctx, sub, func(m rueidis.PubSubMessage) {
+		if m.Message == WakeAllPayload {
+			// The mutex is held only for a few field updates: this does not
+			// stall rueidis' connection goroutine.
+			h.mu.Lock()
+			ch.bumpLocked()
+			h.mu.Unlock()
+			return
+		}
 		select {
 		case ch.permit <- struct{}{}:
 		default: // a wake-up is already pending; one is enough to make progress

@@ -13,8 +13,9 @@ type channel struct {
 	cur  *round // the round newcomers wait for
 	stop func() // cancels the running round; nil between rounds
 
-	// epoch counts (re)subscriptions and lost subscriptions; bcast is closed
-	// and replaced at each increment so that every waiter wakes at once.
+	// epoch counts (re)subscriptions, lost subscriptions and WakeAllPayload
+	// messages; bcast is closed and replaced at each increment so that every
+	// waiter wakes at once.
 	epoch uint64
 	bcast chan struct{}
 	// permit holds at most one pending wake-up. A message that finds it full
@@ -66,7 +67,8 @@ const (
 	// WokenOne: a message arrived and this waiter took it. Act on it, or call
 	// PassOn if you give up without acting, so that no wake-up is lost.
 	WokenOne Wake = iota + 1
-	// WokenAll: the subscription was (re)made or lost; every waiter wakes.
+	// WokenAll: the subscription was (re)made or lost, or a WakeAllPayload
+	// message arrived; every waiter wakes.
 	WokenAll
 	// TimedOut: the bound passed to Wait elapsed.
 	TimedOut

@@ -31,6 +31,8 @@
 // other clients get their turn.
 //
 // Client.SpinMutex gives the same lock with a polling wait, for comparison.
+// Client.CountDownLatch gives a distributed count-down latch: reaching zero
+// wakes every Await, in every process, with one message.
 // docs/design.md in the repository explains the scripts, the waiting
 // protocol and what a Redis lock can and cannot guarantee.
 package rlock

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -401,4 +402,45 @@ func ExampleRLocker() {
 	l.Unlock()
 	// Output:
 	// two readers
+}
+
+// A count-down latch: the coordinator sets the count, each worker counts
+// down when done, and Await returns, in every process that waits, once the
+// count reaches zero. Zero deletes the latch, so the next batch can set it
+// again.
+func ExampleClient_CountDownLatch() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	locks, _ := rlock.NewClient(rc, rlock.Options{})
+	defer locks.Close()
+	ctx := context.Background()
+
+	const workers = 3
+	batch := locks.CountDownLatch("batch:17")
+	ok, err := batch.TrySetCount(ctx, workers)
+	fmt.Println("set:", ok, err)
+
+	var done atomic.Int32
+	for range workers {
+		go func() { // in practice, other processes with latches of the same name
+			done.Add(1)
+			if err := batch.CountDown(ctx); err != nil {
+				log.Fatal(err)
+			}
+		}()
+	}
+	if err := batch.Await(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("workers done:", done.Load())
+	n, _ := batch.Count(ctx)
+	fmt.Println("count after zero:", n)
+	ok, _ = batch.TrySetCount(ctx, 1)
+	fmt.Println("set again:", ok)
+	batch.CountDown(ctx)
+	// Output:
+	// set: true <nil>
+	// workers done: 3
+	// count after zero: 0
+	// set again: true
 }

@@ -110,9 +110,10 @@ type Options struct {
 	// tests; it runs on the caller's goroutine and must be fast.
 	OnAttempt func(name string, acquired bool)
 	// OnWait, when set, is called each time a waiter goes to sleep until a
-	// wake-up, the holder's TTL or its next poll, with the lock's name. Like
-	// OnAttempt it is for metrics and tests, runs on the caller's goroutine
-	// and must be fast.
+	// wake-up, the holder's TTL or its next poll, with the lock's name, and
+	// each time a CountDownLatch's Await goes to sleep, with the latch's
+	// name. Like OnAttempt it is for metrics and tests, runs on the caller's
+	// goroutine and must be fast.
 	OnWait func(name string)
 }
 

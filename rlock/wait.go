@@ -256,8 +256,9 @@ func ttlBound(pttl time.Duration) time.Duration {
 	return pttl + time.Millisecond
 }
 
-// ended maps the error that ended a wait to what Lock returns: ErrClosed
-// when the client closed, the caller's context error when ctx ended.
+// ended maps the error that ended a wait to what Lock (or Await) returns:
+// ErrClosed when the client closed, the caller's context error when ctx
+// ended. cctx is ctx, or ctx with Close's cancellation (cause ErrClosed).
 func ended(ctx, cctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, notify.ErrClosed) || errors.Is(context.Cause(cctx), ErrClosed) && ctx.Err() == nil:

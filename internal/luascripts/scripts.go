@@ -35,6 +35,12 @@ var (
 	forceUnlockSrc string
 	//go:embed inspect.lua
 	inspectSrc string
+	//go:embed latchset.lua
+	latchSetSrc string
+	//go:embed latchcountdown.lua
+	latchCountDownSrc string
+	//go:embed latchread.lua
+	latchReadSrc string
 )
 
 // The scripts. They are safe for concurrent use. Those that queue or wake
@@ -47,6 +53,11 @@ var (
 	Renew       = New("renew", renewSrc)
 	ForceUnlock = New("forceunlock", queueSrc+forceUnlockSrc)
 	Inspect     = New("inspect", inspectSrc)
+
+	// The count-down latch's scripts (latch.go).
+	LatchSet       = New("latchset", latchSetSrc)
+	LatchCountDown = New("latchcountdown", latchCountDownSrc)
+	LatchRead      = New("latchread", latchReadSrc)
 )
 
 // Script is one Lua script with its SHA-1 computed once.

@@ -1,0 +1,111 @@
+package luascripts
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/redis/rueidis"
+)
+
+// LatchKeys are the Redis key and channel of one count-down latch. Both
+// carry the latch's hash tag, so on Redis Cluster they share one slot, as
+// latchcountdown (which publishes from the script) needs.
+type LatchKeys struct {
+	Latch   string // hash {count -> n, round -> id}, no expiry; absent at zero
+	Channel string // where reaching zero is broadcast, shared by every client
+}
+
+// NewLatchKeys derives a latch's keys from its base key "<prefix>:{<name>}",
+// the same base as the lock of that name, whose keys they never equal.
+func NewLatchKeys(base string) LatchKeys {
+	return LatchKeys{Latch: base + ":latch", Channel: base + ":latch:ch"}
+}
+
+// RunLatchSet runs the latchset script: it gives the latch count n (> 0,
+// which the caller checks) and round id round, unless the latch has a
+// count already. It reports whether it set the count.
+func RunLatchSet(ctx context.Context, c rueidis.Client, k LatchKeys, n int64, round string) (bool, error) {
+	v, err := LatchSet.Exec(ctx, c, []string{k.Latch}, []string{strconv.FormatInt(n, 10), round}).AsInt64()
+	switch {
+	case err != nil:
+		return false, err
+	case v != 0 && v != 1:
+		return false, unexpected("latchset", v)
+	}
+	return v == 1, nil
+}
+
+// CountDownStatus is the latchcountdown script's answer.
+type CountDownStatus int64
+
+// Count-down outcomes.
+const (
+	CountDownNoLatch  CountDownStatus = -1 // there was no latch: nothing changed
+	CountDownReleased CountDownStatus = 0  // this call reached zero: deleted, and published
+	CountDownCounting CountDownStatus = 1  // a count is left
+)
+
+// RunLatchCountDown runs the latchcountdown script, which publishes payload
+// on the latch's channel (SPUBLISH when sharded) when the count reaches zero.
+func RunLatchCountDown(ctx context.Context, c rueidis.Client, k LatchKeys, sharded bool, payload string) (CountDownStatus, error) {
+	mode := "p"
+	if sharded {
+		mode = "s"
+	}
+	n, err := LatchCountDown.Exec(ctx, c, []string{k.Latch, k.Channel}, []string{mode, payload}).AsInt64()
+	switch {
+	case err != nil:
+		return 0, err
+	case n < -1 || n > 1:
+		return 0, unexpected("latchcountdown", n)
+	}
+	return CountDownStatus(n), nil
+}
+
+// LatchState is what a latch holds: its count (0 when there is no latch)
+// and the id of the round that latchset started ("" when none).
+type LatchState struct {
+	Count int64
+	Round string
+}
+
+// ReadLatch runs the latchread script: the latch's count and round id, read
+// together.
+func ReadLatch(ctx context.Context, c rueidis.Client, k LatchKeys) (LatchState, error) {
+	v, err := LatchRead.Exec(ctx, c, []string{k.Latch}, nil).ToArray()
+	if err != nil {
+		return LatchState{}, err
+	}
+	fields := make([]*string, len(v))
+	for i, m := range v {
+		s, err := m.ToString()
+		switch {
+		case rueidis.IsRedisNil(err):
+		case err != nil:
+			return LatchState{}, err
+		default:
+			fields[i] = &s
+		}
+	}
+	return ParseLatch(fields)
+}
+
+// ParseLatch decodes latchread's {count, round} reply, nil standing for an
+// absent field. A missing count reads as 0, a latch that is not set.
+func ParseLatch(fields []*string) (LatchState, error) {
+	if len(fields) != 2 {
+		return LatchState{}, unexpected("latchread", len(fields))
+	}
+	var st LatchState
+	if fields[0] != nil {
+		n, err := strconv.ParseInt(*fields[0], 10, 64)
+		if err != nil {
+			return LatchState{}, unexpected("latchread", "count "+strconv.Quote(*fields[0]))
+		}
+		st.Count = max(n, 0)
+	}
+	if fields[1] != nil {
+		st.Round = *fields[1]
+	}
+	return st, nil
+}

@@ -1,0 +1,18 @@
+-- latchset: give a count-down latch its count, unless it has one.
+--
+-- KEYS[1]  latch hash           {count -> n, round -> id}, no expiry
+-- ARGV[1]  the count, an integer > 0 (the caller checks it)
+-- ARGV[2]  the round id: random, new for every call, so that a waiter can
+--          tell this round of the latch from an earlier one
+--
+-- Returns 1 when the count was set (the latch was absent, or held a count of
+-- 0 or less, which latchcountdown never leaves but another writer might),
+-- 0 when the latch already has a count (nothing changed).
+local latch = KEYS[1]
+local count = tonumber(redis.call('hget', latch, 'count'))
+if count ~= nil and count > 0 then
+  return 0
+end
+redis.call('del', latch)
+redis.call('hset', latch, 'count', ARGV[1], 'round', ARGV[2])
+return 1

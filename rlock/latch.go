@@ -1,0 +1,199 @@
+package rlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
+	"github.com/latchkey/latchkey/notify"
+)
+
+// LatchRecheck bounds how long an Await sleeps without reading its latch
+// again. It is a safety net, not a poll: reaching zero is broadcast to every
+// waiter, and a lost or renewed subscription wakes every waiter too, so an
+// Await normally returns on a message. The bound only covers a message that
+// Redis drops without the subscription ending (say, a publish during a
+// Cluster failover that the replica had not seen).
+const LatchRecheck = time.Minute
+
+// CountDownLatch is a handle on one named, distributed count-down latch:
+// TrySetCount gives it a count, every CountDown takes one off, and every
+// Await, in any process, returns once the count reaches zero. Reaching zero
+// deletes the latch, so that it can be set again (a new round). Get it from
+// Client.CountDownLatch; handles are cheap and safe for concurrent use.
+//
+// A latch has no owner: nothing renews it and it has no expiry, so a latch
+// whose counters died before counting down stays set until someone counts
+// it down.
+type CountDownLatch struct {
+	c    *Client
+	name string
+	keys luascripts.LatchKeys
+	err  error // invalid name, reported by every method
+}
+
+// CountDownLatch returns a handle on the count-down latch called name. Names
+// follow the rules of Mutex names, and a latch and a lock may share one:
+// their keys differ. An invalid name is reported by the handle's methods as
+// ErrInvalidName, before any I/O.
+func (c *Client) CountDownLatch(name string) *CountDownLatch {
+	keys, err := lockKeys(c.opts.Prefix, name)
+	if err != nil {
+		return &CountDownLatch{c: c, name: name, err: err}
+	}
+	return &CountDownLatch{c: c, name: name, keys: luascripts.NewLatchKeys(keys.Lock)}
+}
+
+// Name is the latch's name.
+func (l *CountDownLatch) Name() string { return l.name }
+
+// TrySetCount gives the latch the count n (> 0, else ErrInvalidArgument)
+// and starts a new round, if the latch is not set (absent, or counted down
+// to zero). It reports false, changing nothing, when a count is set already.
+func (l *CountDownLatch) TrySetCount(ctx context.Context, n int64) (bool, error) {
+	if err := l.check(ctx); err != nil {
+		return false, err
+	}
+	if n <= 0 {
+		return false, fmt.Errorf("%w: latch count %d must be positive", ErrInvalidArgument, n)
+	}
+	// The round id tells an Await that the latch it sees was set again after
+	// the zero it waited for.
+	round, err := uuid.NewRandom()
+	if err != nil {
+		return false, fmt.Errorf("latchkey: latch %q: generating the round id: %w", l.name, err)
+	}
+	ok, err := luascripts.RunLatchSet(ctx, l.c.rc, l.keys, n, round.String())
+	if err != nil {
+		return false, fmt.Errorf("latchkey: set count of latch %q: %w", l.name, err)
+	}
+	return ok, nil
+}
+
+// CountDown takes one off the latch's count. The call that reaches zero
+// deletes the latch and wakes every Await, in every process, with one
+// message. On a latch that is not set it does nothing and returns nil:
+// counting down past zero is harmless, as with Java's CountDownLatch.
+//
+// A CountDown whose reply is lost (the connection dropped) may or may not
+// have counted: the error says so, and it is not retried, since a second
+// count-down could count one too many.
+func (l *CountDownLatch) CountDown(ctx context.Context) error {
+	if err := l.check(ctx); err != nil {
+		return err
+	}
+	if _, err := luascripts.RunLatchCountDown(ctx, l.c.rc, l.keys, l.c.wake.Sharded, notify.WakeAllPayload); err != nil {
+		return fmt.Errorf("latchkey: count down latch %q: %w", l.name, err)
+	}
+	return nil
+}
+
+// Count is the latch's count: 0 when it is not set.
+func (l *CountDownLatch) Count(ctx context.Context) (int64, error) {
+	if err := l.check(ctx); err != nil {
+		return 0, err
+	}
+	st, err := l.read(ctx)
+	return st.Count, err
+}
+
+// Await blocks until the latch's count reaches zero: it returns nil once the
+// round it found has ended, even if the latch was set again since, and at
+// once when the latch is not set. It returns ctx's error when ctx ends
+// first, and ErrClosed when the client is closed. It waits on a pub/sub
+// subscription shared by this client's Awaits of the latch (no polling);
+// transient Redis errors (a dropped connection) are retried until ctx ends.
+func (l *CountDownLatch) Await(ctx context.Context) error {
+	if err := l.check(ctx); err != nil {
+		return err
+	}
+	if l.c.isClosed() {
+		return ErrClosed
+	}
+	// Close ends the wait, and the reads too.
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(l.c.closing, func() { cancel(ErrClosed) })
+	defer stop()
+
+	// A latch that is not set needs no subscription. A failed first read is
+	// retried below, once subscribed.
+	st, err := l.read(cctx)
+	switch {
+	case err == nil && st.Count == 0:
+		return nil
+	case err != nil && !l.retryable(cctx, err):
+		return ended(ctx, cctx, err)
+	}
+	round, known := st.Round, err == nil
+
+	sub, err := l.c.hub.Subscribe(cctx, l.keys.Channel)
+	if err != nil {
+		return ended(ctx, cctx, fmt.Errorf("latchkey: await latch %q: %w", l.name, err))
+	}
+	defer sub.Release()
+	var lastErr error
+	retry := l.c.opts.SpinBackoffMin
+	for {
+		// The mark comes before the read: a zero broadcast after the read
+		// changes it, and Wait returns at once.
+		mark := sub.Mark()
+		st, err := l.read(cctx)
+		wait := LatchRecheck
+		switch {
+		case err == nil && (st.Count == 0 || known && st.Round != round):
+			// Zero, or a round set after the zero we waited for.
+			return nil
+		case err == nil:
+			lastErr, retry = nil, l.c.opts.SpinBackoffMin
+			if !known {
+				round, known = st.Round, true
+			}
+		case l.retryable(cctx, err):
+			lastErr, wait = err, retry
+			retry = min(retry*2, l.c.opts.SpinBackoffMax)
+		default:
+			return ended(ctx, cctx, err)
+		}
+		if hook := l.c.opts.OnWait; hook != nil {
+			hook(l.name)
+		}
+		if _, err := sub.Wait(cctx, mark, wait); err != nil {
+			return ended(ctx, cctx, withLast(err, lastErr))
+		}
+	}
+}
+
+func (l *CountDownLatch) check(ctx context.Context) error {
+	switch {
+	case ctx == nil:
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	case l.err != nil:
+		return l.err
+	case ctx.Err() != nil:
+		return ctxErr(ctx)
+	}
+	return nil
+}
+
+func (l *CountDownLatch) read(ctx context.Context) (luascripts.LatchState, error) {
+	st, err := luascripts.ReadLatch(ctx, l.c.rc, l.keys)
+	if err != nil {
+		return st, fmt.Errorf("latchkey: read latch %q: %w", l.name, err)
+	}
+	return st, nil
+}
+
+// retryable reports whether a failed read is worth another try: the
+// connection failed, not Redis or the caller.
+func (l *CountDownLatch) retryable(ctx context.Context, err error) bool {
+	if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, luascripts.ErrUnexpectedReply) {
+		return false
+	}
+	return ctx.Err() == nil && !errors.Is(err, rueidis.ErrClosing)
+}
