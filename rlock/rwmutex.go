@@ -189,7 +189,6 @@ func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadlin
 		// downgrade): it ends with what the write hold was given, not
 		// with the write hold's context.
 		parent, writer = valuesFrom{Context: wl.parent, values: ctx}, wl.s.owner
-		noWait = true // granted at once: a writer may read
 	}
 	owner, sent := "", time.Time{}
 	var token int64
