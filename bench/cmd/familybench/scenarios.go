@@ -97,12 +97,15 @@ func (cfg config) buildScenarios() []*scenario {
 			sc.G = cfg.rwG
 			sc.Kinds, sc.Shares = []string{kindRead, kindWrite}, []float64{cfg.reads, 1 - cfg.reads}
 			sc.Baseline = "rwmutex"
+			sc.Note = fmt.Sprintf("Each operation reads with probability %g, the same sequence of draws for every variant; "+
+				"the mutex row takes the reads exclusively too, so it is the figure a reader/writer lock exists to beat", cfg.reads)
 			sc.variants = rwVariants()
 		case "semaphore":
 			sc.Label = fmt.Sprintf("Semaphore, %d permits, one per acquisition", cfg.size)
 			sc.G, sc.Size = cfg.semG, cfg.size
 			sc.Kinds, sc.Shares = []string{kindAcquire}, []float64{1}
 			sc.Baseline = "semaphore"
+			sc.Note = fmt.Sprintf("Every contender takes one permit, so at most %d hold at once and the others wait", cfg.size)
 			sc.variants = semaphoreVariants
 			if len(sc.variants) == 0 {
 				sc.NotRun = "this build has no Semaphore (bench/cmd/familybench/semaphore.go needs `-tags semaphore` until it lands)"

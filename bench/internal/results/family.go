@@ -47,6 +47,8 @@ type FamilyScenario struct {
 	// Baseline is the variant the ratios are taken against.
 	Baseline string          `json:"baseline"`
 	Variants []FamilyVariant `json:"variants"`
+	// Note says in a sentence what the scenario shows.
+	Note string `json:"note,omitempty"`
 	// NotRun says why the scenario has no variants, when it has none.
 	NotRun string `json:"not_run,omitempty"`
 }
