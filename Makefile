@@ -2,8 +2,9 @@
 #   make test   vet + every test with the race detector, integration included,
 #               and the bench module's tests (test-bench)
 #   make demo   worker processes contending on one lock, pub/sub vs spin
-#   make bench  the benchmark suite against the other lock libraries; writes
-#               docs/benchmarks.md and its charts in docs/bench/
+#   make bench  the benchmark suite against the other lock libraries and the
+#               lock family's (familybench); writes docs/benchmarks.md and its
+#               charts in docs/bench/
 #   make test-faults   the fault-injection suite on its own (also part of
 #               make test); prints one "FAULT <name>: ..." line per fault
 #   make torture       the torture suite on its own (a short seeded run is
@@ -21,10 +22,18 @@ TESTFLAGS ?= -race -count=1 -timeout 25m
 #   per-run overhead (spawn, warm-up, FLUSHALL, last holds),
 #     measured 0.08s × 61 runs                                    ≈  5s
 #   => about 137s; × 5 repetitions ≈ 11.4 min, + the watchdog scale
-#   ≈ 10s, the market benchmark ≈ 1 min and the builds and benchdoc
-#   ≈ 0.5 min: about 13 minutes, under the 15 allowed. E.g. make bench
+#   ≈ 10s, the market benchmark ≈ 1 min, the lock family (below)
+#   ≈ 1 min and the builds and benchdoc ≈ 0.5 min: about 14 minutes,
+#   under the 15 allowed. E.g. make bench
 #   BENCHFLAGS="-reps 7 -dur 5s -sweepdur 3s" for steadier figures (longer).
 BENCHFLAGS ?= -reps 5 -dur 2s -sweep 2ms,8ms,32ms,128ms -sweepdur 2s -idledur 4s
+# FAMILYFLAGS go to familybench (its defaults, written out). Per repetition:
+#   rw, RWMutex / SpinRWMutex / Mutex:  3 runs × 2s = 6s
+#   semaphore, Semaphore / SpinSemaphore, once they are in the tree
+#   (bench/cmd/familybench/semaphore.go):  2 runs × 2s = 4s
+#   per-run overhead (FLUSHALL, 4 clients, warm-up, last holds) ≈ 0.2s
+#   => about 11s; × 5 repetitions ≈ 55s (≈ 33s while rw runs alone).
+FAMILYFLAGS ?= -reps 5 -dur 2s -clients 4 -g 8 -semg 16 -size 8 -reads 0.95 -cs 100us
 
 .PHONY: all test test-bench test-faults torture vet demo bench fuzz setup redis-image clean-docker
 
@@ -74,12 +83,14 @@ fuzz:
 	done
 
 # bench runs the suite on a redis-server process it starts on loopback, the
-# market benchmark when bench/market exists, and regenerates the document.
+# market benchmark when bench/market exists, the lock family on a
+# redis-server of its own, and regenerates the document.
 bench: setup
 	mkdir -p bench/results
 	cd bench && $(GO) run ./cmd/lockbench -suite -out results/lockbench.json $(BENCHFLAGS)
 	if [ -d bench/market ]; then cd bench && $(GO) run ./market -json > results/market.json.tmp && mv results/market.json.tmp results/market.json; fi
-	cd bench && $(GO) run ./cmd/benchdoc -in results/lockbench.json -market results/market.json -doc ../docs/benchmarks.md -svg ../docs/bench -notes ../docs/bench/notes.md
+	cd bench && $(GO) run ./cmd/familybench -out results/family.json $(FAMILYFLAGS)
+	cd bench && $(GO) run ./cmd/benchdoc -in results/lockbench.json -market results/market.json -family results/family.json -doc ../docs/benchmarks.md -svg ../docs/bench -notes ../docs/bench/notes.md
 
 # setup installs redis-server and redis-cli when they are missing: the
 # harness runs them as processes (always for Redis Cluster, and for

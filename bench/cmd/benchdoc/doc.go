@@ -17,6 +17,8 @@ type docInput struct {
 	file       *results.File
 	market     []results.Market // nil: not run
 	marketPath string
+	family     *results.Family // nil: not run, or not asked for
+	familyPath string          // "": no family section
 	charts     []chartLink
 	notes      string // hand-written analysis, markdown; "" for none
 }
@@ -55,6 +57,9 @@ func writeDoc(b *bytes.Buffer, in docInput) {
 	writeCharts(b, bars)
 	writeWatchdog(b, f.Watchdog)
 	writeMarket(b, in.market, in.marketPath)
+	if in.familyPath != "" {
+		writeFamily(b, in.family, in.familyPath)
+	}
 	writeMethod(b, m)
 }
 

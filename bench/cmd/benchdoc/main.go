@@ -4,7 +4,9 @@
 //
 // Usage (from bench/; `make bench` runs it):
 //
-//	benchdoc [-in results/lockbench.json] [-market results/market.json] [-doc ../docs/benchmarks.md] [-svg ../docs/bench]
+//	benchdoc [-in results/lockbench.json] [-market results/market.json] [-family results/family.json] [-doc ../docs/benchmarks.md] [-svg ../docs/bench]
+//
+// With -family it adds the lock family's section (familybench's results).
 package main
 
 import (
@@ -31,6 +33,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.in, "in", DefaultIn, "lockbench's results file")
 	flag.StringVar(&o.market, "market", DefaultMarket, "the market benchmark's results (optional: the doc says \"not run\" without it)")
+	flag.StringVar(&o.family, "family", "", "familybench's results: adds the lock family's section (\"not run\" when the file does not exist); none without the flag")
 	flag.StringVar(&o.doc, "doc", DefaultDoc, "the markdown file to write")
 	flag.StringVar(&o.svg, "svg", DefaultSVG, "the directory for the SVG charts")
 	flag.StringVar(&o.notes, "notes", DefaultNotes, "hand-written analysis included after the targets (optional: skipped when the file does not exist)")
@@ -45,7 +48,7 @@ func main() {
 	}
 }
 
-type options struct{ in, market, doc, svg, notes string }
+type options struct{ in, market, family, doc, svg, notes string }
 
 // generate reads the results and writes the charts, then the document that
 // links them.
@@ -57,6 +60,12 @@ func generate(o options) error {
 	market, err := results.ReadMarket(o.market)
 	if err != nil {
 		return err
+	}
+	var family *results.Family
+	if o.family != "" {
+		if family, err = results.ReadFamily(o.family); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(o.svg, 0o755); err != nil {
 		return fmt.Errorf("creating the chart directory: %w", err)
@@ -89,6 +98,6 @@ func generate(o options) error {
 		return fmt.Errorf("reading the notes: %w", err)
 	}
 	var doc bytes.Buffer
-	writeDoc(&doc, docInput{file: f, market: market, marketPath: o.market, charts: links, notes: string(notes)})
+	writeDoc(&doc, docInput{file: f, market: market, marketPath: o.market, family: family, familyPath: o.family, charts: links, notes: string(notes)})
 	return os.WriteFile(o.doc, doc.Bytes(), 0o644)
 }

@@ -52,11 +52,11 @@ func summarize(run runSpec, sc results.Scenario, reps []*sample) results.Result 
 	r := results.Result{
 		Lib: run.lib, Scenario: sc.Name, Procs: sc.Procs, G: sc.G, Keys: sc.Keys, CSUS: sc.CSUS,
 		Reps:         len(reps),
-		Acquisitions: spreadOver(reps, func(s *sample) float64 { return float64(s.acquisitions) }).Median,
+		Acquisitions: results.SpreadOver(reps, func(s *sample) float64 { return float64(s.acquisitions) }).Median,
 		Setting:      locks.Setting(run.lib, run.backoff),
 		BackoffMS:    run.backoffMS(),
 		Commands:     commandsPerAcq(reps),
-		MeanWaitUS: spreadOver(reps, func(s *sample) float64 {
+		MeanWaitUS: results.SpreadOver(reps, func(s *sample) float64 {
 			if s.waits.Count() == 0 {
 				return math.NaN()
 			}
@@ -64,7 +64,7 @@ func summarize(run runSpec, sc results.Scenario, reps []*sample) results.Result 
 		}),
 	}
 	for _, fig := range figures {
-		sp := spreadOver(reps, fig.of)
+		sp := results.SpreadOver(reps, fig.of)
 		*fig.field(&r.Figures), *fig.field(&r.Min), *fig.field(&r.Max) = sp.Median, sp.Min, sp.Max
 	}
 	var total counts
@@ -92,7 +92,7 @@ func commandsPerAcq(reps []*sample) map[string]results.Spread {
 	}
 	m := make(map[string]results.Spread, len(names))
 	for _, cmd := range names {
-		m[cmd] = spreadOver(reps, perAcq(func(s *sample) float64 { return float64(s.calls[cmd]) }))
+		m[cmd] = results.SpreadOver(reps, perAcq(func(s *sample) float64 { return float64(s.calls[cmd]) }))
 	}
 	return m
 }

@@ -122,11 +122,11 @@ func TestSpreadOf(t *testing.T) {
 		{[]float64{4, 1, 2, 3}, results.Spread{Median: 2.5, Min: 1, Max: 4}},
 		{[]float64{math.NaN(), 5}, results.Spread{Median: 5, Min: 5, Max: 5}},
 	} {
-		if got := spreadOf(c.xs); got != c.want {
-			t.Errorf("spreadOf(%v) = %+v, want %+v", c.xs, got, c.want)
+		if got := results.SpreadOf(c.xs); got != c.want {
+			t.Errorf("SpreadOf(%v) = %+v, want %+v", c.xs, got, c.want)
 		}
 	}
-	if got := spreadOf([]float64{math.NaN()}); !math.IsNaN(got.Median) || finite(got) != (results.Spread{}) {
-		t.Errorf("spreadOf(NaN) = %+v, and finite of it %+v", got, finite(got))
+	if got := results.SpreadOf([]float64{math.NaN()}); !math.IsNaN(got.Median) || results.Finite(got) != (results.Spread{}) {
+		t.Errorf("SpreadOf(NaN) = %+v, and finite of it %+v", got, results.Finite(got))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkey/latchkey/bench/internal/benchredis"
 	"github.com/latchkey/latchkey/bench/internal/locks"
 )
 
@@ -127,11 +128,11 @@ func TestParseFlagsRejects(t *testing.T) {
 
 func TestGetRedisRefusesRemote(t *testing.T) {
 	for _, addr := range []string{"10.0.0.1:6379", "redis.example:6379", "nohostport"} {
-		if _, _, _, err := getRedis(t.Context(), addr); err == nil {
-			t.Errorf("getRedis(%q) accepted it", addr)
+		if _, _, _, err := benchredis.Get(t.Context(), addr); err == nil {
+			t.Errorf("benchredis.Get(%q) accepted it", addr)
 		}
 	}
-	if _, _, _, err := getRedis(t.Context(), "10.0.0.1:6379"); !errors.Is(err, ErrNotLoopback) {
-		t.Errorf("getRedis(10.0.0.1:6379): %v, want ErrNotLoopback", err)
+	if _, _, _, err := benchredis.Get(t.Context(), "10.0.0.1:6379"); !errors.Is(err, benchredis.ErrNotLoopback) {
+		t.Errorf("benchredis.Get(10.0.0.1:6379): %v, want benchredis.ErrNotLoopback", err)
 	}
 }

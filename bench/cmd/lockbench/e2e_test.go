@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkey/latchkey/bench/internal/benchredis"
 	"github.com/latchkey/latchkey/bench/internal/locks"
 	"github.com/latchkey/latchkey/bench/internal/results"
 	"github.com/latchkey/latchkey/internal/redisinfo"
@@ -144,12 +145,12 @@ func TestIdleEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.idleDur = 2600 * time.Millisecond // idle from 1s (idleSettle) to 1.75s, and from 2.25s on
-	addr, _, closeRedis, err := getRedis(t.Context(), "")
+	addr, _, closeRedis, err := benchredis.Get(t.Context(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeRedis()
-	admin, err := connect(addr)
+	admin, err := benchredis.Connect(addr)
 	if err != nil {
 		t.Fatal(err)
 	}

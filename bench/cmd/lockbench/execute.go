@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/latchkey/latchkey/bench/internal/benchredis"
 	"github.com/latchkey/latchkey/bench/internal/locks"
 	"github.com/latchkey/latchkey/bench/internal/results"
 	"github.com/latchkey/latchkey/internal/redisinfo"
@@ -17,12 +18,12 @@ import (
 // execute runs what cfg asks for, prints the results to out and a line per
 // run to progress.
 func execute(ctx context.Context, cfg config, out, progress io.Writer) (err error) {
-	addr, label, closeRedis, err := getRedis(ctx, cfg.addr)
+	addr, label, closeRedis, err := benchredis.Get(ctx, cfg.addr)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, closeRedis()) }()
-	admin, err := connect(addr)
+	admin, err := benchredis.Connect(addr)
 	if err != nil {
 		return err
 	}
@@ -59,7 +60,7 @@ func execute(ctx context.Context, cfg config, out, progress io.Writer) (err erro
 			return fmt.Errorf("watchdog scale: %w", err)
 		}
 	}
-	if err := flush(ctx, admin); err != nil {
+	if err := benchredis.Flush(ctx, admin); err != nil {
 		return err
 	}
 	if err := printResults(out, cfg.jsonOut, f); err != nil {
@@ -121,7 +122,8 @@ func (b *bench) meta(ctx context.Context) (results.Meta, error) {
 	if err != nil {
 		return results.Meta{}, err
 	}
-	m := machine()
+	h := results.Machine()
+	m := results.Meta{GoVersion: h.GoVersion, CPUModel: h.CPUModel, Cores: h.Cores, Kernel: h.Kernel}
 	m.Date = time.Now().UTC().Truncate(time.Second)
 	m.Command = b.cfg.command
 	m.RedisVersion = version

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/latchkey/latchkey/bench/internal/benchredis"
 	"github.com/latchkey/latchkey/bench/internal/locks"
 	"github.com/latchkey/latchkey/bench/internal/results"
 	"github.com/latchkey/latchkey/internal/redisinfo"
@@ -195,7 +196,7 @@ func (b *bench) idle(ctx context.Context, sc results.Scenario) (*results.Idle, e
 
 // baseline reads Redis for baselineDur with no client connected but ours.
 func (b *bench) baseline(ctx context.Context) (*sample, error) {
-	if err := flush(ctx, b.admin); err != nil {
+	if err := benchredis.Flush(ctx, b.admin); err != nil {
 		return nil, err
 	}
 	if err := b.admin.Do(ctx, b.admin.B().ConfigResetstat().Build()).Error(); err != nil {
@@ -220,10 +221,10 @@ func summarizeIdle(run runSpec, reps []*sample) results.IdleResult {
 	}
 	r := results.IdleResult{
 		Lib: run.lib, Reps: len(reps),
-		IdleS:      spreadOver(figs, func(f idleFigures) float64 { return f.idleS }),
-		CmdsPerS:   spreadOver(figs, func(f idleFigures) float64 { return f.cmdsPerS }),
-		CPUMSPerS:  spreadOver(figs, func(f idleFigures) float64 { return f.cpuMSPerS }),
-		Grants:     spreadOver(figs, func(f idleFigures) float64 { return f.grants }),
+		IdleS:      results.SpreadOver(figs, func(f idleFigures) float64 { return f.idleS }),
+		CmdsPerS:   results.SpreadOver(figs, func(f idleFigures) float64 { return f.cmdsPerS }),
+		CPUMSPerS:  results.SpreadOver(figs, func(f idleFigures) float64 { return f.cpuMSPerS }),
+		Grants:     results.SpreadOver(figs, func(f idleFigures) float64 { return f.grants }),
 		Violations: total.Violations, Errors: total.Errors, Timeouts: total.Timeouts, LastError: total.LastError,
 	}
 	if run.lib != "baseline" {

@@ -1,33 +1,6 @@
 package main
 
-import (
-	"bufio"
-	"os"
-	"runtime"
-	"runtime/debug"
-	"strings"
-
-	"github.com/latchkey/latchkey/bench/internal/results"
-)
-
-// machine describes this computer and Go.
-func machine() results.Meta {
-	m := results.Meta{CPUModel: "unknown", Cores: runtime.NumCPU(), Kernel: "unknown", GoVersion: runtime.Version()}
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = runtime.GOOS + " " + strings.TrimSpace(string(b))
-	}
-	return m
-}
+import "runtime/debug"
 
 // libModules are the modules whose versions the report names.
 var libModules = []string{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/latchkey/latchkey/bench/internal/benchredis"
 	"github.com/latchkey/latchkey/bench/internal/results"
 	"github.com/latchkey/latchkey/internal/latency"
 	"github.com/latchkey/latchkey/internal/redisinfo"
@@ -53,7 +54,7 @@ type sample struct {
 func (b *bench) runOnce(ctx context.Context, run runSpec, sc results.Scenario) (*sample, error) {
 	ctx, cancel := context.WithTimeout(ctx, run.dur+runSlack)
 	defer cancel()
-	if err := flush(ctx, b.admin); err != nil {
+	if err := benchredis.Flush(ctx, b.admin); err != nil {
 		return nil, err
 	}
 	params := make([]workerParams, sc.Procs)
@@ -72,7 +73,7 @@ func (b *bench) runOnce(ctx context.Context, run runSpec, sc results.Scenario) (
 	if err := ws.awaitReady(); err != nil {
 		return nil, err
 	}
-	win, err := openWindow(ctx, b.admin)
+	win, err := benchredis.OpenWindow(ctx, b.admin)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +96,7 @@ func (b *bench) runOnce(ctx context.Context, run runSpec, sc results.Scenario) (
 			return nil, err
 		}
 	}
-	cpuSeconds, calls, err := win.close(ctx)
+	cpuSeconds, calls, err := win.Close(ctx)
 	if err != nil {
 		return nil, err
 	}

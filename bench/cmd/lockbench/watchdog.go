@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/latchkey/latchkey/bench/internal/benchredis"
 	"github.com/latchkey/latchkey/bench/internal/results"
 	"github.com/latchkey/latchkey/rlock"
 	"github.com/latchkey/latchkey/watchdog"
@@ -51,10 +52,10 @@ var WatchdogSteps = []int{1000, 10000, 100000}
 // and the process's goroutine count at each step.
 func (b *bench) watchdogScale(ctx context.Context) (_ *results.Watchdog, err error) {
 	fmt.Fprintf(b.progress, "watchdog scale: holding %v locks, renewed every %v\n", WatchdogSteps, WatchdogInterval)
-	if err := flush(ctx, b.admin); err != nil {
+	if err := benchredis.Flush(ctx, b.admin); err != nil {
 		return nil, err
 	}
-	rc, err := connect(b.addr)
+	rc, err := benchredis.Connect(b.addr)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +119,7 @@ func (b *bench) measureTicks(ctx context.Context, c *rlock.Client, locks int) (r
 	}
 	// The last tick ends about WatchdogTicks intervals after the first.
 	lastDue := time.Now().Add(WatchdogTicks*WatchdogInterval - WatchdogInterval/4)
-	win, err := openWindow(ctx, b.admin)
+	win, err := benchredis.OpenWindow(ctx, b.admin)
 	if err != nil {
 		return step, err
 	}
@@ -134,7 +135,7 @@ func (b *bench) measureTicks(ctx context.Context, c *rlock.Client, locks int) (r
 	if err != nil {
 		return step, err
 	}
-	cpuSeconds, calls, err := win.close(ctx)
+	cpuSeconds, calls, err := win.Close(ctx)
 	if err != nil {
 		return step, err
 	}

@@ -34,3 +34,14 @@ func Wait(d time.Duration) {
 		runtime.Gosched()
 	}
 }
+
+// Sleep blocks for about d without spinning: a nanosleep system call on
+// the goroutine's thread, which overshoots by the kernel's timer slack
+// (50–100µs on an idle machine) rather than by time.Sleep's millisecond.
+// It is for holds that many goroutines keep at once, where Wait's spinning
+// tail would take the CPU from the server being measured.
+func Sleep(d time.Duration) {
+	if d > 0 {
+		sleep(d)
+	}
+}

@@ -53,8 +53,11 @@ type File struct {
 }
 
 // Write stores f at path as indented JSON.
-func Write(path string, f *File) error {
-	b, err := json.MarshalIndent(f, "", "  ")
+func Write(path string, f *File) error { return writeJSON(path, f) }
+
+// writeJSON stores v at path as indented JSON.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("results: encoding: %w", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package benchredis
 
 import (
 	"context"
@@ -9,15 +9,15 @@ import (
 	"github.com/latchkey/latchkey/internal/redisinfo"
 )
 
-// redisWindow measures what Redis did between openWindow and close: the CPU
+// Window measures what Redis did between OpenWindow and Close: the CPU
 // time it used and the calls of each command.
-type redisWindow struct {
+type Window struct {
 	rc   rueidis.Client
 	cpu0 float64
 }
 
-// openWindow zeroes Redis' command statistics and reads its CPU time.
-func openWindow(ctx context.Context, rc rueidis.Client) (*redisWindow, error) {
+// OpenWindow zeroes Redis' command statistics and reads its CPU time.
+func OpenWindow(ctx context.Context, rc rueidis.Client) (*Window, error) {
 	if err := rc.Do(ctx, rc.B().ConfigResetstat().Build()).Error(); err != nil {
 		return nil, fmt.Errorf("CONFIG RESETSTAT: %w", err)
 	}
@@ -25,12 +25,12 @@ func openWindow(ctx context.Context, rc rueidis.Client) (*redisWindow, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &redisWindow{rc: rc, cpu0: cpu0}, nil
+	return &Window{rc: rc, cpu0: cpu0}, nil
 }
 
-// close returns the CPU seconds Redis used since openWindow and the calls of
+// Close returns the CPU seconds Redis used since OpenWindow and the calls of
 // each command since then.
-func (w *redisWindow) close(ctx context.Context) (float64, map[string]int64, error) {
+func (w *Window) Close(ctx context.Context) (float64, map[string]int64, error) {
 	cpu1, err := redisinfo.CPU(ctx, w.rc)
 	if err != nil {
 		return 0, nil, err
