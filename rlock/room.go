@@ -11,10 +11,11 @@ import (
 // The room: how the primitives besides Mutex (RWMutex, Semaphore) wait.
 // A Client keeps one room per primitive and kind of request (an RWMutex's
 // readers and writers have a room each). Like Mutex's gate, a room has one
-// baton: its holder is the only goroutine of this client that contends in
+// baton: its holder is the only goroutine of this client that waits in
 // Redis, so the client has at most one entry in the primitive's wait queue
 // and one subscription to its inbox, and one message wakes the one
-// goroutine that can act on it. Unlike the gate, the baton passes on as
+// goroutine that can act on it. (Readers, which never exclude each other,
+// make their first try before taking their turn.) Unlike the gate, the baton passes on as
 // soon as its holder is granted: holds of these primitives share, so the
 // next local waiter may well be granted at once too.
 //
@@ -53,12 +54,29 @@ type contest struct {
 	// spin polls with backoff instead of waiting for messages (the
 	// SpinRWMutex): the client never queues, so it never subscribes.
 	spin bool
+	// shared: requests of this kind never exclude each other (an
+	// RWMutex's readers), so they may ask before their turn in the room.
+	shared bool
 }
 
 // contend waits for ct's room's baton, then contends until try grants,
 // ctx ends, the client closes or deadline passes (errBusy; zero for none).
 // noWait tries once without waiting.
 func (c *Client) contend(ctx context.Context, ct contest, deadline time.Time, noWait bool) error {
+	if ct.shared {
+		// Requests of a kind that never block each other (readers) need
+		// not take turns to ask: a plain try first, outside the room. Only
+		// waiting, which queues the client, goes through it.
+		ok, _, err := ct.try(ctx, false)
+		switch {
+		case err == nil && ok:
+			return nil
+		case err != nil && !transient(ctx, err):
+			return err
+		case noWait || (!deadline.IsZero() && !time.Now().Before(deadline)):
+			return busyOr(err)
+		}
+	}
 	r, err := c.enterRoom(ctx, ct, deadline, noWait)
 	if err != nil {
 		return err
@@ -67,7 +85,7 @@ func (c *Client) contend(ctx context.Context, ct contest, deadline time.Time, no
 	defer cancel(nil)
 	stop := context.AfterFunc(c.closing, func() { cancel(ErrClosed) })
 	defer stop()
-	err = c.contendBaton(cctx, r, ct, deadline, noWait)
+	err = c.contendBaton(cctx, r, ct, deadline, noWait && !ct.shared)
 	c.leaveRoom(r, ct, err == nil)
 	if err != nil {
 		return ended(ctx, cctx, err)
@@ -146,6 +164,8 @@ func (c *Client) contendBaton(ctx context.Context, r *room, ct contest, deadline
 		return c.spinBaton(ctx, ct, deadline, noWait)
 	}
 	if r.sub == nil {
+		// A shared request asked already, but its turn may have come
+		// after a release: ask again before subscribing.
 		ok, _, err := ct.try(ctx, false)
 		switch {
 		case err == nil && ok:

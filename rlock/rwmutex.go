@@ -193,9 +193,10 @@ func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadlin
 	owner, sent := "", time.Time{}
 	var token int64
 	ct := contest{
-		room:  rw.room(write),
-		inbox: rw.keys.Inbox(c.id, write),
-		spin:  rw.spin,
+		room:   rw.room(write),
+		inbox:  rw.keys.Inbox(c.id, write),
+		spin:   rw.spin,
+		shared: !write,
 		try: func(ctx context.Context, queued bool) (bool, time.Duration, error) {
 			owner, sent = c.newOwner(), time.Now()
 			r, err := luascripts.RunRWAcquire(ctx, c.rc, rw.keys, write, luascripts.RWAcquireArgs{
