@@ -394,3 +394,91 @@ func TestSpinRWMutex(t *testing.T) {
 		requireNoLeftovers(t, tp, name)
 	})
 }
+
+// TestRWMutexDeadQueuedWriter: a writer's client that queued and went away
+// without leaving (its process died) does not hold back readers: the first
+// refused reader prods the queue, which drops the client nobody listens for.
+func TestRWMutexDeadQueuedWriter(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		name := lockName(t)
+		rc := redisClient(t, tp)
+		qw := "latchkey:{" + name + "}:rw:qw"
+		require.NoError(t, rc.Do(ctx, rc.B().Zadd().Key(qw).ScoreMember().ScoreMember(1, "dead-client").Build()).Error())
+		require.NoError(t, rc.Do(ctx, rc.B().Pexpire().Key(qw).Milliseconds(60000).Build()).Error())
+		rw := lockClient(t, tp, rlock.Options{}).RWMutex(name)
+		_, ok, err := rw.TryRLock(ctx)
+		require.NoError(t, err)
+		require.False(t, ok, "a reader overtook a queued writer")
+		rctx, err := rw.RLock(ctx)
+		require.NoError(t, err, "the dead writer held readers back")
+		require.NoError(t, rw.RUnlock(rctx))
+		requireNoLeftovers(t, tp, name)
+	})
+}
+
+// TestRWMutexTryWaitLeaves: a TryLock whose wait runs out takes its client
+// off the queue, so that readers are no longer held back by it.
+func TestRWMutexTryWaitLeaves(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		name := lockName(t)
+		a := lockClient(t, tp, rlock.Options{}).RWMutex(name)
+		b := lockClient(t, tp, rlock.Options{}).RWMutex(name)
+		r1, err := a.RLock(ctx)
+		require.NoError(t, err)
+		_, ok, err := b.TryLock(ctx, rlock.WithWait(100*time.Millisecond))
+		require.NoError(t, err)
+		require.False(t, ok)
+		r2, ok, err := a.TryRLock(ctx)
+		require.NoError(t, err)
+		require.True(t, ok, "the writer that gave up still held readers back")
+		require.NoError(t, a.RUnlock(r2))
+		require.NoError(t, a.RUnlock(r1))
+		requireNoLeftovers(t, tp, name)
+	})
+}
+
+// TestRWMutexLostReader: a reader whose hold is gone learns it at its next
+// re-entry (ErrLockLost); its RUnlock reports ErrNotHeld; Token of a write
+// hold survives its loss but not its release.
+func TestRWMutexLostReader(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		name := lockName(t)
+		rc := redisClient(t, tp)
+		c := lockClient(t, tp, rlock.Options{})
+		rw := c.RWMutex(name)
+		rctx, err := rw.RLock(ctx)
+		require.NoError(t, err)
+		// The reader's own key goes: as if its lease ran out.
+		var keys []string
+		for _, n := range nodeClients(t, tp.addrs) {
+			k, err := scanKeys(ctx, n, "latchkey:{"+name+"}:rw:rd:*")
+			require.NoError(t, err)
+			keys = append(keys, k...)
+		}
+		require.Len(t, keys, 1)
+		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(keys[0]).Build()).Error())
+		_, err = rw.RLock(rctx)
+		require.ErrorIs(t, err, rlock.ErrLockLost)
+		require.ErrorIs(t, context.Cause(rctx), rlock.ErrLockLost)
+		require.ErrorIs(t, rw.RUnlock(rctx), rlock.ErrNotHeld)
+
+		wctx, err := rw.Lock(ctx, rlock.WithLease(200*time.Millisecond))
+		require.NoError(t, err)
+		tok, err := rw.Token(wctx)
+		require.NoError(t, err)
+		requireLost(t, wctx, 5*time.Second, "the leased write hold")
+		lostTok, err := rw.Token(wctx)
+		require.NoError(t, err, "a lost write hold keeps its token")
+		require.Equal(t, tok, lostTok)
+		w2, err := rw.Lock(ctx)
+		require.NoError(t, err)
+		require.NoError(t, rw.Unlock(w2))
+		_, err = rw.Token(w2)
+		require.ErrorIs(t, err, rlock.ErrNotHeld, "Token of a released hold")
+		requireNoLeftovers(t, tp, name)
+	})
+}
