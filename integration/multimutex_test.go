@@ -268,7 +268,7 @@ func TestMultiMutexClose(t *testing.T) {
 		lctx, err := mm.Lock(ctx)
 		require.NoError(t, err)
 		require.NoError(t, c.Close())
-		<-lctx.Done()
+		await(t, lctx.Done(), 5*time.Second, "Close to end the multi context")
 		require.ErrorIs(t, context.Cause(lctx), rlock.ErrClosed)
 		require.NoError(t, mm.Unlock(lctx))
 		requireNoLeftovers(t, tp, names...)
