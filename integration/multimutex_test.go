@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -97,7 +98,7 @@ func TestMultiMutexExclusion(t *testing.T) {
 // {a, b} fails (at once, or after its wait) and leaves a free; a Lock of
 // {a, b} that waits for b holds nothing meanwhile (so the holder of b can
 // take a too, in the other order, without a deadlock), and gets both once
-// b is released.
+// b is released; so does a TryLock with a wait.
 func TestMultiMutexAllOrNothing(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, tp topology) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -146,6 +147,24 @@ func TestMultiMutexAllOrNothing(t *testing.T) {
 		}
 		require.NoError(t, mm.Unlock(lctx))
 		require.ErrorIs(t, mm.Unlock(lctx), rlock.ErrNotHeld, "a second Unlock")
+
+		// TryLock with a wait gets both when b is freed within it.
+		hctx = mustLock(t, ctx, other.Mutex(b))
+		waits = att.reached(waitKey(b), att.count(waitKey(b))+1)
+		tried := make(chan error, 1)
+		go func() {
+			tctx, ok, err := mm.TryLock(ctx, rlock.WithWait(20*time.Second))
+			if err == nil && !ok {
+				err = errors.New("TryLock gave up although b was freed within its wait")
+			}
+			if err == nil {
+				err = mm.Unlock(tctx)
+			}
+			tried <- err
+		}()
+		await(t, waits, 20*time.Second, "TryLock to wait for b")
+		require.NoError(t, other.Mutex(b).Unlock(hctx))
+		require.NoError(t, recvErr(t, tried, 20*time.Second, "TryLock to get both once b was free"))
 		requireMultiFree(t, tp, other, names, "Unlock released both")
 	})
 }
