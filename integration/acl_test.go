@@ -39,6 +39,7 @@ var aclCommands = []string{
 	"evalsha", "eval",
 	"pttl", "hexists", "hincrby", "pexpire", "hget", "hset", "exists", "del",
 	"get", "set", "incr", "time", "zadd", "zrem", "zpopmin", "publish", "spublish",
+	"hkeys", "hdel", "hlen", "zrange", "zrangebyscore", "zcount", "zcard", "zscore",
 	"subscribe", "unsubscribe", "ssubscribe", "sunsubscribe",
 	"cluster|slots",
 }
@@ -67,9 +68,7 @@ func TestACLReadmeLine(t *testing.T) {
 // so that a new call in a script cannot slip past the list.
 func TestACLCoversScripts(t *testing.T) {
 	called := regexp.MustCompile(`redis\.call\('([a-z]+)'|publish = '([a-z]+)'`)
-	for _, sc := range []*luascripts.Script{luascripts.Acquire, luascripts.Release, luascripts.Renew,
-		luascripts.ForceUnlock, luascripts.Inspect, luascripts.Reenter, luascripts.Leave,
-		luascripts.LatchSet, luascripts.LatchCountDown, luascripts.LatchRead} {
+	for _, sc := range luascripts.All() {
 		for _, m := range called.FindAllStringSubmatch(sc.Source(), -1) {
 			cmd := m[1] + m[2]
 			require.Contains(t, aclCommands, cmd, "script %s calls %s", sc.Name(), cmd)
@@ -177,6 +176,28 @@ func testMinimalACL(t *testing.T, tp topology) {
 	require.EqualValues(t, 1, n)
 	require.NoError(t, latch.CountDown(ctx))
 	require.NoError(t, collect(t, awaited, 1, 10*time.Second, "the latch's zero")[0].err)
+
+	// An RWMutex: readers, a writer woken by the last read release, and a
+	// writer's acquire that counts the live readers.
+	rw := c.RWMutex(name)
+	r1, err := rw.RLock(ctx)
+	require.NoError(t, err)
+	r2, err := rw.RLock(r1)
+	require.NoError(t, err)
+	watt := newAttempts()
+	writer := lockClient(t, tp, watt.options(rlock.Options{})).RWMutex(name)
+	wrote := make(chan error, 1)
+	go func() {
+		wctx, err := writer.Lock(ctx)
+		if err == nil {
+			err = writer.Unlock(wctx)
+		}
+		wrote <- err
+	}()
+	await(t, watt.reached(waitKey(name), 1), 10*time.Second, "the writer to wait")
+	require.NoError(t, rw.RUnlock(r2))
+	require.NoError(t, rw.RUnlock(r1))
+	require.NoError(t, recvErr(t, wrote, 10*time.Second, "the writer"))
 	require.Empty(t, aclDenials(t, tp.addrs, tp.user), "the server refused the latchkey user something")
 
 	// The grant is restrictive: a lock under another prefix, a channel

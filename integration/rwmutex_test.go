@@ -289,16 +289,21 @@ func TestRWMutexBadInput(t *testing.T) {
 	require.ErrorIs(t, err, rlock.ErrNotHeld)
 }
 
-// requireNoLeftovers checks that nothing of name is left in Redis but its
-// fencing counters.
-func requireNoLeftovers(t *testing.T, tp topology, name string) {
+// requireNoLeftovers checks that nothing of the locks (and other
+// primitives) called names is left in Redis, keys or channels, but their
+// fencing counters, which stay by design.
+func requireNoLeftovers(t *testing.T, tp topology, names ...string) {
 	t.Helper()
 	admins := nodeClients(t, tp.addrs)
-	awaitCond(t, 5*time.Second, "no keys or channels of "+name+" left", func() bool {
-		left, err := leftovers(context.Background(), admins, "latchkey:{"+name+"}")
-		require.NoError(t, err)
-		return len(left) == 0
-	})
+	rc := redisClient(t, tp)
+	for _, name := range names {
+		base := "latchkey:{" + name + "}" // a Mutex's own key, and the start of every other
+		awaitCond(t, 5*time.Second, "no keys or channels of "+name+" left", func() bool {
+			left, err := leftovers(context.Background(), admins, base)
+			require.NoError(t, err)
+			return len(left) == 0 && !exists(t, rc, base)
+		})
+	}
 }
 
 // TestRLockerAndWriteLocker: a shared RLocker lets goroutines read at once

@@ -30,6 +30,10 @@
 // next of them in the same round trip, a few times in a row at most before
 // other clients get their turn.
 //
+// Client.MultiMutex takes several locks all or nothing, in a fixed order
+// and never waiting while it holds some, so that it cannot deadlock; its
+// context ends when any of them is lost.
+//
 // Client.SpinMutex gives the same lock with a polling wait, for comparison.
 // The rest of Redisson's family follows the same rules (ownership through
 // the returned context, notified waiting, the watchdog, the loss signal):

@@ -444,3 +444,30 @@ func ExampleClient_CountDownLatch() {
 	// count after zero: 0
 	// set again: true
 }
+
+// A transfer needs both accounts: MultiMutex takes both locks or neither,
+// in a fixed order, so a transfer the other way round cannot deadlock with
+// it. The context it returns carries every member's hold.
+func ExampleClient_MultiMutex() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	locks, _ := rlock.NewClient(rc, rlock.Options{})
+	defer locks.Close()
+
+	transfer := func(ctx context.Context, from, to string) (err error) {
+		mm := locks.MultiMutex("account:"+from, "account:"+to)
+		lctx, err := mm.Lock(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, mm.Unlock(lctx)) }()
+
+		// lctx ends, with cause rlock.ErrLockLost, if any one lock is lost.
+		fmt.Println("holding", mm.Names())
+		return nil
+	}
+	fmt.Println(transfer(context.Background(), "b", "a"))
+	// Output:
+	// holding [account:a account:b]
+	// <nil>
+}

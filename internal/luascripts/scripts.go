@@ -60,6 +60,14 @@ var (
 	LatchRead      = New("latchread", latchReadSrc)
 )
 
+// All returns every script latchkey runs: the ACL test checks that the
+// commands they call are in the documented grant.
+func All() []*Script {
+	return []*Script{Acquire, Reenter, Release, Leave, Renew, ForceUnlock, Inspect,
+		RWRead, RWWrite, RWReenter, RWUnlock, RWLeave,
+		LatchSet, LatchCountDown, LatchRead}
+}
+
 // Script is one Lua script with its SHA-1 computed once.
 type Script struct {
 	name string

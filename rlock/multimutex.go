@@ -1,0 +1,342 @@
+package rlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MultiMutex is a handle on several locks taken and released together, all
+// or nothing. Get it from Client.MultiMutex. It has Mutex's rules: a handle
+// is not an owner (any number of goroutines may share one, and each Lock is
+// an owner of its own), ownership goes with the context Lock returns, and
+// that context is the loss signal.
+//
+// It keeps nothing in Redis of its own: each member is the Mutex of that
+// name, with its keys, fencing tokens, watchdog and pub/sub waiting, so a
+// MultiMutex excludes and is excluded by plain Mutexes of its names.
+//
+// Deadlock freedom: the members are acquired in one fixed order (by name)
+// and a MultiMutex never waits for one member while it holds another. When a
+// member turns out busy, the members taken so far are released before it
+// waits for the busy one; then it takes the rest again. So MultiMutexes over
+// overlapping names, in any order and on any number of Cluster masters,
+// cannot deadlock each other (a Lock called with a context that already
+// holds some of the locks is the caller's ordering, as with nested Mutexes).
+type MultiMutex struct {
+	c       *Client
+	names   []string // sorted, without duplicates
+	members []*Mutex // in names' order
+	id      string   // the members' keys, concatenated: the key of a multi hold
+	err     error    // invalid names, reported by every method
+}
+
+// MultiMutex returns a handle on the locks called names, held all together
+// or not at all. Each name is validated as Client.Mutex's is. Duplicate
+// names are merged: a name given twice is one lock, taken once. The order
+// of names does not matter: the members are always acquired in the order of
+// their names (byte-wise), whatever order the caller lists them in.
+//
+// Invalid input is reported by every method, before any I/O: an invalid
+// name as ErrInvalidName, no names at all as ErrInvalidArgument.
+func (c *Client) MultiMutex(names ...string) *MultiMutex {
+	sorted := slices.Compact(slices.Sorted(slices.Values(names)))
+	mm := &MultiMutex{c: c, names: sorted}
+	if len(sorted) == 0 {
+		mm.err = fmt.Errorf("%w: a MultiMutex needs at least one lock name", ErrInvalidArgument)
+		return mm
+	}
+	var id strings.Builder
+	for _, name := range sorted {
+		m := c.Mutex(name)
+		if m.err != nil {
+			mm.err = m.err
+			return mm
+		}
+		mm.members = append(mm.members, m)
+		// A key ends with the brace that closes its name, and neither
+		// prefix nor name holds a brace: the concatenation is unambiguous.
+		id.WriteString(m.keys.Lock)
+	}
+	mm.id = id.String()
+	return mm
+}
+
+// Names returns the names of the locks, sorted and without duplicates: the
+// order in which they are acquired.
+func (mm *MultiMutex) Names() []string { return slices.Clone(mm.names) }
+
+// Lock blocks until it holds every member lock, or ctx ends; then it holds
+// none of them. It returns a context derived from ctx that carries the
+// hold of every member. Pass it to nested calls: a Lock of this MultiMutex
+// (or another handle on the same names) re-enters, and so does a Mutex Lock
+// of any one member, and Mutex.Token and HoldCount of a member work with
+// it. It is cancelled when the hold ends: normally by the matching Unlock,
+// with a cause matching ErrLockLost when any member is lost, and with
+// ErrClosed when the client closes.
+//
+// While it waits, Lock never holds a member: it waits for the first member
+// it needs, then tries the others in turn without waiting; if one is busy it
+// releases those it took and waits for that one first. Options are as
+// Mutex.Lock's and apply to every member; with WithLease, each member's
+// lease runs from its own acquisition and the returned context's deadline
+// is the earliest member's.
+func (mm *MultiMutex) Lock(ctx context.Context, opts ...LockOption) (context.Context, error) {
+	lo, err := mm.check(ctx, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	lctx, _, err := mm.acquire(ctx, lo, time.Time{})
+	return lctx, err
+}
+
+// TryLock is Lock that gives up when a member stays busy: after one round
+// of tries, or after waiting up to WithWait(d) in all. It reports false
+// (with a nil error) when it gave up, and then holds none of the members.
+// As with Mutex.TryLock, another goroutine of this Client holding or
+// waiting for a member counts as busy, and ctx ending first makes it
+// return ctx's error.
+func (mm *MultiMutex) TryLock(ctx context.Context, opts ...LockOption) (context.Context, bool, error) {
+	lo, err := mm.check(ctx, opts, true)
+	if err != nil {
+		return nil, false, err
+	}
+	return mm.acquire(ctx, lo, time.Now().Add(lo.wait))
+}
+
+// acquire takes every member, all or nothing. A zero deadline waits until
+// ctx ends (Lock); otherwise waiting stops at deadline (TryLock), and a
+// deadline already passed still makes one round of tries.
+func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time.Time) (context.Context, bool, error) {
+	var leaseOpt []LockOption
+	if lo.leaseSet {
+		leaseOpt = []LockOption{WithLease(lo.lease)}
+	}
+	held := make([]context.Context, len(mm.members))
+	releaseAll := func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			if held[i] != nil {
+				// Best effort: a release that fails leaves the member to
+				// expire within its lease, as Mutex.Unlock does.
+				_ = mm.members[i].Unlock(held[i])
+				held[i] = nil
+			}
+		}
+	}
+	next := 0 // the member to wait for: the first, then whichever was busy
+	for round := 0; ; round++ {
+		// Wait for one member, holding none.
+		var lctx context.Context
+		var ok bool
+		var err error
+		if deadline.IsZero() {
+			lctx, err = mm.members[next].Lock(ctx, leaseOpt...)
+			ok = err == nil
+		} else {
+			wait := max(time.Until(deadline), 0)
+			if wait == 0 && round > 0 {
+				return nil, false, nil // the wait is over, and a round was tried
+			}
+			lctx, ok, err = mm.members[next].TryLock(ctx, append(leaseOpt, WithWait(wait))...)
+		}
+		if err != nil || !ok {
+			return nil, false, err
+		}
+		held[next] = lctx
+		// Take the others in order without waiting.
+		busy := -1
+		for i, m := range mm.members {
+			if held[i] != nil {
+				continue
+			}
+			lctx, ok, err := m.TryLock(ctx, leaseOpt...)
+			if err != nil {
+				releaseAll()
+				return nil, false, err
+			}
+			if !ok {
+				busy = i
+				break
+			}
+			held[i] = lctx
+		}
+		if busy < 0 {
+			return mm.newHold(ctx, held), true, nil
+		}
+		// Never wait while holding: give back what was taken, then wait
+		// for the busy member first.
+		releaseAll()
+		next = busy
+	}
+}
+
+// Unlock releases the hold that ctx carries (a context Lock returned, or one
+// derived from it): one level of every member, each with Mutex.Unlock, all
+// of them even when some fail. It returns the failures joined: ErrNotHeld
+// wrapping ErrLockLost for a member that was lost, while the others are
+// still released. It returns ErrNotHeld, changing nothing, when ctx carries
+// no hold of these locks or that hold was already unlocked. Like
+// Mutex.Unlock it ignores ctx's cancellation.
+func (mm *MultiMutex) Unlock(ctx context.Context) error {
+	if err := mm.checkCtx(ctx); err != nil {
+		return err
+	}
+	mh := mm.carried(ctx)
+	if mh == nil {
+		return fmt.Errorf("%w: %s: the context carries no hold of these locks (pass the context Lock returned)", ErrNotHeld, mm.label())
+	}
+	mh.mu.Lock()
+	released := mh.released
+	mh.released = true
+	mh.mu.Unlock()
+	if released {
+		return fmt.Errorf("%w: %s: this hold was already unlocked", ErrNotHeld, mm.label())
+	}
+	// The members' contexts end as they are unlocked: that is not a loss.
+	for _, stop := range mh.stops {
+		stop()
+	}
+	var errs []error
+	for i := len(mh.members) - 1; i >= 0; i-- {
+		errs = append(errs, mm.members[i].Unlock(mh.members[i]))
+	}
+	mh.cancel(nil)
+	return errors.Join(errs...)
+}
+
+// Token returns the fencing token of the member called name in the hold ctx
+// carries, as Mutex.Token does. It returns ErrInvalidName when name is not
+// one of the members.
+func (mm *MultiMutex) Token(ctx context.Context, name string) (int64, error) {
+	if err := mm.checkCtx(ctx); err != nil {
+		return 0, err
+	}
+	i, found := slices.BinarySearch(mm.names, name)
+	if !found {
+		return 0, fmt.Errorf("%w: %q is not one of %s", ErrInvalidName, name, mm.label())
+	}
+	return mm.members[i].Token(ctx)
+}
+
+func (mm *MultiMutex) checkCtx(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	return mm.err
+}
+
+// check validates a Lock or TryLock call as Mutex.check does; the names
+// were checked at construction, so any member speaks for all of them.
+func (mm *MultiMutex) check(ctx context.Context, opts []LockOption, try bool) (lockOptions, error) {
+	if err := mm.checkCtx(ctx); err != nil {
+		return lockOptions{}, err
+	}
+	return mm.members[0].check(ctx, opts, try)
+}
+
+// label names the MultiMutex in errors.
+func (mm *MultiMutex) label() string {
+	const most = 4
+	if len(mm.names) > most {
+		return fmt.Sprintf("multi-lock %q and %d more", mm.names[:most], len(mm.names)-most)
+	}
+	return fmt.Sprintf("multi-lock %q", mm.names)
+}
+
+// multiHold is one Lock's hold of every member: the member contexts it
+// got, and the context it returned.
+type multiHold struct {
+	mm      *MultiMutex
+	members []context.Context // each member's lock context, in names' order
+	cancel  context.CancelCauseFunc
+	stops   []func() bool // the watches on the member contexts
+
+	mu       sync.Mutex
+	released bool
+}
+
+// multiKey is the context key under which a multi context carries its hold.
+type multiKey struct {
+	c  *Client
+	id string
+}
+
+// carried returns the multi hold ctx carries for these names, if any.
+func (mm *MultiMutex) carried(ctx context.Context) *multiHold {
+	mh, _ := ctx.Value(multiKey{mm.c, mm.id}).(*multiHold)
+	return mh
+}
+
+// newHold makes the context a Lock returns from the member contexts held:
+// derived from parent, ended by Unlock, and ended as soon as any member's
+// context ends, with that member's cause (ErrLockLost, ErrClosed).
+func (mm *MultiMutex) newHold(parent context.Context, held []context.Context) context.Context {
+	mh := &multiHold{mm: mm, members: held}
+	ctx, cancel := context.WithCancelCause(parent)
+	mh.cancel = cancel
+	for i, lctx := range held {
+		mh.stops = append(mh.stops, context.AfterFunc(lctx, func() {
+			cause := context.Cause(lctx)
+			if errors.Is(cause, ErrLockLost) {
+				cause = &memberLostError{name: mm.names[i], err: cause}
+			}
+			cancel(cause)
+		}))
+	}
+	return multiCtx{Context: ctx, mh: mh}
+}
+
+// memberLostError is the cause a multi context ends with when one member
+// is lost: it names that member and wraps its cause (ErrLockLost).
+type memberLostError struct {
+	name string
+	err  error
+}
+
+func (e *memberLostError) Error() string {
+	return fmt.Sprintf("%v (member %q of a multi-lock)", e.err, e.name)
+}
+
+func (e *memberLostError) Unwrap() error { return e.err }
+
+// multiCtx is the context a MultiMutex Lock returns. Besides the multi
+// hold, it carries each member's hold, as that member's own lock context
+// would: a Mutex of a member finds its level through it, so a nested Lock
+// of one member re-enters. Its deadline is the earliest of the members'
+// (fixed leases, which Extend may move).
+type multiCtx struct {
+	context.Context
+	mh *multiHold
+}
+
+func (c multiCtx) Value(key any) any {
+	switch k := key.(type) {
+	case multiKey:
+		if k == (multiKey{c.mh.mm.c, c.mh.mm.id}) {
+			return c.mh
+		}
+	case levelKey:
+		if k.c == c.mh.mm.c {
+			for i, m := range c.mh.mm.members {
+				if m.keys.Lock == k.key {
+					return c.mh.members[i].Value(key)
+				}
+			}
+		}
+	}
+	return c.Context.Value(key)
+}
+
+func (c multiCtx) Deadline() (time.Time, bool) {
+	d, ok := c.Context.Deadline()
+	for _, lctx := range c.mh.members {
+		if md, mok := lctx.Deadline(); mok && (!ok || md.Before(d)) {
+			d, ok = md, true
+		}
+	}
+	return d, ok
+}
