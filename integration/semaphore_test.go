@@ -252,6 +252,20 @@ func TestSemaphoreLossAndClose(t *testing.T) {
 		require.ErrorIs(t, err, rlock.ErrNotHeld)
 		require.ErrorIs(t, err, rlock.ErrLockLost)
 
+		// Permits whose lease ran out unnoticed: the Release finds them gone.
+		c3 := lockClient(t, tp, rlock.Options{})
+		gctx, err := c3.Semaphore(name, 2).Acquire(ctx, 1) // granted at once, even if the lapsed lease is not gone yet
+		require.NoError(t, err)
+		rc := redisClient(t, tp)
+		own := "latchkey:{" + name + "}:sem:h:" + c3.ID() + ":1" // its first owner id
+		n, err := rc.Do(ctx, rc.B().Del().Key(own).Build()).AsInt64()
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n, "no key %s", own)
+		err = c3.Semaphore(name, 2).Release(gctx)
+		require.ErrorIs(t, err, rlock.ErrNotHeld)
+		require.ErrorIs(t, err, rlock.ErrLockLost)
+		require.ErrorIs(t, context.Cause(gctx), rlock.ErrLockLost)
+
 		// Not reentrant: an Acquire through a permits context is another owner.
 		p1, err := s.Acquire(ctx, 1)
 		require.NoError(t, err)
