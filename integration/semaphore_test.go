@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -145,6 +146,36 @@ func TestSemaphoreFairness(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.NoError(t, small.Release(sctx))
+		requireNoLeftovers(t, tp, name)
+	})
+}
+
+// TestSemaphoreTryAcquireWaits: TryAcquire with WithWait queues, is woken
+// by a release within its wait, and gives up (leaving the queue) when none
+// comes.
+func TestSemaphoreTryAcquireWaits(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		name := lockName(t)
+		holder := lockClient(t, tp, rlock.Options{}).Semaphore(name, 2)
+		hctx, err := holder.Acquire(ctx, 2)
+		require.NoError(t, err)
+		start := time.Now()
+		_, ok, err := holder.TryAcquire(ctx, 1, rlock.WithWait(200*time.Millisecond))
+		require.NoError(t, err)
+		require.False(t, ok)
+		require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond, "gave up before its wait")
+
+		wc, got := queueAcquire(t, tp, name, rlock.Options{}, func(c *rlock.Client) (context.Context, error) {
+			pctx, ok, err := c.Semaphore(name, 2).TryAcquire(ctx, 2, rlock.WithWait(20*time.Second))
+			if err == nil && !ok {
+				err = errors.New("TryAcquire gave up")
+			}
+			return pctx, err
+		})
+		require.NoError(t, holder.Release(hctx))
+		pctx := recvAcquired(t, got, 10*time.Second, "the waiting TryAcquire woken by the release")
+		require.NoError(t, wc.Semaphore(name, 2).Release(pctx))
 		requireNoLeftovers(t, tp, name)
 	})
 }

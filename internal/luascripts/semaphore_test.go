@@ -22,19 +22,28 @@ type semFixture struct {
 	k     luascripts.SemKeys
 	size  int64
 	wake  luascripts.Wake
+	// owners are those ever granted, whose own keys gone and the cleanup
+	// look for: Cluster has no KEYS across nodes.
+	owners *[]string
 }
 
 func newSem(t *testing.T, c rueidis.Client, addrs []string, sharded bool, size int64) semFixture {
 	t.Helper()
-	k := luascripts.NewSemKeys("latchkey:{" + uniqueTag(t) + "}:sem")
+	f := semFixture{t: t, c: c, addrs: addrs, k: luascripts.NewSemKeys("latchkey:{" + uniqueTag(t) + "}:sem"),
+		size: size, wake: luascripts.Wake{Sharded: sharded}, owners: new([]string)}
 	t.Cleanup(func() {
-		keys, err := c.Do(context.Background(), c.B().Keys().Pattern(k.Base+"*").Build()).AsStrSlice()
-		assert.NoError(t, err)
-		if len(keys) > 0 {
-			assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(keys...).Build()).Error())
-		}
+		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(f.keys()...).Build()).Error())
 	})
-	return semFixture{t: t, c: c, addrs: addrs, k: k, size: size, wake: luascripts.Wake{Sharded: sharded}}
+	return f
+}
+
+// keys are every key the semaphore may have.
+func (f semFixture) keys() []string {
+	keys := []string{f.k.Holders, f.k.Queue, f.k.Wants}
+	for _, o := range *f.owners {
+		keys = append(keys, f.k.Holder(o))
+	}
+	return keys
 }
 
 func (f semFixture) acquire(owner, client string, n int64, queued bool) luascripts.SemAcquireReply {
@@ -46,6 +55,9 @@ func (f semFixture) acquireLease(owner, client string, n int64, queued bool, l t
 	r, err := luascripts.RunSemAcquire(f.t.Context(), f.c, f.k, luascripts.SemAcquireArgs{
 		Owner: owner, Permits: n, Size: f.size, Lease: l, Client: client, Queued: queued, Wake: f.wake})
 	require.NoError(f.t, err)
+	if r.Granted {
+		*f.owners = append(*f.owners, owner)
+	}
 	return r
 }
 
@@ -80,9 +92,9 @@ func (f semFixture) listen(client string) listener {
 // gone asserts that nothing of the semaphore is left in Redis.
 func (f semFixture) gone() {
 	f.t.Helper()
-	keys, err := f.c.Do(f.t.Context(), f.c.B().Keys().Pattern(f.k.Base+"*").Build()).AsStrSlice()
+	n, err := f.c.Do(f.t.Context(), f.c.B().Exists().Key(f.keys()...).Build()).AsInt64()
 	require.NoError(f.t, err)
-	assert.Empty(f.t, keys)
+	assert.Zero(f.t, n, "keys of the semaphore left")
 }
 
 func (f semFixture) queue() []string {
@@ -258,5 +270,25 @@ func TestSemLeave(t *testing.T) {
 	small.woken(t)
 	assert.Equal(t, pttl(t, f.c, f.k.Queue)/time.Second, pttl(t, f.c, f.k.Holders)/time.Second)
 	assert.True(t, f.leave("small"))
+	f.gone()
+}
+
+// A queued client whose next contender wants fewer permits than its entry
+// did wakes those behind it that now fit, when it is granted.
+func TestSemSmallerWant(t *testing.T) {
+	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 3)
+	require.True(t, f.acquire("A", "a", 1, false).Granted)
+	c, d := f.listen("c"), f.listen("d")
+	require.True(t, refused(f.acquire("x", "c", 3, true)))
+	require.True(t, refused(f.acquire("x", "d", 1, true)))
+	c.woken(t) // d's prod: is c still there?
+	d.quiet(t)
+	require.True(t, f.acquire("C", "c", 1, true).Granted)
+	d.woken(t)
+	require.True(t, f.acquire("D", "d", 1, true).Granted)
+	for _, o := range []string{"A", "C", "D"} {
+		assert.Zero(t, f.release(o, false))
+	}
+	c.quiet(t)
 	f.gone()
 }
