@@ -39,7 +39,7 @@ var aclCommands = []string{
 	"evalsha", "eval",
 	"pttl", "hexists", "hincrby", "pexpire", "hget", "hset", "exists", "del",
 	"get", "set", "incr", "time", "zadd", "zrem", "zpopmin", "publish", "spublish",
-	"hkeys", "hdel", "hlen", "zrange", "zrangebyscore", "zcount", "zcard", "zscore",
+	"hkeys", "hgetall", "hdel", "hlen", "zrank", "zrange", "zrangebyscore", "zcount", "zcard", "zscore",
 	"subscribe", "unsubscribe", "ssubscribe", "sunsubscribe",
 	"cluster|slots",
 }
@@ -198,6 +198,20 @@ func testMinimalACL(t *testing.T, tp topology) {
 	require.NoError(t, rw.RUnlock(r2))
 	require.NoError(t, rw.RUnlock(r1))
 	require.NoError(t, recvErr(t, wrote, 10*time.Second, "the writer"))
+
+	// A Semaphore: a holder, a waiter woken by its release, Available.
+	sem := c.Semaphore(name, 2)
+	pctx, err := sem.Acquire(ctx, 2)
+	require.NoError(t, err)
+	wc, got := queueAcquire(t, tp, name, rlock.Options{}, func(c *rlock.Client) (context.Context, error) {
+		return c.Semaphore(name, 2).Acquire(ctx, 1)
+	})
+	require.NoError(t, sem.Release(pctx))
+	wctx := recvAcquired(t, got, 10*time.Second, "the semaphore waiter woken")
+	free, err := sem.Available(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), free)
+	require.NoError(t, wc.Semaphore(name, 2).Release(wctx))
 	require.Empty(t, aclDenials(t, tp.addrs, tp.user), "the server refused the latchkey user something")
 
 	// The grant is restrictive: a lock under another prefix, a channel
@@ -213,7 +227,7 @@ func testMinimalACL(t *testing.T, tp topology) {
 		publishCmd = rc.B().Spublish().Channel("outside:{" + name + "}").Message("x").Build()
 	}
 	requireRefused(t, rc.Do(ctx, publishCmd).Error(), "a channel outside the prefix")
-	requireRefused(t, rc.Do(ctx, rc.B().Hgetall().Key(m.Key()).Build()).Error(), "a command that was not granted")
+	requireRefused(t, rc.Do(ctx, rc.B().Type().Key(m.Key()).Build()).Error(), "a command that was not granted")
 	require.NotEmpty(t, aclDenials(t, tp.addrs, tp.user))
 }
 

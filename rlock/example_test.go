@@ -471,3 +471,47 @@ func ExampleClient_MultiMutex() {
 	// holding [account:a account:b]
 	// <nil>
 }
+
+// A Semaphore bounds how many jobs, across every process, use a resource
+// at once: here at most 3 connections' worth of a licence pool, with jobs
+// taking 1 or 2. Each Acquire's permits belong to the context it returns,
+// and come back when their holder crashes, within their lease.
+func ExampleSemaphore() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	locks, _ := rlock.NewClient(rc, rlock.Options{})
+	defer locks.Close()
+
+	pool := locks.Semaphore("licences", 3)
+	var mu sync.Mutex
+	inUse, most := int64(0), int64(0)
+	var wg sync.WaitGroup
+	for job := range 6 {
+		n := int64(1 + job%2)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, err := pool.Acquire(context.Background(), n)
+			if err != nil {
+				log.Print(err)
+				return
+			}
+			mu.Lock()
+			inUse += n
+			most = max(most, inUse)
+			mu.Unlock()
+			time.Sleep(10 * time.Millisecond) // the work, under pctx
+			mu.Lock()
+			inUse -= n
+			mu.Unlock()
+			if err := pool.Release(pctx); err != nil {
+				log.Print(err)
+			}
+		}()
+	}
+	wg.Wait()
+	free, err := pool.Available(context.Background())
+	fmt.Println(most <= pool.Size(), free, err)
+	// Output:
+	// true 3 <nil>
+}

@@ -89,14 +89,20 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (context.Contex
 	} else {
 		lctx, err = m.acquire(ctx, lo, time.Now().Add(lo.wait), lo.wait == 0)
 	}
+	return tried(lctx, err)
+}
+
+// errBusy ends a TryLock whose wait ran out.
+var errBusy = errors.New("busy")
+
+// tried is what a Try call returns for an acquire's outcome: errBusy is a
+// plain "no", with a nil error.
+func tried(lctx context.Context, err error) (context.Context, bool, error) {
 	if errors.Is(err, errBusy) {
 		return nil, false, nil
 	}
 	return lctx, err == nil, err
 }
-
-// errBusy ends a TryLock whose wait ran out.
-var errBusy = errors.New("busy")
 
 // reenter takes one more hold for the owner of lv. It never waits for
 // anyone: the owner holds the lock already. Its lease options were checked

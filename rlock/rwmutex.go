@@ -111,11 +111,7 @@ func (rw *RWMutex) tryLock(ctx context.Context, write bool, opts []LockOption) (
 	if err != nil {
 		return nil, false, err
 	}
-	lctx, err := rw.lock(ctx, write, lo, time.Now().Add(lo.wait), lo.wait == 0)
-	if errors.Is(err, errBusy) {
-		return nil, false, nil
-	}
-	return lctx, err == nil, err
+	return tried(rw.lock(ctx, write, lo, time.Now().Add(lo.wait), lo.wait == 0))
 }
 
 // RUnlock releases the read hold that ctx carries (its innermost level);

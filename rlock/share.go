@@ -259,8 +259,14 @@ func (c *Client) releaseLevel(lv *shareLevel, release func(count int64) (int64, 
 		s.count--
 		return err
 	case left < 0:
-		s.lose(-1, fmt.Errorf("%q: the %s was found gone at its release", s.name, s.kind))
-		return fmt.Errorf("%w: %q: the %s was lost before its release", ErrNotHeld, s.name, s.kind)
+		// Lost unnoticed. lose ends the other levels, if any (at the last
+		// level takeLevel marked s done, and lose does nothing); this
+		// level's context ends with the loss too, and the error says it,
+		// as for a loss known before the release.
+		lost := fmt.Errorf("%w: %q: the %s was found gone at its release", ErrLockLost, s.name, s.kind)
+		s.lose(-1, lost)
+		lv.cancel(lost)
+		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
 	}
 	s.count = left
 	return nil

@@ -65,7 +65,8 @@ var (
 func All() []*Script {
 	return []*Script{Acquire, Reenter, Release, Leave, Renew, ForceUnlock, Inspect,
 		RWRead, RWWrite, RWReenter, RWUnlock, RWLeave,
-		LatchSet, LatchCountDown, LatchRead}
+		LatchSet, LatchCountDown, LatchRead,
+		SemAcquire, SemRelease, SemLeave, SemAvailable}
 }
 
 // Script is one Lua script with its SHA-1 computed once.

@@ -1,0 +1,68 @@
+-- semacquire: a new owner takes n permits of a Semaphore, or learns how long to wait.
+--
+-- KEYS[1]  holders B:h          KEYS[2]  queue B:q (see semqueue.lua)
+-- KEYS[3]  wants B:qn
+-- ARGV[1]  base key B           ARGV[2]  owner id (new)
+-- ARGV[3]  permits n, 1..size   ARGV[4]  the caller's size (>= 1)
+-- ARGV[5]  lease in ms (> 0)    ARGV[6]  the caller's client id
+-- ARGV[7]  "1" to queue the client if refused (and dequeue it if granted)
+-- ARGV[8]  wake spec, "p" or "s"
+--
+-- Granted by semqueue.lua's grant rule. A request refused only because of
+-- queued clients, while permits are free, first prods the queue (which
+-- drops clients that stopped listening ahead of the caller).
+-- Returns {1} when granted, {0, pttl} when refused: how long until permits
+-- can free without a message, -1 for no bound; {-1, size} when the
+-- semaphore is in use with another size (nothing changed).
+local h, q, qn = KEYS[1], KEYS[2], KEYS[3]
+local base, owner, n, size = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local lease, client, queued, spec = tonumber(ARGV[5]), ARGV[6], ARGV[7] == '1', ARGV[8]
+local held, least = sem_held(h)
+local recorded = tonumber(redis.call('hget', h, '#size'))
+if recorded and recorded ~= size then
+  if held > 0 or redis.call('exists', q) == 1 then
+    return {-1, recorded}
+  end
+  redis.call('del', h) -- nobody holds or waits: the old size is gone
+end
+local prev = tonumber(redis.call('hget', qn, client))
+local ahead, mine = sem_ahead(q, qn, client)
+local pttl = -2
+if held + n > size then
+  pttl = least
+elseif held + n + ahead > size then
+  sem_wake(base, spec, size - held, client)
+  ahead, mine = sem_ahead(q, qn, client)
+  if held + n + ahead > size then
+    pttl = least
+  end
+end
+if pttl ~= -2 then
+  if queued then
+    enqueue(q, client, math.max(pttl, 0) + 10000)
+    redis.call('hset', qn, client, n)
+    local qt = redis.call('pttl', q)
+    redis.call('pexpire', qn, qt)
+    redis.call('hset', h, '#size', size)
+    if redis.call('pttl', h) < qt then
+      redis.call('pexpire', h, qt)
+    end
+  end
+  return {0, pttl}
+end
+redis.call('hset', h, owner, n, '#size', size)
+if redis.call('pttl', h) < lease then
+  redis.call('pexpire', h, lease)
+end
+redis.call('hset', h .. ':' .. owner, owner, n)
+redis.call('pexpire', h .. ':' .. owner, lease)
+if mine then
+  redis.call('zrem', q, client)
+  redis.call('hdel', qn, client)
+  if prev and prev > n then
+    -- The client's entry wanted more than this grant took: those behind
+    -- it may fit now.
+    sem_wake(base, spec, size - held - n, nil)
+  end
+end
+return {1}

@@ -1,0 +1,134 @@
+package luascripts
+
+import (
+	"context"
+	_ "embed"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+var (
+	//go:embed semqueue.lua
+	semQueueSrc string
+	//go:embed semacquire.lua
+	semAcquireSrc string
+	//go:embed semrelease.lua
+	semReleaseSrc string
+	//go:embed semleave.lua
+	semLeaveSrc string
+	//go:embed semavailable.lua
+	semAvailableSrc string
+)
+
+// The Semaphore scripts; each starts with the queue.lua and semqueue.lua
+// preludes.
+var (
+	SemAcquire   = New("semacquire", queueSrc+semQueueSrc+semAcquireSrc)
+	SemRelease   = New("semrelease", queueSrc+semQueueSrc+semReleaseSrc)
+	SemLeave     = New("semleave", queueSrc+semQueueSrc+semLeaveSrc)
+	SemAvailable = New("semavailable", queueSrc+semQueueSrc+semAvailableSrc)
+)
+
+// SemKeys are the keys of one Semaphore, all under its hash tag.
+type SemKeys struct {
+	Base    string // "<prefix>:{<name>}:sem", which the others extend
+	Holders string // {owner -> permits} and "#size"; each holder also has Holders+":"+owner
+	Queue   string // waiting clients, oldest first
+	Wants   string // {client -> permits its contender wants}
+}
+
+// NewSemKeys derives a Semaphore's keys from its base key.
+func NewSemKeys(base string) SemKeys {
+	return SemKeys{Base: base, Holders: base + ":h", Queue: base + ":q", Wants: base + ":qn"}
+}
+
+// Holder is the key that carries one holder's own lease.
+func (k SemKeys) Holder(owner string) string { return k.Holders + ":" + owner }
+
+// Inbox is the channel on which client's waiters are woken.
+func (k SemKeys) Inbox(client string) string { return k.Base + ":ch:" + client }
+
+func (k SemKeys) all() []string { return []string{k.Holders, k.Queue, k.Wants} }
+
+// SemAcquireArgs are SemAcquire's arguments.
+type SemAcquireArgs struct {
+	Owner   string // a new owner id
+	Permits int64  // 1..Size
+	Size    int64  // >= 1
+	Lease   time.Duration
+	Client  string // the caller's client id
+	Queued  bool   // queue the client if refused, dequeue it if granted
+	Wake    Wake
+}
+
+// SemAcquireReply is SemAcquire's reply.
+type SemAcquireReply struct {
+	Granted bool
+	PTTL    time.Duration // refused: how long until permits can free without a message; -1ms: no bound
+	// Size is the semaphore's size as recorded in Redis when it differs
+	// from the caller's (nothing was done), else 0.
+	Size int64
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// RunSemAcquire runs SemAcquire.
+func RunSemAcquire(ctx context.Context, c rueidis.Client, k SemKeys, a SemAcquireArgs) (SemAcquireReply, error) {
+	v, err := SemAcquire.Exec(ctx, c, k.all(), []string{k.Base, a.Owner, itoa(a.Permits), itoa(a.Size),
+		Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.flavour()}).AsIntSlice()
+	if err != nil {
+		return SemAcquireReply{}, err
+	}
+	switch {
+	case len(v) == 1 && v[0] == 1:
+		return SemAcquireReply{Granted: true}, nil
+	case len(v) == 2 && v[0] == 0 && v[1] >= -1:
+		return SemAcquireReply{PTTL: pttl(v[1])}, nil
+	case len(v) == 2 && v[0] == -1 && v[1] > 0 && v[1] != a.Size:
+		return SemAcquireReply{Size: v[1]}, nil
+	}
+	return SemAcquireReply{}, unexpected("semacquire", v)
+}
+
+// SemReleaseArgs are SemRelease's arguments.
+type SemReleaseArgs struct {
+	Owner string
+	Size  int64 // the caller's size, for when the recorded one is gone
+	Wake  Wake
+	Retry bool // an earlier call with these arguments may have run
+}
+
+// RunSemRelease runs SemRelease: 0 when released, -1 when the owner held
+// no permits.
+func RunSemRelease(ctx context.Context, c rueidis.Client, k SemKeys, a SemReleaseArgs) (int64, error) {
+	n, err := SemRelease.Exec(ctx, c, k.all(),
+		[]string{k.Base, a.Owner, itoa(a.Size), a.Wake.flavour(), flag(a.Retry)}).AsInt64()
+	if err == nil && n != 0 && n != -1 {
+		err = unexpected("semrelease", n)
+	}
+	return n, err
+}
+
+// RunSemLeave runs SemLeave for client; it reports whether client was queued.
+func RunSemLeave(ctx context.Context, c rueidis.Client, k SemKeys, client string, size int64, w Wake) (bool, error) {
+	n, err := SemLeave.Exec(ctx, c, k.all(), []string{k.Base, client, itoa(size), w.flavour()}).AsInt64()
+	return n == 1, err
+}
+
+// RunSemAvailable runs SemAvailable: the free permits, or, when the
+// semaphore is in use with another size, that size (and free 0).
+func RunSemAvailable(ctx context.Context, c rueidis.Client, k SemKeys, size int64) (free, recorded int64, err error) {
+	v, err := SemAvailable.Exec(ctx, c, []string{k.Holders, k.Queue}, []string{itoa(size)}).AsIntSlice()
+	if err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case len(v) == 2 && v[0] >= 0 && v[0] <= size && v[1] == 0:
+		return v[0], 0, nil
+	case len(v) == 2 && v[0] == -1 && v[1] > 0 && v[1] != size:
+		return 0, v[1], nil
+	}
+	return 0, 0, unexpected("semavailable", v)
+}

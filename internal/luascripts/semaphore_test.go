@@ -1,0 +1,294 @@
+package luascripts_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
+)
+
+// semFixture is one semaphore's keys on one client, with helpers that run
+// its scripts and fail the test on an error.
+type semFixture struct {
+	t     *testing.T
+	c     rueidis.Client
+	addrs []string
+	k     luascripts.SemKeys
+	size  int64
+	wake  luascripts.Wake
+	// owners are those ever granted, whose own keys gone and the cleanup
+	// look for: Cluster has no KEYS across nodes.
+	owners *[]string
+}
+
+func newSem(t *testing.T, c rueidis.Client, addrs []string, sharded bool, size int64) semFixture {
+	t.Helper()
+	f := semFixture{t: t, c: c, addrs: addrs, k: luascripts.NewSemKeys("latchkey:{" + uniqueTag(t) + "}:sem"),
+		size: size, wake: luascripts.Wake{Sharded: sharded}, owners: new([]string)}
+	t.Cleanup(func() {
+		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(f.keys()...).Build()).Error())
+	})
+	return f
+}
+
+// keys are every key the semaphore may have.
+func (f semFixture) keys() []string {
+	keys := []string{f.k.Holders, f.k.Queue, f.k.Wants}
+	for _, o := range *f.owners {
+		keys = append(keys, f.k.Holder(o))
+	}
+	return keys
+}
+
+func (f semFixture) acquire(owner, client string, n int64, queued bool) luascripts.SemAcquireReply {
+	return f.acquireLease(owner, client, n, queued, lease)
+}
+
+func (f semFixture) acquireLease(owner, client string, n int64, queued bool, l time.Duration) luascripts.SemAcquireReply {
+	f.t.Helper()
+	r, err := luascripts.RunSemAcquire(f.t.Context(), f.c, f.k, luascripts.SemAcquireArgs{
+		Owner: owner, Permits: n, Size: f.size, Lease: l, Client: client, Queued: queued, Wake: f.wake})
+	require.NoError(f.t, err)
+	if r.Granted {
+		*f.owners = append(*f.owners, owner)
+	}
+	return r
+}
+
+func (f semFixture) release(owner string, retry bool) int64 {
+	f.t.Helper()
+	n, err := luascripts.RunSemRelease(f.t.Context(), f.c, f.k, luascripts.SemReleaseArgs{Owner: owner, Size: f.size, Wake: f.wake, Retry: retry})
+	require.NoError(f.t, err)
+	return n
+}
+
+func (f semFixture) leave(client string) bool {
+	f.t.Helper()
+	ok, err := luascripts.RunSemLeave(f.t.Context(), f.c, f.k, client, f.size, f.wake)
+	require.NoError(f.t, err)
+	return ok
+}
+
+func (f semFixture) available() int64 {
+	f.t.Helper()
+	free, recorded, err := luascripts.RunSemAvailable(f.t.Context(), f.c, f.k, f.size)
+	require.NoError(f.t, err)
+	require.Zero(f.t, recorded)
+	return free
+}
+
+func (f semFixture) listen(client string) listener {
+	f.t.Helper()
+	inbox := f.k.Inbox(client)
+	return listener{c: f.c, sharded: f.wake.Sharded, inbox: inbox, msgs: subscribe(f.t, f.addrs, f.wake.Sharded, inbox)}
+}
+
+// gone asserts that nothing of the semaphore is left in Redis.
+func (f semFixture) gone() {
+	f.t.Helper()
+	n, err := f.c.Do(f.t.Context(), f.c.B().Exists().Key(f.keys()...).Build()).AsInt64()
+	require.NoError(f.t, err)
+	assert.Zero(f.t, n, "keys of the semaphore left")
+}
+
+func (f semFixture) queue() []string {
+	f.t.Helper()
+	v, err := f.c.Do(f.t.Context(), f.c.B().Zrange().Key(f.k.Queue).Min("0").Max("-1").Build()).AsStrSlice()
+	require.NoError(f.t, err)
+	return v
+}
+
+func refused(r luascripts.SemAcquireReply) bool { return !r.Granted && r.Size == 0 }
+
+func TestSemAcquireRelease(t *testing.T) {
+	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 3)
+	require.True(t, f.acquire("A", "a", 2, false).Granted)
+	require.True(t, f.acquire("B", "b", 1, false).Granted)
+	assert.Equal(t, map[string]string{"A": "2", "B": "1", "#size": "3"}, hgetall(t, f.c, f.k.Holders))
+	assert.Equal(t, map[string]string{"A": "2"}, hgetall(t, f.c, f.k.Holder("A")))
+	between(t, pttl(t, f.c, f.k.Holder("A")), lease-time.Second, lease, "the holder's own lease")
+	assert.Zero(t, f.available())
+
+	r := f.acquire("C", "c", 1, false)
+	require.True(t, refused(r))
+	between(t, r.PTTL, lease-time.Second, lease, "refused: the holders' least PTTL")
+	assert.False(t, exists(t, f.c, f.k.Queue), "a plain try does not queue")
+
+	assert.Zero(t, f.release("A", false))
+	assert.Equal(t, int64(2), f.available())
+	assert.Equal(t, int64(-1), f.release("A", false), "a second release holds nothing")
+	assert.Zero(t, f.release("A", true), "a retry takes the owner's absence for its own earlier run")
+	assert.Zero(t, f.release("B", false))
+	f.gone()
+}
+
+func TestSemSizeMismatch(t *testing.T) {
+	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 3)
+	other := f
+	other.size = 5
+	require.True(t, f.acquire("A", "a", 1, false).Granted)
+	assert.Equal(t, luascripts.SemAcquireReply{Size: 3}, other.acquire("X", "x", 1, true))
+	_, recorded, err := luascripts.RunSemAvailable(t.Context(), f.c, f.k, 5)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), recorded)
+	assert.False(t, exists(t, f.c, f.k.Queue), "a mismatched request must not queue")
+	assert.Zero(t, f.release("A", false))
+	f.gone()
+	require.True(t, other.acquire("X", "x", 5, false).Granted, "once unused, a name takes a new size")
+	assert.Zero(t, other.release("X", false))
+	f.gone()
+}
+
+// A waiter for many permits is not overtaken by small requests, and
+// "#size" outlives the holders while it waits.
+func TestSemFairness(t *testing.T) {
+	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 3)
+	require.True(t, f.acquire("A", "a", 1, false).Granted)
+	big := f.listen("big")
+	require.True(t, refused(f.acquire("B1", "big", 3, true)))
+	assert.Equal(t, "3", hgetall(t, f.c, f.k.Wants)["big"])
+	assert.Equal(t, pttl(t, f.c, f.k.Queue)/time.Second, pttl(t, f.c, f.k.Wants)/time.Second)
+
+	// Two permits are free, but the queued client wants all three.
+	require.True(t, refused(f.acquire("S", "small", 1, false)), "a small request overtook a large waiting one")
+	big.expect(t, "unlock") // the refused newcomer prodded the queue: is big still there?
+	require.True(t, refused(f.acquire("B2", "big", 3, true)))
+
+	assert.Zero(t, f.release("A", false))
+	big.woken(t)
+	assert.Equal(t, "3", hgetall(t, f.c, f.k.Holders)["#size"], "the size outlives the holders while clients wait")
+	require.True(t, f.acquire("B3", "big", 3, true).Granted)
+	assert.False(t, exists(t, f.c, f.k.Queue), "granted, the client is dequeued")
+	assert.False(t, exists(t, f.c, f.k.Wants))
+	assert.Zero(t, f.release("B3", false))
+	big.quiet(t)
+	f.gone()
+}
+
+// A release wakes every client its permits can serve, oldest first, and
+// stops at the first live one that does not fit; the woken ones are granted
+// in any order.
+func TestSemWakeMany(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			c, addrs := standaloneClient(t), []string{standaloneAddr}
+			if m.sharded {
+				c, addrs = clusterClient(t), clusterAddrs
+			}
+			f := newSem(t, c, addrs, m.sharded, 4)
+			require.True(t, f.acquire("H", "h", 4, false).Granted)
+			var ls []listener
+			for i, n := range []int64{1, 2, 1, 1} {
+				client := fmt.Sprintf("w%d", i)
+				if i != 1 {
+					ls = append(ls, f.listen(client))
+				} else {
+					ls = append(ls, listener{}) // w1 is dead: nobody listens
+				}
+				require.True(t, refused(f.acquire("x", client, n, true)))
+			}
+			late := f.listen("w4")
+			require.True(t, refused(f.acquire("x", "w4", 2, true)))
+			assert.Zero(t, f.release("H", false))
+			// w0, w2, w3 fit (w1, dead, is dropped); w4 does not, and is
+			// told only to learn that it listens.
+			ls[0].woken(t)
+			ls[2].woken(t)
+			ls[3].woken(t)
+			late.woken(t)
+			assert.NotContains(t, f.queue(), "w1")
+			for _, i := range []int{3, 0, 2} {
+				require.True(t, f.acquire(fmt.Sprintf("O%d", i), fmt.Sprintf("w%d", i), 1, true).Granted, "w%d", i)
+			}
+			require.True(t, refused(f.acquire("x", "w4", 2, true)))
+			assert.True(t, f.leave("w4"))
+			late.quiet(t)
+			for _, i := range []int{0, 2, 3} {
+				assert.Zero(t, f.release(fmt.Sprintf("O%d", i), false))
+			}
+			f.gone()
+		})
+	}
+}
+
+// A holder whose own key expired is dead: its permits are free, and
+// acquires and Available drop its field.
+func TestSemDeadHolder(t *testing.T) {
+	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 2)
+	require.True(t, f.acquire("A", "a", 1, false).Granted)
+	require.True(t, f.acquireLease("D", "d", 1, false, lease).Granted)
+	do(t, f.c, f.c.B().Del().Key(f.k.Holder("D")).Build()) // its lease ran out
+	assert.Equal(t, int64(1), f.available())
+	assert.NotContains(t, hgetall(t, f.c, f.k.Holders), "D")
+	assert.Equal(t, int64(-1), f.release("D", false), "a dead holder's release holds nothing")
+	require.True(t, f.acquire("B", "b", 1, false).Granted)
+	assert.Zero(t, f.release("A", false))
+	assert.Zero(t, f.release("B", false))
+	f.gone()
+}
+
+// A dead client at the head of the queue does not block those behind it:
+// a newcomer refused only because of it prods the queue, which drops it.
+func TestSemDeadQueueHead(t *testing.T) {
+	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 3)
+	require.True(t, f.acquire("A", "a", 1, false).Granted)
+	require.True(t, refused(f.acquire("x", "dead", 3, true)))
+	require.True(t, f.acquire("S", "small", 1, false).Granted, "the dead head kept a newcomer out")
+	assert.False(t, exists(t, f.c, f.k.Queue))
+	assert.Zero(t, f.release("S", false))
+	assert.Zero(t, f.release("A", false))
+	f.gone()
+}
+
+// A leave wakes whom it unblocks; a queue of leavers leaves nothing behind.
+func TestSemLeave(t *testing.T) {
+	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 3)
+	require.True(t, f.acquire("A", "a", 2, false).Granted)
+	big, small := f.listen("big"), f.listen("small")
+	require.True(t, refused(f.acquire("x", "big", 3, true)))
+	require.True(t, refused(f.acquire("x", "small", 1, true)))
+	big.woken(t) // small's prod: it learnt that big still listens
+	small.quiet(t)
+	assert.True(t, f.leave("big"))
+	small.woken(t)
+	assert.False(t, f.leave("big"), "not queued any more")
+	assert.True(t, f.leave("small"))
+	assert.Zero(t, f.release("A", false))
+	f.gone()
+
+	// Queued with nobody holding: "#size" goes with the queue.
+	require.True(t, f.acquire("A", "a", 3, false).Granted)
+	require.True(t, refused(f.acquire("x", "small", 1, true)))
+	small.quiet(t)
+	assert.Zero(t, f.release("A", false))
+	small.woken(t)
+	assert.Equal(t, pttl(t, f.c, f.k.Queue)/time.Second, pttl(t, f.c, f.k.Holders)/time.Second)
+	assert.True(t, f.leave("small"))
+	f.gone()
+}
+
+// A queued client whose next contender wants fewer permits than its entry
+// did wakes those behind it that now fit, when it is granted.
+func TestSemSmallerWant(t *testing.T) {
+	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 3)
+	require.True(t, f.acquire("A", "a", 1, false).Granted)
+	c, d := f.listen("c"), f.listen("d")
+	require.True(t, refused(f.acquire("x", "c", 3, true)))
+	require.True(t, refused(f.acquire("x", "d", 1, true)))
+	c.woken(t) // d's prod: is c still there?
+	d.quiet(t)
+	require.True(t, f.acquire("C", "c", 1, true).Granted)
+	d.woken(t)
+	require.True(t, f.acquire("D", "d", 1, true).Granted)
+	for _, o := range []string{"A", "C", "D"} {
+		assert.Zero(t, f.release(o, false))
+	}
+	c.quiet(t)
+	f.gone()
+}

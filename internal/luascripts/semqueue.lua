@@ -1,0 +1,100 @@
+-- semqueue: the prelude of the Semaphore scripts (after queue.lua's enqueue).
+--
+-- A Semaphore with base key B has: B:h, the holders {owner -> permits} and
+-- the field "#size" (owner ids never start with '#'), the size its first
+-- user fixed; B:h's expiry is the longest holder's lease, and at least the
+-- queue's while clients wait. Each holder also has B:h:<owner>
+-- {owner -> permits} with its own lease: a holder whose own key is gone is
+-- dead, and its permits are free. Waiting clients queue in B:q, scored by
+-- the server time they queued at, with the permits each one's contender
+-- wants in B:qn {client -> permits} (same expiry as B:q), and listen on
+-- B:ch:<client>. A client keeps its entry until it is granted or leaves.
+--
+-- The grant rule: a request for n is granted iff the live held permits, n
+-- and the wants of every client queued before the caller (every queued
+-- client, for a caller not queued) fit in the size. So a small request
+-- cannot overtake a large one that waits.
+
+-- sem_held drops the holders whose own key expired and returns the permits
+-- the others hold and the least PTTL among their own keys (-1: none).
+local function sem_held(h)
+  local held, least = 0, -1
+  local kv = redis.call('hgetall', h)
+  for i = 1, #kv, 2 do
+    local o = kv[i]
+    if string.sub(o, 1, 1) ~= '#' then
+      local p = redis.call('pttl', h .. ':' .. o)
+      if p == -2 then
+        redis.call('hdel', h, o)
+      else
+        held = held + tonumber(kv[i + 1])
+        if p >= 0 and (least < 0 or p < least) then
+          least = p
+        end
+      end
+    end
+  end
+  return held, least
+end
+
+-- sem_ahead returns the permits wanted by the clients queued before client
+-- (all queued clients when it is not queued), and whether it is queued.
+local function sem_ahead(q, qn, client)
+  local rank = redis.call('zrank', q, client)
+  local clients = {}
+  if not rank then
+    clients = redis.call('zrange', q, 0, -1)
+  elseif rank > 0 then
+    clients = redis.call('zrange', q, 0, rank - 1)
+  end
+  local sum = 0
+  for _, c in ipairs(clients) do
+    sum = sum + (tonumber(redis.call('hget', qn, c)) or 1)
+  end
+  return sum, rank ~= false
+end
+
+-- sem_settle keeps "#size" for as long as someone holds or waits: with no
+-- holder left, B:h lives as long as the queue, and goes with it.
+local function sem_settle(h, q)
+  if redis.call('hlen', h) ~= 1 or redis.call('hexists', h, '#size') == 0 then
+    return
+  end
+  local qt = redis.call('pttl', q)
+  if qt > 0 then
+    redis.call('pexpire', h, qt)
+  else
+    redis.call('del', h)
+  end
+end
+
+-- sem_wake walks the queue oldest first and tells each client whose want
+-- fits in the free permits (after the wants of those told before it),
+-- until it reaches stop (the caller: it acts for itself) or a live client
+-- that does not fit. That one is told too: a publish is the only way to
+-- learn whether it still listens, and a dead client must not block the
+-- queue. A client nobody listens for is dropped. spec is "p" or "s"
+-- (PUBLISH or SPUBLISH).
+local function sem_wake(base, spec, free, stop)
+  local publish = 'publish'
+  if string.sub(spec, 1, 1) == 's' then
+    publish = 'spublish'
+  end
+  local q, qn = base .. ':q', base .. ':qn'
+  local used = 0
+  for _, client in ipairs(redis.call('zrange', q, 0, -1)) do
+    if client == stop then
+      return
+    end
+    local want = tonumber(redis.call('hget', qn, client)) or 1
+    if redis.call(publish, base .. ':ch:' .. client, 'unlock') > 0 then
+      if used + want > free then
+        return
+      end
+      used = used + want
+    else
+      redis.call('zrem', q, client)
+      redis.call('hdel', qn, client)
+    end
+  end
+end

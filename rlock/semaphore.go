@@ -1,0 +1,205 @@
+package rlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
+)
+
+// ErrSizeMismatch: a Semaphore handle was opened with a size other than
+// the one its name is in use with. The first user of a name fixes its
+// size for as long as anyone holds or waits for permits; open every handle
+// on a name with the same size, or use another name.
+var ErrSizeMismatch = errors.New("latchkey: semaphore in use with another size")
+
+// Semaphore is a handle on a named, distributed counting semaphore of a
+// fixed number of permits. Get it from Client.Semaphore.
+//
+// As with Mutex, the handle is not an owner: each Acquire is a new owner
+// of the permits it took, carried by the context it returns, and Release
+// takes that context. The permits expire with their lease (renewed by the
+// watchdog without WithLease), so a holder that crashes cannot leak them.
+// Semaphores are not reentrant: an Acquire with a context that carries
+// permits of this semaphore is simply another owner, which takes (and may
+// wait for) permits of its own, and whose context shadows the first's
+// until its Release.
+//
+// Waiting is fair across clients: a request is granted only when the
+// permits held, the permits wanted by clients queued before it and its
+// own fit in the size, so a large request is not starved by a stream of
+// small ones. A release wakes as many waiting clients as the freed permits
+// can serve, oldest first.
+type Semaphore struct {
+	c    *Client
+	name string
+	size int64
+	keys luascripts.SemKeys
+	err  error // invalid name or size, reported by every method
+}
+
+// Semaphore returns a handle on the semaphore called name with size
+// permits. Names follow Mutex's rules; a Semaphore and a Mutex of the same
+// name are different objects (their keys share the name's Cluster slot).
+// A size below 1 is reported by the handle's methods as ErrInvalidArgument;
+// a size other than the one the name is in use with, as ErrSizeMismatch.
+func (c *Client) Semaphore(name string, size int64) *Semaphore {
+	keys, err := lockKeys(c.opts.Prefix, name)
+	if err == nil && size < 1 {
+		err = fmt.Errorf("%w: semaphore %q: size %d must be at least 1", ErrInvalidArgument, name, size)
+	}
+	return &Semaphore{c: c, name: name, size: size, keys: luascripts.NewSemKeys(keys.Lock + ":sem"), err: err}
+}
+
+// Name is the semaphore's name.
+func (s *Semaphore) Name() string { return s.name }
+
+// Size is the number of permits the handle was opened with.
+func (s *Semaphore) Size() int64 { return s.size }
+
+// Acquire blocks until it holds n permits (1 <= n <= Size) or ctx ends,
+// and returns their context: derived from ctx, ended by the matching
+// Release, or with cause ErrLockLost when the permits are lost (their
+// lease ran out, or a renewal found them gone). Leases, retries and
+// options are as Mutex.Lock's; WithWait is refused.
+func (s *Semaphore) Acquire(ctx context.Context, n int64, opts ...LockOption) (context.Context, error) {
+	lo, err := s.check(ctx, n, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return s.acquire(ctx, n, lo, time.Time{}, false)
+}
+
+// TryAcquire is Acquire that gives up when the permits are not free (or
+// clients queued first want them): at once, or after waiting up to
+// WithWait(d). It reports false with a nil error when it gave up; another
+// goroutine of this Client waiting for permits of this semaphore counts
+// as busy.
+func (s *Semaphore) TryAcquire(ctx context.Context, n int64, opts ...LockOption) (context.Context, bool, error) {
+	lo, err := s.check(ctx, n, opts, true)
+	if err != nil {
+		return nil, false, err
+	}
+	return tried(s.acquire(ctx, n, lo, time.Now().Add(lo.wait), lo.wait == 0))
+}
+
+// Release gives back all the permits of the Acquire whose context pctx is
+// (or is derived from), and wakes the waiters they can serve. It ignores
+// pctx's cancellation, as Mutex.Unlock does. A second Release of the same
+// permits, or a pctx that carries none, returns ErrNotHeld; permits lost
+// before the Release return ErrNotHeld wrapping the loss (ErrLockLost).
+func (s *Semaphore) Release(pctx context.Context) error {
+	if err := checkCtx(pctx, s.err); err != nil {
+		return err
+	}
+	lv := s.c.carriedShare(pctx, s.keys.Holders)
+	if lv == nil {
+		return fmt.Errorf("%w: %q: the context carries no permits of it (pass the context Acquire returned)", ErrNotHeld, s.name)
+	}
+	return s.c.releaseLevel(lv, func(int64) (int64, error) { return s.release(lv.s.owner) })
+}
+
+// Available is the number of permits nobody holds (permits whose holder's
+// lease ran out count as free). Clients may be queued for them.
+func (s *Semaphore) Available(ctx context.Context) (int64, error) {
+	if err := checkCtx(ctx, s.err); err != nil {
+		return 0, err
+	}
+	if ctx.Err() != nil {
+		return 0, ctxErr(ctx)
+	}
+	free, recorded, err := luascripts.RunSemAvailable(ctx, s.c.rc, s.keys, s.size)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("latchkey: semaphore %q: %w", s.name, err)
+	case recorded != 0:
+		return 0, s.mismatch(recorded)
+	}
+	return free, nil
+}
+
+func (s *Semaphore) mismatch(recorded int64) error {
+	return fmt.Errorf("%w: %q has %d permits, this handle %d (open it with its size, or use another name)", ErrSizeMismatch, s.name, recorded, s.size)
+}
+
+// acquire contends for n permits for a new owner; deadline and noWait as
+// RWMutex.lock's.
+func (s *Semaphore) acquire(ctx context.Context, n int64, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
+	c := s.c
+	owner, sent := "", time.Time{}
+	ct := contest{
+		room:  s.keys.Holders,
+		inbox: s.keys.Inbox(c.id),
+		try: func(ctx context.Context, queued bool) (bool, time.Duration, error) {
+			owner, sent = c.newOwner(), time.Now()
+			r, err := luascripts.RunSemAcquire(ctx, c.rc, s.keys, luascripts.SemAcquireArgs{
+				Owner: owner, Permits: n, Size: s.size, Lease: c.lease(lo), Client: c.id, Queued: queued, Wake: c.wake,
+			})
+			if hook := c.opts.OnAttempt; hook != nil {
+				hook(s.name, r.Granted)
+			}
+			switch {
+			case err != nil:
+				return false, 0, s.failed(owner, err)
+			case r.Size != 0:
+				return false, 0, s.mismatch(r.Size)
+			}
+			return r.Granted, r.PTTL, nil
+		},
+		leave: func() {
+			lctx, cancel := context.WithTimeout(context.Background(), min(c.opts.ReleaseTimeout, leaveTimeout))
+			defer cancel()
+			_, _ = luascripts.RunSemLeave(lctx, c.rc, s.keys, c.id, s.size, c.wake)
+		},
+		onWait: func() {
+			if hook := c.opts.OnWait; hook != nil {
+				hook(s.name)
+			}
+		},
+	}
+	if err := c.contend(ctx, ct, deadline, noWait); err != nil {
+		return nil, err
+	}
+	sh := &share{kind: "permits", name: s.name, owner: owner, lease: lo.lease,
+		keep: []string{s.keys.Holders, s.keys.Holder(owner)}}
+	pctx, err := c.newShare(ctx, s.keys.Holders, sh, sent)
+	if err != nil {
+		_, _ = s.release(owner) // closed: the grant is not wanted
+	}
+	return pctx, err
+}
+
+// failed handles an acquire call's error as RWMutex.failed does.
+func (s *Semaphore) failed(owner string, err error) error {
+	if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, luascripts.ErrUnexpectedReply) {
+		return fmt.Errorf("latchkey: semaphore %q: %w", s.name, err)
+	}
+	_, undo := s.releaseCall(owner, true)
+	return &unknownOutcomeError{name: s.name, err: err, undo: undo}
+}
+
+// release gives back owner's permits: 0, or -1 when it held none.
+func (s *Semaphore) release(owner string) (int64, error) { return s.releaseCall(owner, false) }
+
+// releaseCall runs the release script; undo marks even its first call a
+// retry, taking back a grant that a call of unknown outcome may have made.
+func (s *Semaphore) releaseCall(owner string, undo bool) (int64, error) {
+	return s.c.runReleaseCall(s.name, func(ctx context.Context, retry bool) (int64, error) {
+		return luascripts.RunSemRelease(ctx, s.c.rc, s.keys, luascripts.SemReleaseArgs{Owner: owner, Size: s.size, Wake: s.c.wake, Retry: retry || undo})
+	})
+}
+
+// check validates a call's context, handle, n and options before any I/O.
+func (s *Semaphore) check(ctx context.Context, n int64, opts []LockOption, try bool) (lockOptions, error) {
+	if err := checkCtx(ctx, s.err); err != nil {
+		return lockOptions{}, err
+	}
+	if n < 1 || n > s.size {
+		return lockOptions{}, fmt.Errorf("%w: semaphore %q: %d permits asked, need 1 to its size %d (more would wait forever)", ErrInvalidArgument, s.name, n, s.size)
+	}
+	return s.c.checkCall(ctx, s.err, opts, try)
+}
