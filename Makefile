@@ -29,10 +29,10 @@ TESTFLAGS ?= -race -count=1 -timeout 25m
 BENCHFLAGS ?= -reps 5 -dur 2s -sweep 2ms,8ms,32ms,128ms -sweepdur 2s -idledur 4s
 # FAMILYFLAGS go to familybench (its defaults, written out). Per repetition:
 #   rw, RWMutex / SpinRWMutex / Mutex:  3 runs × 2s = 6s
-#   semaphore, Semaphore / SpinSemaphore, once they are in the tree
-#   (bench/cmd/familybench/semaphore.go):  2 runs × 2s = 4s
+#   semaphore, Semaphore / SpinSemaphore (8 permits, 4 × 16 contenders):
+#                                       2 runs × 2s = 4s
 #   per-run overhead (FLUSHALL, 4 clients, warm-up, last holds) ≈ 0.2s
-#   => about 11s; × 5 repetitions ≈ 55s (≈ 33s while rw runs alone).
+#   => about 11s; × 5 repetitions ≈ 55s.
 FAMILYFLAGS ?= -reps 5 -dur 2s -clients 4 -g 8 -semg 16 -size 8 -reads 0.95 -cs 100us
 
 .PHONY: all test test-bench test-faults torture vet demo bench fuzz setup redis-image clean-docker

@@ -39,6 +39,7 @@ type Semaphore struct {
 	name string
 	size int64
 	keys luascripts.SemKeys
+	spin bool
 	err  error // invalid name or size, reported by every method
 }
 
@@ -48,11 +49,24 @@ type Semaphore struct {
 // A size below 1 is reported by the handle's methods as ErrInvalidArgument;
 // a size other than the one the name is in use with, as ErrSizeMismatch.
 func (c *Client) Semaphore(name string, size int64) *Semaphore {
+	return c.newSemaphore(name, size, false)
+}
+
+// SpinSemaphore returns a handle on the semaphore called name that waits
+// by polling with backoff, as SpinMutex does, instead of pub/sub. It
+// shares Semaphore's scripts and interoperates with it, but it never
+// queues, so it gets none of the order: a large request can starve. It
+// exists to compare against.
+func (c *Client) SpinSemaphore(name string, size int64) *Semaphore {
+	return c.newSemaphore(name, size, true)
+}
+
+func (c *Client) newSemaphore(name string, size int64, spin bool) *Semaphore {
 	keys, err := lockKeys(c.opts.Prefix, name)
 	if err == nil && size < 1 {
 		err = fmt.Errorf("%w: semaphore %q: size %d must be at least 1", ErrInvalidArgument, name, size)
 	}
-	return &Semaphore{c: c, name: name, size: size, keys: luascripts.NewSemKeys(keys.Lock + ":sem"), err: err}
+	return &Semaphore{c: c, name: name, size: size, keys: luascripts.NewSemKeys(keys.Lock + ":sem"), spin: spin, err: err}
 }
 
 // Name is the semaphore's name.
@@ -131,9 +145,14 @@ func (s *Semaphore) mismatch(recorded int64) error {
 func (s *Semaphore) acquire(ctx context.Context, n int64, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
 	c := s.c
 	owner, sent := "", time.Time{}
+	room := s.keys.Holders
+	if s.spin {
+		room += ":spin" // it never queues: rooms of its own
+	}
 	ct := contest{
-		room:  s.keys.Holders,
+		room:  room,
 		inbox: s.keys.Inbox(c.id),
+		spin:  s.spin,
 		try: func(ctx context.Context, queued bool) (bool, time.Duration, error) {
 			owner, sent = c.newOwner(), time.Now()
 			r, err := luascripts.RunSemAcquire(ctx, c.rc, s.keys, luascripts.SemAcquireArgs{

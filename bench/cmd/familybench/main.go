@@ -5,9 +5,7 @@
 //     against a Mutex that every operation takes exclusively. Readers' and
 //     writers' throughput and waits are reported apart.
 //   - semaphore: a Semaphore of 8 permits (-size) with 64 contenders, each
-//     taking one permit, against SpinSemaphore. It runs only in a build
-//     that has them (see semaphore.go); otherwise the results say it was
-//     not run.
+//     taking one permit, against SpinSemaphore.
 //
 // Every goroutine loops: draw the operation's kind, acquire (bounded by
 // -timeout and by the end of the run), hold for -cs with a nanosleep (no

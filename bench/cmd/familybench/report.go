@@ -24,10 +24,6 @@ func describe(sc *results.FamilyScenario, r *results.FamilyRep) string {
 func printTables(out io.Writer, f *results.Family) {
 	for _, sc := range f.Scenarios {
 		fmt.Fprintf(out, "%s: %s, %d × %d goroutines, hold %s\n", sc.Name, sc.Label, sc.Clients, sc.G, units.Micros(sc.CSUS))
-		if sc.NotRun != "" {
-			fmt.Fprintf(out, "  not run: %s\n", sc.NotRun)
-			continue
-		}
 		for _, v := range sc.Variants {
 			fmt.Fprintf(out, "  %-14s %8.0f acq/s", v.Name, v.Spread(func(r *results.FamilyRep) float64 { return r.PerS("") }).Median)
 			for _, kind := range sc.Kinds {

@@ -61,10 +61,23 @@ func rwVariants() []variant {
 	}
 }
 
-// semaphoreVariants are the semaphore scenario's: empty in a build without
-// Semaphore, which then records the scenario as not run. semaphore.go
-// fills it.
-var semaphoreVariants []variant
+// semaphoreVariants are the semaphore scenario's: the Semaphore and its
+// spin variant, each contender taking one permit.
+func semaphoreVariants() []variant {
+	sem := func(spin bool) func(c *rlock.Client, name string, sc *scenario) []acquirer {
+		return func(c *rlock.Client, name string, sc *scenario) []acquirer {
+			s := c.Semaphore(name, sc.Size)
+			if spin {
+				s = c.SpinSemaphore(name, sc.Size)
+			}
+			return []acquirer{hold(func(ctx context.Context) (context.Context, error) { return s.Acquire(ctx, 1, sc.lease) }, s.Release)}
+		}
+	}
+	return []variant{
+		{name: "semaphore", desc: "`Client.Semaphore`: pub/sub wake-ups, oldest first", open: sem(false), exclusive: []bool{false}},
+		{name: "spin-semaphore", desc: "`Client.SpinSemaphore`: polling, backoff 1ms–128ms, no queue", open: sem(true), exclusive: []bool{false}},
+	}
+}
 
 // holdWith makes an acquirer of a latchkey lock and unlock pair, every
 // hold with lease.
@@ -106,10 +119,7 @@ func (cfg config) buildScenarios() []*scenario {
 			sc.Kinds, sc.Shares = []string{kindAcquire}, []float64{1}
 			sc.Baseline = "semaphore"
 			sc.Note = fmt.Sprintf("Every contender takes one permit, so at most %d hold at once and the others wait", cfg.size)
-			sc.variants = semaphoreVariants
-			if len(sc.variants) == 0 {
-				sc.NotRun = "this build has no Semaphore (bench/cmd/familybench/semaphore.go needs `-tags semaphore` until it lands)"
-			}
+			sc.variants = semaphoreVariants()
 		}
 		scs = append(scs, sc)
 	}

@@ -49,8 +49,6 @@ type FamilyScenario struct {
 	Variants []FamilyVariant `json:"variants"`
 	// Note says in a sentence what the scenario shows.
 	Note string `json:"note,omitempty"`
-	// NotRun says why the scenario has no variants, when it has none.
-	NotRun string `json:"not_run,omitempty"`
 }
 
 // FamilyVariant is one implementation's repetitions in a scenario.
