@@ -27,6 +27,17 @@ type famKind struct {
 	// hold takes the faulty holder's hold; contend takes a hold that
 	// excludes it. Both return the hold's context and its release.
 	hold, contend famAcquire
+	// waitsOn is the name the contender's OnWait hook reports (the member
+	// it waits for, for a MultiMutex); nil for the name itself.
+	waitsOn func(name string) string
+}
+
+// waitName is the OnWait name of kind's contender on name.
+func (k famKind) waitName(name string) string {
+	if k.waitsOn == nil {
+		return name
+	}
+	return k.waitsOn(name)
 }
 
 type famAcquire func(ctx context.Context, c *rlock.Client, name string) (context.Context, func(context.Context) error, error)
@@ -35,6 +46,31 @@ type famAcquire func(ctx context.Context, c *rlock.Client, name string) (context
 var famKinds = map[string]famKind{
 	"rwmutex-write": {hold: rwWrite, contend: rwWrite},
 	"rwmutex-read":  {hold: rwRead, contend: rwWrite},
+	// Every permit held; the contender wants one.
+	"semaphore": {hold: semAcquire(2), contend: semAcquire(1)},
+	// {a, b} held; the contender wants {b, c} (on a Cluster, members may
+	// live on different masters).
+	"multimutex": {hold: multiLock("-a", "-b"), contend: multiLock("-b", "-c"), waitsOn: func(name string) string { return name + "-b" }},
+}
+
+func semAcquire(n int64) famAcquire {
+	return func(ctx context.Context, c *rlock.Client, name string) (context.Context, func(context.Context) error, error) {
+		s := c.Semaphore(name, 2)
+		pctx, err := s.Acquire(ctx, n)
+		return pctx, s.Release, err
+	}
+}
+
+func multiLock(suffixes ...string) famAcquire {
+	return func(ctx context.Context, c *rlock.Client, name string) (context.Context, func(context.Context) error, error) {
+		var names []string
+		for _, s := range suffixes {
+			names = append(names, name+s)
+		}
+		mm := c.MultiMutex(names...)
+		lctx, err := mm.Lock(ctx)
+		return lctx, mm.Unlock, err
+	}
 }
 
 func rwWrite(ctx context.Context, c *rlock.Client, name string) (context.Context, func(context.Context) error, error) {
@@ -184,7 +220,7 @@ func TestFaultFamilyHolderKilled(t *testing.T) {
 		got := make(chan error, 1)
 		var lctx context.Context
 		var release func(context.Context) error
-		reached := att.reached(waitKey(cfg.Lock), 1)
+		reached := att.reached(waitKey(kind.waitName(cfg.Lock)), 1)
 		go func() {
 			var err error
 			lctx, release, err = kind.contend(ctx, c, cfg.Lock)
@@ -218,7 +254,7 @@ func TestFaultFamilyConnectionsKilled(t *testing.T) {
 		got := make(chan error, 1)
 		var wctx context.Context
 		var wrelease func(context.Context) error
-		reached := att.reached(waitKey(cfg.Lock), 1)
+		reached := att.reached(waitKey(kind.waitName(cfg.Lock)), 1)
 		go func() {
 			var err error
 			wctx, wrelease, err = kind.contend(ctx, waiter, cfg.Lock)

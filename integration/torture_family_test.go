@@ -309,11 +309,11 @@ func (f *famTorture) iteration(d famDraw) {
 			f.fail("%s: a blocking acquire took over %v: %v", p.name, famOpTimeout, err)
 		}
 		return
-	case err != nil && connectionLost(err.Error()):
-		// A single try (TryLock) whose connection a kill dropped reports
-		// it, as Mutex's does; a waiting call would have retried.
+	case err != nil && d.how == howTry && connectionLost(err.Error()):
+		// A single try whose connection a kill dropped reports it, as
+		// Mutex's TryLock does; a waiting call retries.
 		f.mu.Lock()
-		f.soft = append(f.soft, fmt.Sprintf("%s: acquire: %v", p.name, err))
+		f.soft = append(f.soft, fmt.Sprintf("%s: TryLock: %v", p.name, err))
 		f.mu.Unlock()
 		return
 	case err != nil:
@@ -428,12 +428,59 @@ func (f *famTorture) judgeConflicts() {
 
 // famTorturePrims are the primitives under torture, with their occupancies.
 func famTorturePrims() ([]famPrim, []*famOccupancy) {
-	prims := []famPrim{{name: "rwmutex", acquire: famRW}}
+	prims := []famPrim{{name: "rwmutex", acquire: famRW}, {name: "semaphore", acquire: famSem}, {name: "multimutex", acquire: famMulti}}
 	occ := make([]*famOccupancy, len(prims))
 	for i := range prims {
 		occ[i] = &famOccupancy{holds: map[*famHold]struct{}{}}
 	}
+	occ[1].size = famSemSize
 	return prims, occ
+}
+
+// famSemSize is the tortured Semaphore's size; requests take 1 to 3.
+const famSemSize = 4
+
+func famSem(ctx context.Context, c *rlock.Client, d famDraw) (*famHold, bool, error) {
+	s := c.Semaphore("sem", famSemSize)
+	var pctx context.Context
+	var ok bool
+	var err error
+	if d.how == howTry || d.how == howTryWait {
+		pctx, ok, err = s.TryAcquire(ctx, d.n, d.opts...)
+	} else {
+		pctx, err = s.Acquire(ctx, d.n, d.opts...)
+		ok = err == nil
+	}
+	if !ok {
+		return nil, false, err
+	}
+	return &famHold{ctx: pctx, release: s.Release, claim: famClaim{permits: d.n}}, true, nil
+}
+
+// famMultiNames are the tortured MultiMutex's names: each hold takes two
+// or three of them, in any order, so that holds overlap in every way.
+var famMultiNames = []string{"m0", "m1", "m2", "m3"}
+
+func famMulti(ctx context.Context, c *rlock.Client, d famDraw) (*famHold, bool, error) {
+	names := []string{famMultiNames[d.n%4], famMultiNames[(d.n+1)%4]}
+	if d.read { // reuse the draw: four holds in five take a third name
+		names = append(names, famMultiNames[(d.n+3)%4])
+	}
+	mm := c.MultiMutex(names...)
+	var lctx context.Context
+	var ok bool
+	var err error
+	if d.how == howTry || d.how == howTryWait {
+		lctx, ok, err = mm.TryLock(ctx, d.opts...)
+	} else {
+		lctx, err = mm.Lock(ctx, d.opts...)
+		ok = err == nil
+	}
+	if !ok {
+		return nil, false, err
+	}
+	return &famHold{ctx: lctx, release: mm.Unlock, claim: famClaim{names: mm.Names()},
+		reenter: func(ctx context.Context) (context.Context, error) { return mm.Lock(ctx) }}, true, nil
 }
 
 func famRW(ctx context.Context, c *rlock.Client, d famDraw) (*famHold, bool, error) {

@@ -154,10 +154,12 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 				continue
 			}
 			lctx, ok, err := m.TryLock(ctx, leaseOpt...)
-			if err != nil {
+			if err != nil && !transient(ctx, err) {
 				releaseAll()
 				return nil, false, err
 			}
+			// A try whose connection failed (undone) counts as busy: the
+			// wait for that member retries, as Mutex.Lock does.
 			if !ok {
 				busy = i
 				break

@@ -266,35 +266,50 @@ func (rw *RWMutex) release(owner string, write bool, count int64) (int64, error)
 	})
 }
 
-// reenter takes one more hold for the owner of lv.
+// reenter takes one more hold for the owner of lv. A call whose outcome
+// is unknown (its connection failed) is undone and retried until ctx ends,
+// as Mutex's re-entry is.
 func (rw *RWMutex) reenter(ctx context.Context, lv *shareLevel, write bool) (context.Context, error) {
-	s := lv.s
+	s, c := lv.s, rw.c
 	s.io.Lock()
 	defer s.io.Unlock()
 	if err := s.lostOrDone(); err != nil {
 		return nil, err
 	}
-	var n int64
-	var err error
-	if write {
-		n, err = luascripts.RunReenter(ctx, rw.c.rc, luascripts.Keys{Lock: rw.keys.Write}, s.owner)
-	} else {
-		n, err = luascripts.RunRWReenter(ctx, rw.c.rc, rw.keys, s.owner)
-	}
-	switch {
-	case err != nil:
-		// A re-entry whose reply was lost may have counted: take it back
-		// if so, as Mutex does.
-		if _, isRedis := rueidis.IsRedisErr(err); !isRedis {
-			_, _ = rw.release(s.owner, write, s.count+1)
+	backoff := c.opts.SpinBackoffMin
+	for {
+		var n int64
+		var err error
+		if write {
+			n, err = luascripts.RunReenter(ctx, c.rc, luascripts.Keys{Lock: rw.keys.Write}, s.owner)
+		} else {
+			n, err = luascripts.RunRWReenter(ctx, c.rc, rw.keys, s.owner)
 		}
-		return nil, fmt.Errorf("latchkey: re-enter the %s %q: %w", rw.kind(write), rw.name, err)
-	case n == 0:
-		s.lose(-1, fmt.Errorf("%q: the %s was found gone at a re-entry", rw.name, rw.kind(write)))
-		return nil, s.lostOrDone()
+		switch {
+		case err == nil && n == 0:
+			s.lose(-1, fmt.Errorf("%q: the %s was found gone at a re-entry", rw.name, rw.kind(write)))
+			return nil, s.lostOrDone()
+		case err == nil:
+			s.count = n
+			return s.addLevel(ctx, rw.side(write))
+		}
+		if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, luascripts.ErrUnexpectedReply) {
+			return nil, fmt.Errorf("latchkey: re-enter the %s %q: %w", rw.kind(write), rw.name, err)
+		}
+		// The re-entry may have counted: take it back if so (the release
+		// script, told it may be a retry, changes nothing otherwise).
+		_, undoErr := c.runReleaseCall(rw.name, func(ctx context.Context, _ bool) (int64, error) {
+			return luascripts.RunRWUnlock(ctx, c.rc, rw.keys, luascripts.RWUnlockArgs{Owner: s.owner, Write: write, Count: s.count + 1, Wake: c.wake, Retry: true})
+		})
+		err = &unknownOutcomeError{name: rw.name, err: err, undo: undoErr}
+		if !transient(ctx, err) || undoErr != nil {
+			return nil, ended(ctx, ctx, err)
+		}
+		if !sleep(ctx, c.closing, backoff) {
+			return nil, ended(ctx, ctx, withLast(ctxErr(ctx), err))
+		}
+		backoff = min(backoff*2, c.opts.SpinBackoffMax)
 	}
-	s.count = n
-	return s.addLevel(ctx, rw.side(write))
 }
 
 func (rw *RWMutex) unlock(ctx context.Context, write bool) error {

@@ -1,0 +1,88 @@
+package integration
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/rlock"
+)
+
+// Regression tests for defects of the lock family found by
+// TestTortureFamily. Each failed before its fix.
+
+// TestRegressRWReentryRetries: an RWMutex re-entry whose reply is lost is
+// undone and retried, as Mutex's is, instead of failing with the
+// connection's error (it returned "re-enter the read lock: EOF").
+func TestRegressRWReentryRetries(t *testing.T) {
+	x, rc := resetFixture(t)
+	name := lockName(t)
+	c := oneConnLockClient(t, proxied(x), rlock.Options{})
+	rw := c.RWMutex(name)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rctx, err := rw.RLock(ctx)
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	var inner atomic.Value
+	cutFirst := make(chan struct{})
+	go func() {
+		<-cutFirst
+		r2, err := rw.RLock(rctx) // its reply is the next one through the proxy
+		if err == nil {
+			inner.Store(r2)
+		}
+		done <- err
+	}()
+	connectionsCut.Store(0)
+	x.add(t, toxic{Name: "cut", Type: cutOnReplyType, Stream: "downstream"})
+	close(cutFirst)
+	awaitCond(t, 10*time.Second, "the re-entry's reply to be cut", func() bool { return connectionsCut.Load() > 0 })
+	x.remove(t, "cut")
+	require.NoError(t, recvErr(t, done, 15*time.Second, "the re-entry"), "a re-entry whose reply was lost must be retried")
+	require.NoError(t, rw.RUnlock(inner.Load().(context.Context)))
+	require.NoError(t, rw.RUnlock(rctx))
+	require.False(t, exists(t, rc, "latchkey:{"+name+"}:rw:rd"), "a re-entry counted twice: the read hold outlived its RUnlocks")
+}
+
+// TestRegressMultiMutexMemberTryRetries: when the try of a MultiMutex
+// member loses its reply, Lock releases what it took and waits for that
+// member (which retries), instead of failing with the connection's error
+// (it returned "acquire: outcome unknown, undone: EOF").
+func TestRegressMultiMutexMemberTryRetries(t *testing.T) {
+	x, rc := resetFixture(t)
+	name := lockName(t)
+	var armed atomic.Bool
+	opts := rlock.Options{OnAttempt: func(lock string, acquired bool) {
+		// Once the first member is held, the next reply (the second
+		// member's try) is cut.
+		if lock == name+"-a" && acquired && armed.CompareAndSwap(false, true) {
+			connectionsCut.Store(0)
+			x.add(t, toxic{Name: "cut", Type: cutOnReplyType, Stream: "downstream"})
+		}
+	}}
+	c := oneConnLockClient(t, proxied(x), opts)
+	mm := c.MultiMutex(name+"-a", name+"-b")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	var held atomic.Value
+	go func() {
+		lctx, err := mm.Lock(ctx)
+		if err == nil {
+			held.Store(lctx)
+		}
+		done <- err
+	}()
+	awaitCond(t, 10*time.Second, "the second member's reply to be cut", func() bool { return armed.Load() && connectionsCut.Load() > 0 })
+	x.remove(t, "cut")
+	require.NoError(t, recvErr(t, done, 15*time.Second, "the multi-lock"), "a member try whose reply was lost must not fail Lock")
+	require.NoError(t, mm.Unlock(held.Load().(context.Context)))
+	for _, k := range []string{"latchkey:{" + name + "-a}", "latchkey:{" + name + "-b}"} {
+		require.False(t, exists(t, rc, k), "%s left held", k)
+	}
+}
