@@ -89,15 +89,7 @@ var rwMutexModel = porcupine.Model{
 // TryLock; the history must be linearizable with respect to rwMutexModel.
 func TestRWMutexLinearizability(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, tp topology) {
-		seed := rand.Uint64()
-		start := time.Now()
-		history := rwHistory(t, tp, seed)
-		result, info := porcupine.CheckOperationsVerbose(rwMutexModel, history, time.Minute)
-		t.Logf("%d operations in %v (seed %d): %s", len(history), time.Since(start).Round(time.Millisecond), seed, result)
-		if result != porcupine.Ok {
-			t.Errorf("the history is not linearizable (%s); seed %d", result, seed)
-			visualize(t, rwMutexModel, info)
-		}
+		checkLinearizable(t, rwMutexModel, rand.Uint64(), func(seed uint64) []porcupine.Operation { return rwHistory(t, tp, seed) })
 	})
 }
 
@@ -105,18 +97,9 @@ func rwHistory(t *testing.T, tp topology, seed uint64) []porcupine.Operation {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	name := lockName(t)
-	start := time.Now()
-	clock := func() int64 { return int64(time.Since(start)) }
-	var (
-		mu      sync.Mutex
-		history []porcupine.Operation
-	)
-	record := func(op rwOp, call int64, ok bool) {
-		ret := clock()
-		mu.Lock()
-		defer mu.Unlock()
-		history = append(history, porcupine.Operation{ClientId: op.client, Input: op, Call: call, Output: ok, Return: ret})
-	}
+	h := newLinHistory()
+	clock := h.clock
+	record := func(op rwOp, call int64, ok bool) { h.record(op.client, op, call, ok) }
 	var wg sync.WaitGroup
 	for id := range linClients {
 		rw := lockClient(t, tp, rlock.Options{}).RWMutex(name)
@@ -156,7 +139,7 @@ func rwHistory(t *testing.T, tp topology, seed uint64) []porcupine.Operation {
 		})
 	}
 	wg.Wait()
-	return history
+	return h.ops
 }
 
 func rwAcquire(ctx context.Context, rw *rlock.RWMutex, op rwOp) (context.Context, bool, error) {

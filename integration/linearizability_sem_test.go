@@ -66,15 +66,7 @@ var semaphoreModel = porcupine.Model{
 // linearizable with respect to semaphoreModel.
 func TestSemaphoreLinearizability(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, tp topology) {
-		seed := rand.Uint64()
-		start := time.Now()
-		history := semHistory(t, tp, seed)
-		result, info := porcupine.CheckOperationsVerbose(semaphoreModel, history, time.Minute)
-		t.Logf("%d operations in %v (seed %d): %s", len(history), time.Since(start).Round(time.Millisecond), seed, result)
-		if result != porcupine.Ok {
-			t.Errorf("the history is not linearizable (%s); seed %d", result, seed)
-			visualize(t, semaphoreModel, info)
-		}
+		checkLinearizable(t, semaphoreModel, rand.Uint64(), func(seed uint64) []porcupine.Operation { return semHistory(t, tp, seed) })
 	})
 }
 
@@ -82,18 +74,9 @@ func semHistory(t *testing.T, tp topology, seed uint64) []porcupine.Operation {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	name := lockName(t)
-	start := time.Now()
-	clock := func() int64 { return int64(time.Since(start)) }
-	var (
-		mu      sync.Mutex
-		history []porcupine.Operation
-	)
-	record := func(op semOp, call int64, ok bool) {
-		ret := clock()
-		mu.Lock()
-		defer mu.Unlock()
-		history = append(history, porcupine.Operation{ClientId: op.client, Input: op, Call: call, Output: ok, Return: ret})
-	}
+	h := newLinHistory()
+	clock := h.clock
+	record := func(op semOp, call int64, ok bool) { h.record(op.client, op, call, ok) }
 	var wg sync.WaitGroup
 	for id := range linClients {
 		sem := lockClient(t, tp, rlock.Options{}).Semaphore(name, linSemSize)
@@ -137,7 +120,7 @@ func semHistory(t *testing.T, tp topology, seed uint64) []porcupine.Operation {
 		})
 	}
 	wg.Wait()
-	return history
+	return h.ops
 }
 
 // TestSemaphoreModel: the model accepts what a correct Semaphore may show

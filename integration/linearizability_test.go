@@ -238,3 +238,38 @@ func TestMutexModel(t *testing.T) {
 		})
 	}
 }
+
+// linHistory records a workload's operations for porcupine. Timestamps
+// are nanoseconds on the monotonic clock since its start: call before the
+// call, return after it, so each interval holds the instant the operation
+// took effect on the server.
+type linHistory struct {
+	start time.Time
+	mu    sync.Mutex
+	ops   []porcupine.Operation
+}
+
+func newLinHistory() *linHistory { return &linHistory{start: time.Now()} }
+
+func (h *linHistory) clock() int64 { return int64(time.Since(h.start)) }
+
+// record adds an operation that was called at call and returns now.
+func (h *linHistory) record(client int, input any, call int64, ok bool) {
+	ret := h.clock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: input, Call: call, Output: ok, Return: ret})
+}
+
+// checkLinearizable checks a workload's history against model, writing
+// porcupine's view of a failure to a file.
+func checkLinearizable(t *testing.T, model porcupine.Model, seed uint64, run func(seed uint64) []porcupine.Operation) {
+	start := time.Now()
+	history := run(seed)
+	result, info := porcupine.CheckOperationsVerbose(model, history, time.Minute)
+	t.Logf("%d operations in %v (seed %d): %s", len(history), time.Since(start).Round(time.Millisecond), seed, result)
+	if result != porcupine.Ok {
+		t.Errorf("the history is not linearizable (%s); seed %d", result, seed)
+		visualize(t, model, info)
+	}
+}
