@@ -361,3 +361,42 @@ func TestSemaphoreBadInput(t *testing.T) {
 	require.Equal(t, "x", s.Name())
 	require.Equal(t, int64(2), s.Size())
 }
+
+// TestSpinSemaphore: the spin variant keeps the bound like the notified
+// one, and interoperates with it on the same name.
+func TestSpinSemaphore(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		name := lockName(t)
+		const size = 3
+		handles := []*rlock.Semaphore{
+			lockClient(t, tp, rlock.Options{}).SpinSemaphore(name, size),
+			lockClient(t, tp, rlock.Options{}).Semaphore(name, size),
+		}
+		var held, over atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 6 {
+			s := handles[g%2]
+			wg.Go(func() {
+				for range 15 {
+					n := 1 + rand.Int64N(2)
+					pctx, err := s.Acquire(ctx, n)
+					if !assertNoError(t, err) {
+						return
+					}
+					if held.Add(n) > size {
+						over.Add(1)
+					}
+					held.Add(-n)
+					if !assertNoError(t, s.Release(pctx)) {
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.Zero(t, over.Load(), "more permits held than the size")
+		requireNoLeftovers(t, tp, name)
+	})
+}
