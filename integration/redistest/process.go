@@ -82,15 +82,25 @@ func startProcess(ctx context.Context, conf *tls.Config, extraArgs []string) (*S
 	if err != nil {
 		return nil, err
 	}
+	p, err := startOnFreePort(ctx, bin, procSetup{tls: conf}, extraArgs)
+	if err != nil {
+		return nil, err
+	}
+	return p.server(), nil
+}
+
+// startOnFreePort starts a process on a free port, moving to another one
+// when the port was taken in the meantime.
+func startOnFreePort(ctx context.Context, bin string, set procSetup, args []string) (*redisProcess, error) {
 	var lastErr error
 	for range maxPortAttempts {
 		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
-		p, err := startRedisProcess(ctx, bin, port, conf, extraArgs)
+		p, err := startRedisProcessIn(ctx, bin, port, set, args)
 		if err == nil {
-			return p.server(), nil
+			return p, nil
 		}
 		lastErr = err
 		if !errors.Is(err, ErrPortInUse) || ctx.Err() != nil {

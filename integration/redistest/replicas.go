@@ -229,9 +229,14 @@ func (c *Cluster) allAddrs() []string {
 func (c *Cluster) NodeAddrs() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return running(c.procs, c.dead)
+}
+
+// running lists the addresses of procs that are not dead.
+func running(procs []*redisProcess, dead map[string]bool) []string {
 	var out []string
-	for _, p := range c.procs {
-		if !c.dead[p.addr] {
+	for _, p := range procs {
+		if !dead[p.addr] {
 			out = append(out, p.addr)
 		}
 	}
@@ -342,24 +347,35 @@ func viewSignature(view []nodeEntry, live []string) (string, string) {
 	return strings.Join(lines, "\n"), ""
 }
 
-// replicaLinkProblem checks, on a node that view says is a replica, that
-// the node agrees on its master and its replication link is up.
+// replicaLinkProblem checks that the node at addr agrees with view on its
+// role and, as a replica, on its master, and that its replication link is
+// up.
 func replicaLinkProblem(ctx context.Context, addr string, view []nodeEntry) string {
 	me, _ := byAddr(view, addr)
+	if !me.master() {
+		m, _ := byID(view, me.masterID)
+		return replicaProblem(ctx, addr, m.addr)
+	}
+	v, err := command(ctx, addr, "INFO", "replication")
+	if err != nil {
+		return fmt.Sprintf("%s: INFO replication: %v", addr, err)
+	}
+	if role := parseInfo(fmt.Sprint(v))["role"]; role != "master" {
+		return fmt.Sprintf("%s: role:%s", addr, role)
+	}
+	return ""
+}
+
+// replicaProblem returns "" when the node at addr says it replicates
+// master with the link up, else what it says instead.
+func replicaProblem(ctx context.Context, addr, master string) string {
 	v, err := command(ctx, addr, "INFO", "replication")
 	if err != nil {
 		return fmt.Sprintf("%s: INFO replication: %v", addr, err)
 	}
 	info := parseInfo(fmt.Sprint(v))
-	if me.master() {
-		if info["role"] != "master" {
-			return fmt.Sprintf("%s: role:%s", addr, info["role"])
-		}
-		return ""
-	}
-	m, _ := byID(view, me.masterID)
-	if got := net.JoinHostPort(info["master_host"], info["master_port"]); info["role"] != "slave" || got != m.addr {
-		return fmt.Sprintf("%s: role:%s of %s, want a replica of %s", addr, info["role"], got, m.addr)
+	if got := net.JoinHostPort(info["master_host"], info["master_port"]); info["role"] != "slave" || got != master {
+		return fmt.Sprintf("%s: role:%s of %s, want a replica of %s", addr, info["role"], got, master)
 	}
 	if info["master_link_status"] != "up" {
 		return fmt.Sprintf("%s: master_link_status:%s", addr, info["master_link_status"])
