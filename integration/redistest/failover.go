@@ -125,6 +125,9 @@ func (c *Cluster) KillNode(addr string) error {
 		return err
 	}
 	c.mu.Lock()
+	if c.dead == nil { // a cluster from StartCluster
+		c.dead = map[string]bool{}
+	}
 	c.dead[addr] = true
 	c.mu.Unlock()
 	return nil

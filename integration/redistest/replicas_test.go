@@ -276,3 +276,32 @@ func TestParseNodes(t *testing.T) {
 		{Master: "127.0.0.1:7002", MasterID: "bbb", Slots: []SlotRange{{101, 199}}},
 	}, shards)
 }
+
+// The kill and restart helpers work on a StartCluster cluster too: a
+// master back within the node timeout keeps its slots, without its data.
+func TestKillNodeAndRestartWithoutReplicas(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := StartCluster(ctx, 2)
+	require.NoError(t, err)
+	defer cl.Close()
+	const key = "gone-after-restart"
+	master, err := cl.MasterOfKey(ctx, key)
+	require.NoError(t, err)
+	_, err = command(ctx, master, "SET", key, "1")
+	require.NoError(t, err)
+
+	require.NoError(t, cl.KillNode(master))
+	require.Len(t, cl.NodeAddrs(), 1)
+	require.Error(t, cl.Restart(ctx, cl.NodeAddrs()[0]), "a running node cannot be restarted")
+	require.NoError(t, cl.Restart(ctx, master))
+	require.Len(t, cl.NodeAddrs(), 2)
+	got, err := cl.MasterOfKey(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, master, got)
+	v, err := rawGet(ctx, master, key)
+	require.NoError(t, err)
+	require.Nil(t, v)
+	require.NoError(t, cl.Close())
+	require.Empty(t, redisChildren(t))
+}
