@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -259,13 +260,36 @@ func (c *Cluster) proc(addr string) (*redisProcess, error) {
 // settledProblem) and extra, given the first live node's view, reports no
 // problem either.
 func (c *Cluster) settle(ctx context.Context, what string, extra func(view []nodeEntry) string) error {
-	return poll(ctx, "the cluster to settle after "+what, func() (string, error) {
+	err := poll(ctx, "the cluster to settle after "+what, func() (string, error) {
 		view, problem := c.settledProblem(ctx)
 		if problem == "" && extra != nil {
 			problem = extra(view)
 		}
 		return problem, nil
 	})
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, c.failoverLog())
+	}
+	return nil
+}
+
+// failoverLog quotes what each node logged last about failures and
+// elections, to explain a failover that did not happen.
+func (c *Cluster) failoverLog() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, p := range c.procs {
+		log, _ := os.ReadFile(p.logPath)
+		var lines []string
+		for _, l := range strings.Split(string(log), "\n") {
+			if strings.Contains(l, "ailover") || strings.Contains(l, "FAIL") || strings.Contains(l, "lection") {
+				lines = append(lines, l)
+			}
+		}
+		fmt.Fprintf(&b, "%s (dead: %v):\n  %s\n", p.addr, c.dead[p.addr], strings.Join(lines[max(0, len(lines)-6):], "\n  "))
+	}
+	return b.String()
 }
 
 // Settle waits until every running node reports cluster_state:ok, all of
