@@ -28,6 +28,10 @@ type topology struct {
 	// (the TLS and ACL tests).
 	tls            *tls.Config
 	user, password string
+
+	// masterSet, when set, makes addrs Sentinels and clients Sentinel
+	// clients of the master known by that name (see ha_helpers_test.go).
+	masterSet string
 }
 
 func topologies() []topology {
@@ -50,6 +54,7 @@ func redisClient(t testing.TB, tp topology) rueidis.Client {
 	rc, err := rueidis.NewClient(rueidis.ClientOption{
 		InitAddress: tp.addrs, DisableCache: true,
 		TLSConfig: tp.tls, Username: tp.user, Password: tp.password,
+		Sentinel: rueidis.SentinelOption{MasterSet: tp.masterSet},
 	})
 	require.NoError(t, err)
 	t.Cleanup(rc.Close)

@@ -18,8 +18,19 @@ type Cluster struct {
 	// serves the i-th contiguous n-th of the slot space. Any of them works as
 	// a cluster client's seed address.
 	Addrs []string
+	// ReplicaAddrs[i] holds the replicas Addrs[i] was started with
+	// (StartClusterWith); nil for StartCluster. Failovers change who is
+	// master: see Shards for the current map.
+	ReplicaAddrs [][]string
 
-	procs     []*redisProcess
+	// mu guards procs and dead, which KillMaster and Restart change.
+	mu    sync.Mutex
+	procs []*redisProcess
+	dead  map[string]bool // addrs of nodes killed and not restarted
+	// nodeArgs are the extra options every node was started with, for
+	// Restart (StartClusterWith's timeouts and failover settings).
+	nodeArgs []string
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -28,6 +39,8 @@ type Cluster struct {
 // more than once and returns the first result every time.
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		var errs []error
 		for _, p := range c.procs {
 			if err := p.close(); err != nil {
@@ -118,19 +131,10 @@ func StartCluster(ctx context.Context, n int) (*Cluster, error) {
 
 // startClusterNode starts one cluster-enabled node, moving to another port
 // pair if the chosen one was taken in the meantime.
-func startClusterNode(ctx context.Context, bin string, port int) (*redisProcess, error) {
+func startClusterNode(ctx context.Context, bin string, port int, extraArgs ...string) (*redisProcess, error) {
 	var lastErr error
 	for range maxPortAttempts {
-		args := []string{
-			"--cluster-enabled", "yes",
-			// Relative to --dir, i.e. the node's own temp dir, so nodes and
-			// concurrent test binaries never share a state file.
-			"--cluster-config-file", "nodes.conf",
-			// Pinned so nodes never advertise a non-loopback interface that
-			// clients or other nodes could not (or must not) use.
-			"--cluster-announce-ip", "127.0.0.1",
-		}
-		p, err := startRedisProcess(ctx, bin, port, nil, args)
+		p, err := startRedisProcess(ctx, bin, port, nil, clusterNodeArgs(extraArgs))
 		if err == nil {
 			return p, nil
 		}
@@ -145,6 +149,20 @@ func startClusterNode(ctx context.Context, bin string, port int) (*redisProcess,
 		port = ps[0]
 	}
 	return nil, lastErr
+}
+
+// clusterNodeArgs are the options of a cluster node, then extraArgs.
+func clusterNodeArgs(extraArgs []string) []string {
+	args := []string{
+		"--cluster-enabled", "yes",
+		// Relative to --dir, i.e. the node's own temp dir, so nodes and
+		// concurrent test binaries never share a state file.
+		"--cluster-config-file", "nodes.conf",
+		// Pinned so nodes never advertise a non-loopback interface that
+		// clients or other nodes could not (or must not) use.
+		"--cluster-announce-ip", "127.0.0.1",
+	}
+	return append(args, extraArgs...)
 }
 
 // clusterPorts finds n distinct client ports whose bus ports are free too.

@@ -82,15 +82,25 @@ func startProcess(ctx context.Context, conf *tls.Config, extraArgs []string) (*S
 	if err != nil {
 		return nil, err
 	}
+	p, err := startOnFreePort(ctx, bin, procSetup{tls: conf}, extraArgs)
+	if err != nil {
+		return nil, err
+	}
+	return p.server(), nil
+}
+
+// startOnFreePort starts a process on a free port, moving to another one
+// when the port was taken in the meantime.
+func startOnFreePort(ctx context.Context, bin string, set procSetup, args []string) (*redisProcess, error) {
 	var lastErr error
 	for range maxPortAttempts {
 		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
-		p, err := startRedisProcess(ctx, bin, port, conf, extraArgs)
+		p, err := startRedisProcessIn(ctx, bin, port, set, args)
 		if err == nil {
-			return p.server(), nil
+			return p, nil
 		}
 		lastErr = err
 		if !errors.Is(err, ErrPortInUse) || ctx.Err() != nil {
@@ -147,9 +157,41 @@ type redisProcess struct {
 // listens on, and PING goes over TLS. On failure nothing is left running and
 // the temp dir is gone.
 func startRedisProcess(ctx context.Context, bin string, port int, conf *tls.Config, extraArgs []string) (*redisProcess, error) {
-	dir, err := os.MkdirTemp("", "latchkey-redis-*")
-	if err != nil {
-		return nil, fmt.Errorf("redistest: cannot create a temp dir for redis-server (check $TMPDIR): %w", err)
+	return startRedisProcessIn(ctx, bin, port, procSetup{tls: conf}, extraArgs)
+}
+
+// procSetup is what the replica, failover and Sentinel topologies need
+// besides startRedisProcess's defaults.
+type procSetup struct {
+	tls *tls.Config
+	// dir, when set, is an existing directory to run in (a node restarted
+	// with the state a killed one left there); it is still removed by close
+	// or a failed start. Empty means a fresh temp dir.
+	dir string
+	// prepare, when set, runs in the directory before the server starts
+	// and returns arguments to put first on the command line, before the
+	// options (redis-server takes a config file only there, e.g. a
+	// Sentinel's, which must be a writable file).
+	prepare func(dir string) ([]string, error)
+}
+
+// startRedisProcessIn is startRedisProcess with the extras of set.
+func startRedisProcessIn(ctx context.Context, bin string, port int, set procSetup, extraArgs []string) (*redisProcess, error) {
+	conf := set.tls
+	dir := set.dir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "latchkey-redis-*"); err != nil {
+			return nil, fmt.Errorf("redistest: cannot create a temp dir for redis-server (check $TMPDIR): %w", err)
+		}
+	}
+	var lead []string
+	if set.prepare != nil {
+		var err error
+		if lead, err = set.prepare(dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
 	}
 	p := &redisProcess{
 		addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
@@ -161,7 +203,8 @@ func startRedisProcess(ctx context.Context, bin string, port int, conf *tls.Conf
 	if conf != nil {
 		listen = []string{"--port", "0", "--tls-port", strconv.Itoa(port)}
 	}
-	args := append(listen,
+	args := append(lead, listen...)
+	args = append(args,
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
@@ -291,14 +334,24 @@ func (p *redisProcess) logTail() string {
 // It is safe to call more than once.
 func (p *redisProcess) close() error {
 	var errs []error
-	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		errs = append(errs, fmt.Errorf("redistest: kill redis-server pid %d: %w", p.cmd.Process.Pid, err))
-	} else {
-		// The error only reports the SIGKILL we just sent.
-		p.wait()
+	if err := p.kill(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(p.dir); err != nil {
 		errs = append(errs, fmt.Errorf("redistest: remove %s: %w", p.dir, err))
 	}
 	return errors.Join(errs...)
+}
+
+// kill SIGKILLs the server (kill -9: no shutdown, no goodbye to replicas or
+// the cluster bus) and reaps it, keeping its directory, and with it a
+// cluster node's nodes.conf, for a restart. It is safe to call more than
+// once.
+func (p *redisProcess) kill() error {
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("redistest: kill redis-server pid %d: %w", p.cmd.Process.Pid, err)
+	}
+	// The error only reports the SIGKILL we just sent.
+	p.wait()
+	return nil
 }
