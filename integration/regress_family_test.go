@@ -86,3 +86,26 @@ func TestRegressMultiMutexMemberTryRetries(t *testing.T) {
 		require.False(t, exists(t, rc, k), "%s left held", k)
 	}
 }
+
+// TestRegressSemaphoreHoldersOutliveNobody: a Semaphore's holders hash
+// lives as long as its holders' leases, even after a client queued: a
+// queued client used to stretch it to the queue's expiry (its holders'
+// TTL plus 10 s), so a holder that lost its permits (never released) left
+// the key behind for seconds (TestTortureFamily's quiescence check).
+func TestRegressSemaphoreHoldersOutliveNobody(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		name := lockName(t)
+		holder := lockClient(t, tp, rlock.Options{}).Semaphore(name, 1)
+		pctx, err := holder.Acquire(ctx, 1, rlock.WithLease(300*time.Millisecond))
+		require.NoError(t, err)
+		waiter := lockClient(t, tp, rlock.Options{}).Semaphore(name, 1)
+		_, ok, err := waiter.TryAcquire(ctx, 1, rlock.WithWait(50*time.Millisecond)) // queues, then leaves
+		require.NoError(t, err)
+		require.False(t, ok)
+		requireLost(t, pctx, 5*time.Second, "the leased permits")
+		require.ErrorIs(t, holder.Release(pctx), rlock.ErrNotHeld)
+		// Nobody holds or waits: everything goes within the lease.
+		requireNoLeftovers(t, tp, name)
+	})
+}

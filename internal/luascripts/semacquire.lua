@@ -18,12 +18,12 @@ local h, q, qn = KEYS[1], KEYS[2], KEYS[3]
 local base, owner, n, size = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local lease, client, queued, spec = tonumber(ARGV[5]), ARGV[6], ARGV[7] == '1', ARGV[8]
 local held, least = sem_held(h)
-local recorded = tonumber(redis.call('hget', h, '#size'))
+local recorded = sem_size(h, qn)
 if recorded and recorded ~= size then
   if held > 0 or redis.call('exists', q) == 1 then
     return {-1, recorded}
   end
-  redis.call('del', h) -- nobody holds or waits: the old size is gone
+  redis.call('del', h, qn) -- nobody holds or waits: the old size is gone
 end
 local prev = tonumber(redis.call('hget', qn, client))
 local ahead, mine = sem_ahead(q, qn, client)
@@ -40,13 +40,8 @@ end
 if pttl ~= -2 then
   if queued then
     enqueue(q, client, math.max(pttl, 0) + 10000)
-    redis.call('hset', qn, client, n)
-    local qt = redis.call('pttl', q)
-    redis.call('pexpire', qn, qt)
-    redis.call('hset', h, '#size', size)
-    if redis.call('pttl', h) < qt then
-      redis.call('pexpire', h, qt)
-    end
+    redis.call('hset', qn, client, n, '#size', size)
+    redis.call('pexpire', qn, redis.call('pttl', q))
   end
   return {0, pttl}
 end
@@ -57,8 +52,7 @@ end
 redis.call('hset', h .. ':' .. owner, owner, n)
 redis.call('pexpire', h .. ':' .. owner, lease)
 if mine then
-  redis.call('zrem', q, client)
-  redis.call('hdel', qn, client)
+  sem_dequeue(q, qn, client)
   if prev and prev > n then
     -- The client's entry wanted more than this grant took: those behind
     -- it may fit now.

@@ -120,7 +120,7 @@ func RunSemLeave(ctx context.Context, c rueidis.Client, k SemKeys, client string
 // RunSemAvailable runs SemAvailable: the free permits, or, when the
 // semaphore is in use with another size, that size (and free 0).
 func RunSemAvailable(ctx context.Context, c rueidis.Client, k SemKeys, size int64) (free, recorded int64, err error) {
-	v, err := SemAvailable.Exec(ctx, c, []string{k.Holders, k.Queue}, []string{itoa(size)}).AsIntSlice()
+	v, err := SemAvailable.Exec(ctx, c, []string{k.Holders, k.Wants}, []string{itoa(size)}).AsIntSlice()
 	if err != nil {
 		return 0, 0, err
 	}

@@ -162,7 +162,8 @@ func TestSemFairness(t *testing.T) {
 
 	assert.Zero(t, f.release("A", false))
 	big.woken(t)
-	assert.Equal(t, "3", hgetall(t, f.c, f.k.Holders)["#size"], "the size outlives the holders while clients wait")
+	assert.False(t, exists(t, f.c, f.k.Holders), "the holders hash outlived its holders")
+	assert.Equal(t, "3", hgetall(t, f.c, f.k.Wants)["#size"], "the size outlives the holders while clients wait")
 	require.True(t, f.acquire("B3", "big", 3, true).Granted)
 	assert.False(t, exists(t, f.c, f.k.Queue), "granted, the client is dequeued")
 	assert.False(t, exists(t, f.c, f.k.Wants))
@@ -262,13 +263,15 @@ func TestSemLeave(t *testing.T) {
 	assert.Zero(t, f.release("A", false))
 	f.gone()
 
-	// Queued with nobody holding: "#size" goes with the queue.
+	// Queued with nobody holding: "#size" lives in the wants, with the queue.
 	require.True(t, f.acquire("A", "a", 3, false).Granted)
 	require.True(t, refused(f.acquire("x", "small", 1, true)))
 	small.quiet(t)
 	assert.Zero(t, f.release("A", false))
 	small.woken(t)
-	assert.Equal(t, pttl(t, f.c, f.k.Queue)/time.Second, pttl(t, f.c, f.k.Holders)/time.Second)
+	assert.False(t, exists(t, f.c, f.k.Holders), "the holders hash outlived its holders")
+	assert.Equal(t, "3", hgetall(t, f.c, f.k.Wants)["#size"])
+	assert.Equal(t, pttl(t, f.c, f.k.Queue)/time.Second, pttl(t, f.c, f.k.Wants)/time.Second)
 	assert.True(t, f.leave("small"))
 	f.gone()
 }

@@ -10,11 +10,10 @@
 -- Returns 1 when the client was queued, else 0.
 local h, q, qn = KEYS[1], KEYS[2], KEYS[3]
 local base, client, spec = ARGV[1], ARGV[2], ARGV[4]
-local removed = redis.call('zrem', q, client)
-redis.call('hdel', qn, client)
-local size = tonumber(redis.call('hget', h, '#size')) or tonumber(ARGV[3])
+local removed = sem_dequeue(q, qn, client)
+local size = sem_size(h, qn) or tonumber(ARGV[3])
 local held = sem_held(h)
-sem_settle(h, q)
+sem_settle(h)
 if removed == 1 and size > held then
   sem_wake(base, spec, size - held, nil)
 end

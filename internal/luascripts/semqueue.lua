@@ -2,13 +2,14 @@
 --
 -- A Semaphore with base key B has: B:h, the holders {owner -> permits} and
 -- the field "#size" (owner ids never start with '#'), the size its first
--- user fixed; B:h's expiry is the longest holder's lease, and at least the
--- queue's while clients wait. Each holder also has B:h:<owner>
--- {owner -> permits} with its own lease: a holder whose own key is gone is
--- dead, and its permits are free. Waiting clients queue in B:q, scored by
--- the server time they queued at, with the permits each one's contender
--- wants in B:qn {client -> permits} (same expiry as B:q), and listen on
--- B:ch:<client>. A client keeps its entry until it is granted or leaves.
+-- user fixed; B:h's expiry is the longest holder's lease, as a Mutex's is.
+-- Each holder also has B:h:<owner> {owner -> permits} with its own lease: a
+-- holder whose own key is gone is dead, and its permits are free. Waiting
+-- clients queue in B:q, scored by the server time they queued at, with the
+-- permits each one's contender wants in B:qn {client -> permits}, which
+-- records "#size" too, with B:q's expiry. So the size lives while anyone
+-- holds or waits, and neither key outlives what it records. Clients
+-- listen on B:ch:<client>, and keep their entry until granted or gone.
 --
 -- The grant rule: a request for n is granted iff the live held permits, n
 -- and the wants of every client queued before the caller (every queued
@@ -54,18 +55,28 @@ local function sem_ahead(q, qn, client)
   return sum, rank ~= false
 end
 
--- sem_settle keeps "#size" for as long as someone holds or waits: with no
--- holder left, B:h lives as long as the queue, and goes with it.
-local function sem_settle(h, q)
-  if redis.call('hlen', h) ~= 1 or redis.call('hexists', h, '#size') == 0 then
-    return
-  end
-  local qt = redis.call('pttl', q)
-  if qt > 0 then
-    redis.call('pexpire', h, qt)
-  else
+-- sem_size is the size the semaphore is in use with, or nil.
+local function sem_size(h, qn)
+  return tonumber(redis.call('hget', h, '#size')) or tonumber(redis.call('hget', qn, '#size'))
+end
+
+-- sem_settle deletes B:h once no holder is left in it but "#size" (B:qn
+-- keeps the size while clients wait).
+local function sem_settle(h)
+  if redis.call('hlen', h) == 1 and redis.call('hexists', h, '#size') == 1 then
     redis.call('del', h)
   end
+end
+
+-- sem_dequeue takes client off the queue, and B:qn with the last one. It
+-- returns 1 when the client was queued.
+local function sem_dequeue(q, qn, client)
+  local removed = redis.call('zrem', q, client)
+  redis.call('hdel', qn, client)
+  if redis.call('exists', q) == 0 then
+    redis.call('del', qn)
+  end
+  return removed
 end
 
 -- sem_wake walks the queue oldest first and tells each client whose want
@@ -93,8 +104,7 @@ local function sem_wake(base, spec, free, stop)
       end
       used = used + want
     else
-      redis.call('zrem', q, client)
-      redis.call('hdel', qn, client)
+      sem_dequeue(q, qn, client)
     end
   end
 end

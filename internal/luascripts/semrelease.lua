@@ -20,9 +20,9 @@ if not (has_own and has_field) and not (retry and not has_own and not has_field)
 end
 redis.call('del', own)
 redis.call('hdel', h, owner)
-local size = tonumber(redis.call('hget', h, '#size')) or tonumber(ARGV[3])
+local size = sem_size(h, qn) or tonumber(ARGV[3])
 local held = sem_held(h)
-sem_settle(h, q)
+sem_settle(h)
 if size > held then
   sem_wake(base, spec, size - held, nil)
 end
