@@ -35,6 +35,13 @@ var (
 
 	// ErrInvalidOptions: NewClient got a nil rueidis client or bad Options.
 	ErrInvalidOptions = errors.New("latchkey: invalid options")
+
+	// ErrNotReplicated: with Options.SyncReplicas, fewer replicas than asked
+	// acknowledged a change in time. From an acquire, the grant was
+	// released and nothing is held: retry, or check the replicas' health
+	// and lag. From a release, the lock was released on the master, but a
+	// failover now could bring it back until its lease ends.
+	ErrNotReplicated = errors.New("latchkey: not acknowledged by enough replicas")
 )
 
 // ctxErr reports why ctx ended, keeping both ctx.Err() (so errors.Is with

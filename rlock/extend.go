@@ -51,9 +51,14 @@ func (m *Mutex) Extend(lctx context.Context, lease time.Duration) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	sent := time.Now()
-	held, err := luascripts.RunRenewOne(ctx, m.c.rc, m.keys.Lock, h.owner, lease)
+	held, err := luascripts.RunRenewOne(ctx, m.c.rc, m.keys.Lock, h.owner, lease, m.c.opts.sync())
+	var notSynced *luascripts.NotReplicatedError
 	switch {
-	case err != nil:
+	case errors.As(err, &notSynced) && held:
+		// Extended on the master only: a failover could undo it, so the
+		// hold keeps the deadline it had.
+		return fmt.Errorf("%w: extend %q: %w (the lease stands as it was)", ErrNotReplicated, m.name, notSynced)
+	case err != nil && !errors.As(err, &notSynced):
 		// It may have run: then Redis keeps the lock longer than we count
 		// on, which is safe.
 		return fmt.Errorf("latchkey: extend %q: %w (the lease stands as it was)", m.name, err)

@@ -127,7 +127,9 @@ func (c *Client) enter(ctx context.Context, m *Mutex, lo lockOptions, deadline t
 func (c *Client) chooseHeir(g *gate) *gateWaiter {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || len(g.waiters) == 0 || c.opts.MaxLocalHandovers < 0 || g.streak >= c.opts.MaxLocalHandovers {
+	// With SyncReplicas no release hands over: a handover is a grant that
+	// WAIT would have to confirm after the release already happened.
+	if c.closed || len(g.waiters) == 0 || c.opts.MaxLocalHandovers < 0 || g.streak >= c.opts.MaxLocalHandovers || c.opts.SyncReplicas.Replicas > 0 {
 		return nil
 	}
 	w := g.waiters[0]

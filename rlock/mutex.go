@@ -203,7 +203,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	}
 	defer lv.cancel(nil)
 	if h.count > 1 {
-		r, err := m.runRelease(luascripts.ReleaseArgs{Owner: h.owner, Count: h.count})
+		r, err := m.runRelease(luascripts.ReleaseArgs{Owner: h.owner, Count: h.count, Sync: m.c.opts.sync()})
 		switch {
 		case err != nil:
 			// Most likely it ran (Redis was reachable a moment ago); if not,
@@ -231,7 +231,7 @@ func (m *Mutex) releaseLast(h *hold) error {
 	if lost != nil {
 		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
 	}
-	args := luascripts.ReleaseArgs{Owner: h.owner, Count: 1, Wake: m.c.wake}
+	args := luascripts.ReleaseArgs{Owner: h.owner, Count: 1, Wake: m.c.wake, Sync: m.c.opts.sync()}
 	var w *gateWaiter
 	if hasBaton {
 		if w = m.c.chooseHeir(h.g); w != nil {
@@ -277,6 +277,11 @@ func (m *Mutex) runRelease(args luascripts.ReleaseArgs) (luascripts.ReleaseReply
 		r, err := luascripts.RunRelease(ctx, m.c.rc, m.keys, args)
 		if err == nil {
 			return r, nil
+		}
+		var notSynced *luascripts.NotReplicatedError
+		if errors.As(err, &notSynced) {
+			// It ran: r stands. Only a failover now could undo it.
+			return r, fmt.Errorf("%w: unlock %q: released on the master, %w: a failover now could bring the hold back until its lease ends", ErrNotReplicated, m.name, notSynced)
 		}
 		if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, rueidis.ErrClosing) || errors.Is(err, luascripts.ErrUnexpectedReply) || !sleep(ctx, nil, backoff) {
 			return r, fmt.Errorf("latchkey: unlock %q: %w (the lock expires within its lease)", m.name, err)

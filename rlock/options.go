@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/latchkey/latchkey/internal/luascripts"
 	"github.com/latchkey/latchkey/watchdog"
 )
 
@@ -105,6 +106,16 @@ type Options struct {
 	// and one second. Default 5s.
 	ReleaseTimeout time.Duration
 
+	// SyncReplicas, when its Replicas is above 0, makes every grant,
+	// watchdog renewal and release wait until that many replicas have
+	// acknowledged it (WAIT, on the same connection, for at most its
+	// Timeout). A grant not acknowledged in time is released and its
+	// acquire fails with ErrNotReplicated; a renewal not acknowledged counts
+	// as a failed renewal; a release not acknowledged still released, and
+	// its Unlock reports ErrNotReplicated. Off by default. See
+	// docs/safety.md for what it does and does not guarantee.
+	SyncReplicas SyncReplicas
+
 	// OnAttempt, when set, is called after every run of the acquire script
 	// with the lock's name and whether it acquired. It is for metrics and
 	// tests; it runs on the caller's goroutine and must be fast.
@@ -116,6 +127,20 @@ type Options struct {
 	// goroutine and must be fast.
 	OnWait func(name string)
 }
+
+// SyncReplicas is Options.SyncReplicas.
+type SyncReplicas struct {
+	// Replicas is how many replicas must acknowledge each change; 0 turns
+	// syncing off. Ask for every replica that may be promoted.
+	Replicas int
+	// Timeout bounds each WAIT. Default DefaultSyncTimeout; it must be
+	// shorter than the watchdog's interval, since a renewal tick waits for
+	// it.
+	Timeout time.Duration
+}
+
+// DefaultSyncTimeout is SyncReplicas.Timeout's default.
+const DefaultSyncTimeout = time.Second
 
 func (o Options) withDefaults() (Options, error) {
 	if o.Prefix == "" {
@@ -160,12 +185,22 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: ReleaseTimeout %v is negative", ErrInvalidOptions, o.ReleaseTimeout)
 	case o.PubSub < PubSubAuto || o.PubSub > PubSubSharded:
 		return o, fmt.Errorf("%w: unknown PubSub mode %d", ErrInvalidOptions, o.PubSub)
+	case o.SyncReplicas.Replicas < 0 || o.SyncReplicas.Timeout < 0:
+		return o, fmt.Errorf("%w: SyncReplicas %+v must not be negative", ErrInvalidOptions, o.SyncReplicas)
+	}
+	if o.SyncReplicas.Replicas > 0 && o.SyncReplicas.Timeout == 0 {
+		o.SyncReplicas.Timeout = DefaultSyncTimeout
 	}
 	return o, nil
 }
 
+// sync is the luascripts form of SyncReplicas.
+func (o Options) sync() luascripts.Sync {
+	return luascripts.Sync{Replicas: int64(o.SyncReplicas.Replicas), Timeout: o.SyncReplicas.Timeout}
+}
+
 func (o Options) watchdogOptions() watchdog.Options {
-	return watchdog.Options{Timeout: o.WatchdogTimeout, Interval: o.WatchdogInterval, BatchSize: o.RenewBatchSize}
+	return watchdog.Options{Timeout: o.WatchdogTimeout, Interval: o.WatchdogInterval, BatchSize: o.RenewBatchSize, Sync: o.sync()}
 }
 
 // LockOption adjusts one Lock or TryLock call.

@@ -196,10 +196,13 @@ func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadlin
 		try: func(ctx context.Context, queued bool) (bool, time.Duration, error) {
 			owner, sent = c.newOwner(), time.Now()
 			r, err := luascripts.RunRWAcquire(ctx, c.rc, rw.keys, write, luascripts.RWAcquireArgs{
-				Owner: owner, Lease: c.lease(lo), Client: c.id, Queued: queued, Writer: writer, Wake: c.wake,
+				Owner: owner, Lease: c.lease(lo), Client: c.id, Queued: queued, Writer: writer, Wake: c.wake, Sync: c.opts.sync(),
 			})
 			if hook := c.opts.OnAttempt; hook != nil {
-				hook(rw.name, r.Granted)
+				hook(rw.name, r.Granted && err == nil)
+			}
+			if err != nil && r.Granted {
+				return false, 0, c.notReplicated(rw.name, err, rw.undo(owner, write))
 			}
 			if err != nil {
 				return false, 0, rw.failed(owner, write, err)
@@ -262,7 +265,7 @@ func (rw *RWMutex) undo(owner string, write bool) error {
 // release drops one of owner's holds, whose count is count.
 func (rw *RWMutex) release(owner string, write bool, count int64) (int64, error) {
 	return rw.c.runReleaseCall(rw.name, func(ctx context.Context, retry bool) (int64, error) {
-		return luascripts.RunRWUnlock(ctx, rw.c.rc, rw.keys, luascripts.RWUnlockArgs{Owner: owner, Write: write, Count: count, Wake: rw.c.wake, Retry: retry})
+		return luascripts.RunRWUnlock(ctx, rw.c.rc, rw.keys, luascripts.RWUnlockArgs{Owner: owner, Write: write, Count: count, Wake: rw.c.wake, Retry: retry, Sync: rw.c.opts.sync()})
 	})
 }
 

@@ -156,12 +156,15 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, lo lockOptions, deadli
 		try: func(ctx context.Context, queued bool) (bool, time.Duration, error) {
 			owner, sent = c.newOwner(), time.Now()
 			r, err := luascripts.RunSemAcquire(ctx, c.rc, s.keys, luascripts.SemAcquireArgs{
-				Owner: owner, Permits: n, Size: s.size, Lease: c.lease(lo), Client: c.id, Queued: queued, Wake: c.wake,
+				Owner: owner, Permits: n, Size: s.size, Lease: c.lease(lo), Client: c.id, Queued: queued, Wake: c.wake, Sync: c.opts.sync(),
 			})
 			if hook := c.opts.OnAttempt; hook != nil {
-				hook(s.name, r.Granted)
+				hook(s.name, r.Granted && err == nil)
 			}
 			switch {
+			case err != nil && r.Granted:
+				_, undo := s.releaseCall(owner, true)
+				return false, 0, c.notReplicated(s.name, err, undo)
 			case err != nil:
 				return false, 0, s.failed(owner, err)
 			case r.Size != 0:
@@ -208,7 +211,11 @@ func (s *Semaphore) release(owner string) (int64, error) { return s.releaseCall(
 // retry, taking back a grant that a call of unknown outcome may have made.
 func (s *Semaphore) releaseCall(owner string, undo bool) (int64, error) {
 	return s.c.runReleaseCall(s.name, func(ctx context.Context, retry bool) (int64, error) {
-		return luascripts.RunSemRelease(ctx, s.c.rc, s.keys, luascripts.SemReleaseArgs{Owner: owner, Size: s.size, Wake: s.c.wake, Retry: retry || undo})
+		a := luascripts.SemReleaseArgs{Owner: owner, Size: s.size, Wake: s.c.wake, Retry: retry || undo}
+		if !undo {
+			a.Sync = s.c.opts.sync()
+		}
+		return luascripts.RunSemRelease(ctx, s.c.rc, s.keys, a)
 	})
 }
 

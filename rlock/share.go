@@ -253,6 +253,10 @@ func (c *Client) releaseLevel(lv *shareLevel, release func(count int64) (int64, 
 	}
 	defer lv.cancel(nil)
 	left, err := release(s.count)
+	var notSynced error
+	if errors.Is(err, ErrNotReplicated) {
+		notSynced, err = err, nil // it ran
+	}
 	switch {
 	case err != nil:
 		// Most likely it ran; if not, the share expires within its lease.
@@ -269,7 +273,7 @@ func (c *Client) releaseLevel(lv *shareLevel, release func(count int64) (int64, 
 		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
 	}
 	s.count = left
-	return nil
+	return notSynced
 }
 
 // runReleaseCall runs a release script through run, retrying a call whose
@@ -283,6 +287,11 @@ func (c *Client) runReleaseCall(name string, run func(ctx context.Context, retry
 		n, err := run(ctx, retry)
 		if err == nil {
 			return n, nil
+		}
+		var notSynced *luascripts.NotReplicatedError
+		if errors.As(err, &notSynced) {
+			// It ran: n stands. Only a failover now could undo it.
+			return n, fmt.Errorf("%w: release %q: released on the master, %w: a failover now could bring the hold back until its lease ends", ErrNotReplicated, name, notSynced)
 		}
 		if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, rueidis.ErrClosing) || errors.Is(err, luascripts.ErrUnexpectedReply) || !sleep(ctx, nil, backoff) {
 			return n, fmt.Errorf("latchkey: release %q: %w (the hold expires within its lease)", name, err)
@@ -324,4 +333,13 @@ func (c *Client) lease(lo lockOptions) time.Duration {
 		return lo.lease
 	}
 	return c.wd.Options().Timeout
+}
+
+// notReplicated is the error of an acquire whose grant the replicas did
+// not acknowledge (err, from the script layer), after undo gave it back.
+func (c *Client) notReplicated(name string, err, undo error) error {
+	if undo != nil {
+		return fmt.Errorf("%w: acquire %q: %w; giving the grant back failed too (%v): it expires within its lease", ErrNotReplicated, name, err, undo)
+	}
+	return fmt.Errorf("%w: acquire %q: %w; the grant was given back", ErrNotReplicated, name, err)
 }

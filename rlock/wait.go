@@ -220,10 +220,13 @@ func (m *Mutex) attempt(ctx context.Context, lo lockOptions, waiter bool) (strin
 	t := try{sent: time.Now()}
 	var err error
 	t.AcquireReply, err = luascripts.RunAcquire(ctx, m.c.rc, m.keys, luascripts.AcquireArgs{
-		Owner: owner, Lease: m.lease(lo), Client: m.c.id, Waiter: waiter,
+		Owner: owner, Lease: m.lease(lo), Client: m.c.id, Waiter: waiter, Sync: m.c.opts.sync(),
 	})
 	if hook := m.c.opts.OnAttempt; hook != nil {
-		hook(m.name, t.Acquired)
+		hook(m.name, t.Acquired && err == nil)
+	}
+	if err != nil && t.Acquired {
+		return owner, try{}, m.c.notReplicated(m.name, err, m.undo(owner, 1))
 	}
 	if err != nil {
 		if _, isRedis := rueidis.IsRedisErr(err); !isRedis && !errors.Is(err, luascripts.ErrUnexpectedReply) {

@@ -131,7 +131,7 @@ func (w *Watchdog) tick() (failed bool) {
 	ctx, cancel := context.WithDeadline(w.ctx, minTime(now.Add(w.opts.Interval), earliest))
 	defer cancel()
 	sent := time.Now()
-	results := luascripts.Renew.ExecMulti(ctx, w.client, calls)
+	results, acks := luascripts.Renew.ExecMultiSync(ctx, w.client, calls, w.opts.Sync)
 
 	var gone []*Entry
 	w.mu.Lock()
@@ -139,6 +139,11 @@ func (w *Watchdog) tick() (failed bool) {
 	w.stats.Calls += uint64(len(calls))
 	for i, r := range results {
 		held, err := parseRenew(r, len(batches[i]))
+		if err == nil && acks[i] != nil {
+			// Renewed on the master only: a failover could lose it, so it
+			// does not move the deadline.
+			err = fmt.Errorf("renewal not replicated: %w", acks[i])
+		}
 		if err != nil {
 			failed = true
 			w.stats.Errors++

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
 // Defaults for Options' zero values.
@@ -65,6 +67,10 @@ type Options struct {
 	Interval time.Duration
 	// BatchSize is the most keys one renew call carries. Default 100.
 	BatchSize int
+	// Sync, when it asks for replicas, follows every renew call with WAIT
+	// on its connection; a call its replicas did not acknowledge in time
+	// counts as a failed renewal. Its Timeout must be below Interval.
+	Sync luascripts.Sync
 }
 
 // Errors for bad options and for the cause handed to onLost. Match with errors.Is.
@@ -95,6 +101,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: Interval %v must be positive and shorter than Timeout %v less its drift margin %v", ErrInvalidOptions, o.Interval, o.Timeout, DriftMargin(o.Timeout))
 	case o.BatchSize < 1:
 		return o, fmt.Errorf("%w: BatchSize %d must be at least 1", ErrInvalidOptions, o.BatchSize)
+	case o.Sync.Replicas > 0 && (o.Sync.Timeout <= 0 || o.Sync.Timeout >= o.Interval):
+		return o, fmt.Errorf("%w: the replica sync timeout %v must be positive and shorter than Interval %v", ErrInvalidOptions, o.Sync.Timeout, o.Interval)
 	}
 	return o, nil
 }

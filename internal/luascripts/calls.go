@@ -53,19 +53,27 @@ type AcquireArgs struct {
 	Lease  time.Duration // > 0
 	Client string        // the caller's client id
 	Waiter bool          // queue the client if refused, dequeue it if granted
+	Sync   Sync          // replicas to acknowledge a grant
 }
 
 // AcquireKeys are the acquire script's KEYS, in order.
 func (k Keys) AcquireKeys() []string { return []string{k.Lock, k.Fence, k.Queue, k.Reservation} }
 
-// RunAcquire runs the acquire script.
+// RunAcquire runs the acquire script. A grant that a.Sync's replicas did
+// not acknowledge is returned with a *NotReplicatedError beside it; the
+// grant stands until the caller undoes it.
 func RunAcquire(ctx context.Context, c rueidis.Client, k Keys, a AcquireArgs) (AcquireReply, error) {
-	v, err := Acquire.Exec(ctx, c, k.AcquireKeys(),
-		[]string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter)}).AsIntSlice()
+	res, notSynced := Acquire.ExecSync(ctx, c, k.AcquireKeys(),
+		[]string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter)}, a.Sync)
+	v, err := res.AsIntSlice()
 	if err != nil {
 		return AcquireReply{}, err
 	}
-	return ParseAcquire(v)
+	r, err := ParseAcquire(v)
+	if err == nil && r.Acquired && notSynced != nil {
+		return r, notSynced
+	}
+	return r, err
 }
 
 // RunReenter runs the reenter script: the owner's new hold count, 0 when it
@@ -86,19 +94,27 @@ type ReleaseArgs struct {
 	HeirLease time.Duration // the heir's lease
 	Wake      Wake
 	Retry     bool // an earlier call with these arguments may have run
+	Sync      Sync // replicas to acknowledge the release
 }
 
-// RunRelease runs the release script.
+// RunRelease runs the release script. A release that a.Sync's replicas
+// did not acknowledge is returned with a *NotReplicatedError beside it: it
+// ran.
 func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (ReleaseReply, error) {
 	args := []string{a.Owner, strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry)}
 	if a.Heir != "" {
 		args = append(args, a.Heir, Millis(a.HeirLease))
 	}
-	v, err := Release.Exec(ctx, c, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation}, args).AsIntSlice()
+	res, notSynced := Release.ExecSync(ctx, c, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation}, args, a.Sync)
+	v, err := res.AsIntSlice()
 	if err != nil {
 		return ReleaseReply{}, err
 	}
-	return ParseRelease(v)
+	r, err := ParseRelease(v)
+	if err == nil && notSynced != nil {
+		return r, notSynced
+	}
+	return r, err
 }
 
 // RunLeave runs the leave script for client; it reports whether the lock
@@ -117,9 +133,11 @@ func RunForceUnlock(ctx context.Context, c rueidis.Client, k Keys, w Wake) (bool
 }
 
 // RunRenewOne runs the renew script for one lock: it reports whether owner
-// still holds key, whose expiry is then at least lease.
-func RunRenewOne(ctx context.Context, c rueidis.Client, key, owner string, lease time.Duration) (bool, error) {
-	v, err := Renew.Exec(ctx, c, []string{key}, []string{Millis(lease), owner}).AsIntSlice()
+// still holds key, whose expiry is then at least lease. A renewal that y's
+// replicas did not acknowledge is returned with a *NotReplicatedError.
+func RunRenewOne(ctx context.Context, c rueidis.Client, key, owner string, lease time.Duration, y Sync) (bool, error) {
+	res, notSynced := Renew.ExecSync(ctx, c, []string{key}, []string{Millis(lease), owner}, y)
+	v, err := res.AsIntSlice()
 	if err != nil {
 		return false, err
 	}
@@ -127,7 +145,7 @@ func RunRenewOne(ctx context.Context, c rueidis.Client, key, owner string, lease
 	if err != nil {
 		return false, err
 	}
-	return held[0], nil
+	return held[0], notSynced
 }
 
 // RunInspect runs the inspect script; owner may be "".

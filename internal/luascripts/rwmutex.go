@@ -69,6 +69,7 @@ type RWAcquireArgs struct {
 	Queued bool          // queue the client if refused, dequeue it if granted
 	Writer string        // RWRead only: the write owner the caller holds, or ""
 	Wake   Wake
+	Sync   Sync // replicas to acknowledge a grant
 }
 
 // RWAcquireReply is the reply of RWRead and RWWrite.
@@ -85,17 +86,20 @@ func (w Wake) flavour() string {
 	return "p"
 }
 
-// RunRWAcquire runs RWWrite when write, else RWRead.
+// RunRWAcquire runs RWWrite when write, else RWRead. A grant that a.Sync's
+// replicas did not acknowledge is returned with a *NotReplicatedError
+// beside it.
 func RunRWAcquire(ctx context.Context, c rueidis.Client, k RWKeys, write bool, a RWAcquireArgs) (RWAcquireReply, error) {
-	var v []int64
-	var err error
+	var res rueidis.RedisResult
+	var notSynced error
 	if write {
-		v, err = RWWrite.Exec(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW, k.Fence},
-			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.flavour()}).AsIntSlice()
+		res, notSynced = RWWrite.ExecSync(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW, k.Fence},
+			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.flavour()}, a.Sync)
 	} else {
-		v, err = RWRead.Exec(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW},
-			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Writer, a.Wake.flavour()}).AsIntSlice()
+		res, notSynced = RWRead.ExecSync(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW},
+			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Writer, a.Wake.flavour()}, a.Sync)
 	}
+	v, err := res.AsIntSlice()
 	if err != nil {
 		return RWAcquireReply{}, err
 	}
@@ -105,7 +109,7 @@ func RunRWAcquire(ctx context.Context, c rueidis.Client, k RWKeys, write bool, a
 		if write {
 			r.Token = v[1]
 		}
-		return r, nil
+		return r, notSynced
 	case len(v) == 2 && v[0] == 0 && v[1] >= -1:
 		return RWAcquireReply{PTTL: time.Duration(v[1]) * time.Millisecond}, nil
 	}
@@ -129,19 +133,25 @@ type RWUnlockArgs struct {
 	Count int64 // the owner's hold count before the release
 	Wake  Wake
 	Retry bool // an earlier call with these arguments may have run
+	Sync  Sync // replicas to acknowledge the release
 }
 
 // RunRWUnlock runs RWUnlock: the holds left, or -1 when the owner did not
-// hold with that count.
+// hold with that count. A release a.Sync's replicas did not acknowledge is
+// returned with a *NotReplicatedError beside it: it ran.
 func RunRWUnlock(ctx context.Context, c rueidis.Client, k RWKeys, a RWUnlockArgs) (int64, error) {
 	side := "r"
 	if a.Write {
 		side = "w"
 	}
-	n, err := RWUnlock.Exec(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW},
-		[]string{k.Base, a.Owner, side, strconv.FormatInt(a.Count, 10), a.Wake.flavour(), flag(a.Retry)}).AsInt64()
+	res, notSynced := RWUnlock.ExecSync(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW},
+		[]string{k.Base, a.Owner, side, strconv.FormatInt(a.Count, 10), a.Wake.flavour(), flag(a.Retry)}, a.Sync)
+	n, err := res.AsInt64()
 	if err == nil && n < -1 {
 		err = unexpected("rwunlock", n)
+	}
+	if err == nil {
+		err = notSynced
 	}
 	return n, err
 }

@@ -61,6 +61,7 @@ type SemAcquireArgs struct {
 	Client  string // the caller's client id
 	Queued  bool   // queue the client if refused, dequeue it if granted
 	Wake    Wake
+	Sync    Sync // replicas to acknowledge a grant
 }
 
 // SemAcquireReply is SemAcquire's reply.
@@ -74,16 +75,18 @@ type SemAcquireReply struct {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// RunSemAcquire runs SemAcquire.
+// RunSemAcquire runs SemAcquire. A grant that a.Sync's replicas did not
+// acknowledge is returned with a *NotReplicatedError beside it.
 func RunSemAcquire(ctx context.Context, c rueidis.Client, k SemKeys, a SemAcquireArgs) (SemAcquireReply, error) {
-	v, err := SemAcquire.Exec(ctx, c, k.all(), []string{k.Base, a.Owner, itoa(a.Permits), itoa(a.Size),
-		Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.flavour()}).AsIntSlice()
+	res, notSynced := SemAcquire.ExecSync(ctx, c, k.all(), []string{k.Base, a.Owner, itoa(a.Permits), itoa(a.Size),
+		Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.flavour()}, a.Sync)
+	v, err := res.AsIntSlice()
 	if err != nil {
 		return SemAcquireReply{}, err
 	}
 	switch {
 	case len(v) == 1 && v[0] == 1:
-		return SemAcquireReply{Granted: true}, nil
+		return SemAcquireReply{Granted: true}, notSynced
 	case len(v) == 2 && v[0] == 0 && v[1] >= -1:
 		return SemAcquireReply{PTTL: pttl(v[1])}, nil
 	case len(v) == 2 && v[0] == -1 && v[1] > 0 && v[1] != a.Size:
@@ -98,15 +101,21 @@ type SemReleaseArgs struct {
 	Size  int64 // the caller's size, for when the recorded one is gone
 	Wake  Wake
 	Retry bool // an earlier call with these arguments may have run
+	Sync  Sync // replicas to acknowledge the release
 }
 
 // RunSemRelease runs SemRelease: 0 when released, -1 when the owner held
-// no permits.
+// no permits. A release a.Sync's replicas did not acknowledge is returned
+// with a *NotReplicatedError beside it: it ran.
 func RunSemRelease(ctx context.Context, c rueidis.Client, k SemKeys, a SemReleaseArgs) (int64, error) {
-	n, err := SemRelease.Exec(ctx, c, k.all(),
-		[]string{k.Base, a.Owner, itoa(a.Size), a.Wake.flavour(), flag(a.Retry)}).AsInt64()
+	res, notSynced := SemRelease.ExecSync(ctx, c, k.all(),
+		[]string{k.Base, a.Owner, itoa(a.Size), a.Wake.flavour(), flag(a.Retry)}, a.Sync)
+	n, err := res.AsInt64()
 	if err == nil && n != 0 && n != -1 {
 		err = unexpected("semrelease", n)
+	}
+	if err == nil {
+		err = notSynced
 	}
 	return n, err
 }
