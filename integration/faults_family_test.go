@@ -150,24 +150,7 @@ func famHolderChild() error {
 // startFamHolder runs a famholder child until it holds.
 func startFamHolder(t *testing.T, cfg famHolderConfig) *holderProc {
 	t.Helper()
-	h := &holderProc{events: make(chan holderEvent, 2)}
-	h.proc = startChild(t, "famholder", "famholder child", cfg, t.TempDir()+"/stderr")
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		defer close(h.events)
-		lines := bufio.NewScanner(h.proc.Stdout)
-		for lines.Scan() {
-			var ev holderEvent
-			if json.Unmarshal(lines.Bytes(), &ev) == nil && ev.Event != "" {
-				h.events <- ev
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		h.proc.Kill()
-		<-read
-	})
+	h := startHolderRole(t, "famholder", cfg)
 	h.next(t, "claimed")
 	return h
 }

@@ -147,8 +147,16 @@ type holderProc struct {
 // reported its "claimed" event. The child is killed when the test ends.
 func startHolder(t *testing.T, cfg holderConfig) (*holderProc, holderEvent) {
 	t.Helper()
+	h := startHolderRole(t, "holder", cfg)
+	return h, h.next(t, "claimed")
+}
+
+// startHolderRole runs a child of role (a holder of some kind) with cfg as
+// its parameters, and reads its events; it is killed when the test ends.
+func startHolderRole(t *testing.T, role string, cfg any) *holderProc {
+	t.Helper()
 	h := &holderProc{events: make(chan holderEvent, 2)}
-	h.proc = startChild(t, "holder", "holder child", cfg, t.TempDir()+"/stderr")
+	h.proc = startChild(t, role, role+" child", cfg, t.TempDir()+"/stderr")
 
 	read := make(chan struct{})
 	go func() {
@@ -166,7 +174,7 @@ func startHolder(t *testing.T, cfg holderConfig) (*holderProc, holderEvent) {
 		h.proc.Kill() // works on a stopped process too
 		<-read
 	})
-	return h, h.next(t, "claimed")
+	return h
 }
 
 // next waits for the child's next event, which must be want.
