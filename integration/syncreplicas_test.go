@@ -103,7 +103,7 @@ func TestSyncReplicas(t *testing.T) {
 	failedBefore := c.WatchdogStats().Errors
 	require.NoError(t, syscall.Kill(replicaPID, syscall.SIGSTOP))
 	t.Cleanup(func() { syscall.Kill(replicaPID, syscall.SIGCONT) })
-	_, err = c.Mutex(name+"-other").Lock(ctx)
+	_, err = c.Mutex(name + "-other").Lock(ctx)
 	require.ErrorIs(t, err, rlock.ErrNotReplicated)
 	require.False(t, exists(t, rc, "latchkey:{"+name+"-other}"), "a grant not acknowledged was kept")
 	requireLost(t, lctx, 5*time.Second, "the lock whose renewals were not acknowledged")
