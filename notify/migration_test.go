@@ -22,8 +22,12 @@ import (
 // "sunsubscribe") and ends the Receive call with a nil error, without
 // resubscribing. The hub treats that like any subscription that ended under
 // live waiters: every waiter wakes (WokenAll), and the next Receive goes to
-// the slot's new owner (rueidis follows the -MOVED its SSUBSCRIBE gets from
-// the old one).
+// the slot's new owner. That takes rueidis a while: its SSUBSCRIBE goes
+// where its slot map says, the old master answers -MOVED, and rueidis
+// retries (with a growing backoff) until a slot-map refresh, which it
+// starts after a random delay of up to 1 s on a small cluster, sends it to
+// the new owner. A message published meanwhile reaches nobody, but the new
+// subscription's confirmation wakes every waiter again.
 //
 // These tests start a Cluster of their own: they move slots, which the
 // shared one must not see.
@@ -122,6 +126,7 @@ func TestShardedSlotMigration(t *testing.T) {
 		requireAllWoken(t, results, waiters, "the migration to wake every waiter")
 		t.Logf("slot %d %s -> %s: every waiter woken %v after the migration began", slot, from, to, time.Since(start).Round(time.Millisecond))
 		resubscribed(t, h, channel)
+		t.Logf("resubscribed on the new owner %v after the migration began", time.Since(start).Round(time.Millisecond))
 		requireServedBy(t, nodes[from], nodes[to], channel)
 		requireWakesOneEach(t, cc, subs, channel)
 	})
