@@ -236,6 +236,10 @@ func (h *Hub) run(ch *channel) {
 		if wanted {
 			// The subscription ended under live waiters: whatever was
 			// published since is lost, so let every waiter look again.
+			// This is also how a sharded channel follows its slot to
+			// another master: the old one ends the subscription with a
+			// sunsubscribe push, rueidis returns from Receive with no
+			// error, and the next round subscribes on the new owner.
 			ch.bumpLocked()
 		}
 		h.mu.Unlock()

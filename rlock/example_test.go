@@ -515,3 +515,78 @@ func ExampleSemaphore() {
 	// Output:
 	// true 3 <nil>
 }
+
+// With SyncReplicas every grant, renewal and release waits until that many
+// replicas have it. The example's Redis has no replica, so asking for one
+// makes every acquire fail with ErrNotReplicated: the grant is given back
+// and nothing is held. Ask for as many replicas as may be promoted.
+func ExampleSyncReplicas() {
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rc.Close()
+	locks, err := rlock.NewClient(rc, rlock.Options{
+		SyncReplicas: rlock.SyncReplicas{Replicas: 1, Timeout: 50 * time.Millisecond},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+
+	m := locks.Mutex("report:daily")
+	lctx, err := m.Lock(context.Background())
+	if errors.Is(err, rlock.ErrNotReplicated) {
+		fmt.Println("not replicated: nothing held")
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Unlock(lctx)
+	fmt.Println("held, and on a replica")
+	// Output:
+	// not replicated: nothing held
+}
+
+// On Redis Cluster, give the rueidis client a few seed nodes: latchkey
+// uses sharded pub/sub there (Redis 7+), and every key of a lock shares
+// the lock name's hash tag, so its scripts run on one node. (Not run: it
+// needs a Cluster.)
+func ExampleNewClient_cluster() {
+	rc, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress: []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rc.Close()
+	locks, err := rlock.NewClient(rc, rlock.Options{}) // PubSubAuto: sharded on a Cluster
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+	fmt.Println(locks.Mutex("invoice:42").Key()) // latchkey:{invoice:42}, in the slot of "invoice:42"
+}
+
+// With Sentinel, rueidis asks the Sentinels for the master of the set and
+// follows a failover to the new one; with SyncReplicas, grants reach the
+// replicas that may be promoted before Lock returns. (Not run: it needs
+// Sentinels.)
+func ExampleNewClient_sentinel() {
+	rc, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress: []string{"127.0.0.1:26379", "127.0.0.1:26380", "127.0.0.1:26381"},
+		Sentinel:    rueidis.SentinelOption{MasterSet: "mymaster"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rc.Close()
+	locks, err := rlock.NewClient(rc, rlock.Options{
+		SyncReplicas: rlock.SyncReplicas{Replicas: 2, Timeout: 200 * time.Millisecond},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+}

@@ -92,9 +92,11 @@ func (s *Script) Source() string { return s.src }
 
 // Exec runs the script once: EVALSHA, then EVAL when the server answers
 // NOSCRIPT (a restarted or flushed Redis). On Cluster every key must share a
-// slot, which latchkey's hash-tagged names guarantee.
+// slot, which latchkey's hash-tagged names guarantee. While that slot is
+// being migrated, a call refused with TRYAGAIN is sent again until the
+// migration ends or ctx does (see tryagain.go).
 func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
-	return s.lua.Exec(ctx, c, keys, args)
+	return untilNotTryAgain(ctx, func() rueidis.RedisResult { return s.lua.Exec(ctx, c, keys, args) }, rueidis.RedisResult.Error)
 }
 
 // Call is one execution in a pipelined ExecMulti.

@@ -60,23 +60,26 @@ func (y Sync) check(r rueidis.RedisResult) error {
 }
 
 // ExecSync is Exec followed, when y asks for replicas, by WAIT on the same
-// connection. It returns the script's result and, separately, a
+// connection (both sent again after a TRYAGAIN, as Exec's call is). It returns the script's result and, separately, a
 // *NotReplicatedError when the replicas did not acknowledge it; the script
 // ran either way when its result has no error.
 func (s *Script) ExecSync(ctx context.Context, c rueidis.Client, keys, args []string, y Sync) (rueidis.RedisResult, error) {
 	if y.Replicas <= 0 {
 		return s.Exec(ctx, c, keys, args), nil
 	}
-	cmds := []rueidis.Completed{
-		c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
-		y.wait(c, keys),
-	}
-	out := c.DoMulti(ctx, cmds...)
-	if err, ok := rueidis.IsRedisErr(out[0].Error()); ok && err.IsNoScript() {
-		cmds[0] = c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-		cmds[1] = y.wait(c, keys)
-		out = c.DoMulti(ctx, cmds...)
-	}
+	out := untilNotTryAgain(ctx, func() []rueidis.RedisResult {
+		cmds := []rueidis.Completed{
+			c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
+			y.wait(c, keys),
+		}
+		out := c.DoMulti(ctx, cmds...)
+		if err, ok := rueidis.IsRedisErr(out[0].Error()); ok && err.IsNoScript() {
+			cmds[0] = c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+			cmds[1] = y.wait(c, keys)
+			out = c.DoMulti(ctx, cmds...)
+		}
+		return out
+	}, func(out []rueidis.RedisResult) error { return out[0].Error() })
 	if out[0].Error() != nil {
 		return out[0], nil
 	}
