@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -77,6 +78,9 @@ type Options struct {
 	// UnsubscribeTimeout bounds the UNSUBSCRIBE sent when the last waiter
 	// leaves a channel or the hub closes.
 	UnsubscribeTimeout time.Duration
+	// Logger, when set, hears of each subscription lost under live waiters
+	// and made again (Warn). Nil is silent.
+	Logger *slog.Logger
 }
 
 // WakeAllPayload is the payload of a broadcast message: it wakes every local
@@ -243,6 +247,10 @@ func (h *Hub) run(ch *channel) {
 			ch.bumpLocked()
 		}
 		h.mu.Unlock()
+		if wanted && !stopped && h.opts.Logger != nil {
+			h.opts.Logger.Warn("latchkey: subscription ended under waiters; subscribing again",
+				"channel", ch.name, "mode", h.opts.Mode.String(), "error", err)
+		}
 		if wanted && !stopped && time.Since(start) < h.opts.RetryBackoff {
 			select {
 			case <-time.After(h.opts.RetryBackoff):
@@ -264,9 +272,18 @@ func (h *Hub) receive(ctx context.Context, ch *channel, r *round) error {
 			return
 		}
 		h.mu.Lock()
+		again := r.finished // rueidis resubscribed after a reconnect
 		ch.bumpLocked()
 		r.finish(nil) // no-op after the first confirmation
 		h.mu.Unlock()
+		if again && h.opts.Logger != nil {
+			// Not on rueidis' connection goroutine: a handler may block.
+			h.wg.Add(1)
+			go func() {
+				defer h.wg.Done()
+				h.opts.Logger.Warn("latchkey: subscription lost and made again", "channel", ch.name, "mode", h.opts.Mode.String())
+			}()
+		}
 	}
 	// Cancelling a Receive only stops rueidis delivering; the server keeps the
 	// subscription until told otherwise. The return hook runs on the very

@@ -81,7 +81,7 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 		opts:    opts,
 		id:      id.String(),
 		wake:    luascripts.Wake{Sharded: mode == notify.Sharded, Window: opts.HandoffWindow},
-		hub:     notify.NewHub(rc, notify.Options{Mode: mode}),
+		hub:     notify.NewHub(rc, notify.Options{Mode: mode, Logger: opts.Logger}),
 		wd:      wd,
 		closing: closing,
 		close:   cancel,

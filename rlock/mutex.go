@@ -134,7 +134,7 @@ func (m *Mutex) reenter(ctx context.Context, lv *level, lo lockOptions) (context
 		}
 		// The outcome is unknown: take back the hold it may have added.
 		undoErr := m.undo(h.owner, h.count+1)
-		err = &unknownOutcomeError{name: m.name, err: err, undo: undoErr}
+		err = m.c.unknownOutcome(m.name, err, undoErr)
 		if !transient(ctx, err) || undoErr != nil {
 			return nil, ended(ctx, ctx, err)
 		}
@@ -390,6 +390,21 @@ func (m *Mutex) check(ctx context.Context, opts []LockOption, try bool) (lockOpt
 }
 
 func (m *Mutex) lease(lo lockOptions) time.Duration { return m.c.lease(lo) }
+
+// unknownOutcome makes the error of a call that may or may not have
+// reached Redis, after undo tried to take its effect back, and tells the
+// Logger: Warn when undone, Error when the undo failed too (a hold may
+// then stay until its lease ends).
+func (c *Client) unknownOutcome(name string, err, undo error) *unknownOutcomeError {
+	if l := c.opts.Logger; l != nil {
+		if undo != nil {
+			l.Error("latchkey: call of unknown outcome could not be undone; a hold may stay until its lease ends", "lock", name, "error", err, "undo_error", undo)
+		} else {
+			l.Warn("latchkey: call of unknown outcome undone", "lock", name, "error", err)
+		}
+	}
+	return &unknownOutcomeError{name: name, err: err, undo: undo}
+}
 
 // unknownOutcomeError is a call that may or may not have reached Redis; it
 // has been undone, unless undo says why not.

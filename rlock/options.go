@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
@@ -116,6 +117,13 @@ type Options struct {
 	// docs/safety.md for what it does and does not guarantee.
 	SyncReplicas SyncReplicas
 
+	// Logger, when set, hears what a user must know about and cannot see
+	// in a returned error: watchdog renewals that failed (Warn, retried)
+	// and leases given up (Error), pub/sub subscriptions lost under
+	// waiters and made again (Warn), calls of unknown outcome undone (Warn)
+	// or not (Error). Nil, the default, is silent.
+	Logger *slog.Logger
+
 	// OnAttempt, when set, is called after every run of the acquire script
 	// with the lock's name and whether it acquired. It is for metrics and
 	// tests; it runs on the caller's goroutine and must be fast.
@@ -200,7 +208,7 @@ func (o Options) sync() luascripts.Sync {
 }
 
 func (o Options) watchdogOptions() watchdog.Options {
-	return watchdog.Options{Timeout: o.WatchdogTimeout, Interval: o.WatchdogInterval, BatchSize: o.RenewBatchSize, Sync: o.sync()}
+	return watchdog.Options{Timeout: o.WatchdogTimeout, Interval: o.WatchdogInterval, BatchSize: o.RenewBatchSize, Sync: o.sync(), Logger: o.Logger}
 }
 
 // LockOption adjusts one Lock or TryLock call.

@@ -251,7 +251,7 @@ func (rw *RWMutex) failed(owner string, write bool, err error) error {
 	if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, luascripts.ErrUnexpectedReply) {
 		return fmt.Errorf("latchkey: %s %q: %w", rw.kind(write), rw.name, err)
 	}
-	return &unknownOutcomeError{name: rw.name, err: err, undo: rw.undo(owner, write)}
+	return rw.c.unknownOutcome(rw.name, err, rw.undo(owner, write))
 }
 
 // undo takes back a grant that a call of unknown outcome may have made.
@@ -304,7 +304,7 @@ func (rw *RWMutex) reenter(ctx context.Context, lv *shareLevel, write bool) (con
 		_, undoErr := c.runReleaseCall(rw.name, func(ctx context.Context, _ bool) (int64, error) {
 			return luascripts.RunRWUnlock(ctx, c.rc, rw.keys, luascripts.RWUnlockArgs{Owner: s.owner, Write: write, Count: s.count + 1, Wake: c.wake, Retry: true})
 		})
-		err = &unknownOutcomeError{name: rw.name, err: err, undo: undoErr}
+		err = c.unknownOutcome(rw.name, err, undoErr)
 		if !transient(ctx, err) || undoErr != nil {
 			return nil, ended(ctx, ctx, err)
 		}

@@ -201,7 +201,7 @@ func (s *Semaphore) failed(owner string, err error) error {
 		return fmt.Errorf("latchkey: semaphore %q: %w", s.name, err)
 	}
 	_, undo := s.releaseCall(owner, true)
-	return &unknownOutcomeError{name: s.name, err: err, undo: undo}
+	return s.c.unknownOutcome(s.name, err, undo)
 }
 
 // release gives back owner's permits: 0, or -1 when it held none.

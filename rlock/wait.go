@@ -230,7 +230,7 @@ func (m *Mutex) attempt(ctx context.Context, lo lockOptions, waiter bool) (strin
 	}
 	if err != nil {
 		if _, isRedis := rueidis.IsRedisErr(err); !isRedis && !errors.Is(err, luascripts.ErrUnexpectedReply) {
-			return owner, t, &unknownOutcomeError{name: m.name, err: err, undo: m.undo(owner, 1)}
+			return owner, t, m.c.unknownOutcome(m.name, err, m.undo(owner, 1))
 		}
 		return owner, t, fmt.Errorf("latchkey: acquire %q: %w", m.name, err)
 	}

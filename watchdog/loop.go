@@ -134,6 +134,7 @@ func (w *Watchdog) tick() (failed bool) {
 	results, acks := luascripts.Renew.ExecMultiSync(ctx, w.client, calls, w.opts.Sync)
 
 	var gone []*Entry
+	var failures []failure
 	w.mu.Lock()
 	w.stats.Ticks++
 	w.stats.Calls += uint64(len(calls))
@@ -147,6 +148,7 @@ func (w *Watchdog) tick() (failed bool) {
 		if err != nil {
 			failed = true
 			w.stats.Errors++
+			failures = append(failures, failure{batch: batches[i], err: err})
 			for _, e := range batches[i] {
 				e.lastErr = err
 			}
@@ -163,10 +165,22 @@ func (w *Watchdog) tick() (failed bool) {
 		}
 	}
 	w.mu.Unlock()
+	// Logged outside w.mu: a handler may do I/O.
+	if l := w.opts.Logger; l != nil {
+		for _, f := range failures {
+			l.Warn("latchkey: renewal failed; retrying", "keys", len(f.batch), "first_key", f.batch[0].key, "error", f.err)
+		}
+	}
 	for _, e := range gone {
 		e.lose(ErrGone)
 	}
 	return failed
+}
+
+// failure is a renew call that failed, for the log.
+type failure struct {
+	batch []*Entry
+	err   error
 }
 
 func parseRenew(r rueidis.RedisResult, n int) ([]bool, error) {

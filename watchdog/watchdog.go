@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -67,6 +68,9 @@ type Options struct {
 	Interval time.Duration
 	// BatchSize is the most keys one renew call carries. Default 100.
 	BatchSize int
+	// Logger, when set, hears of renew calls that failed (Warn: they are
+	// retried) and of leases given up (Error). Nil is silent.
+	Logger *slog.Logger
 	// Sync, when it asks for replicas, follows every renew call with WAIT
 	// on its connection; a call its replicas did not acknowledge in time
 	// counts as a failed renewal. Its Timeout must be below Interval.
@@ -266,6 +270,9 @@ func (e *Entry) lose(cause error) {
 	delete(e.w.entries, e)
 	e.w.stats.Lost++
 	e.w.mu.Unlock()
+	if l := e.w.opts.Logger; l != nil {
+		l.Error("latchkey: lease lost", "key", e.key, "owner", e.owner, "cause", cause)
+	}
 	if e.onLost != nil {
 		e.onLost(fmt.Errorf("%w: %s", cause, e.key))
 	}

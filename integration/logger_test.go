@@ -1,0 +1,99 @@
+package integration
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/rlock"
+)
+
+// logCapture is a slog.Handler that keeps every record's level and
+// message, for tests to await.
+type logCapture struct {
+	mu      sync.Mutex
+	records []string // "LEVEL message"
+}
+
+func (h *logCapture) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler        { return h }
+func (h *logCapture) WithGroup(string) slog.Handler             { return h }
+
+func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r.Level.String()+" "+r.Message)
+	return nil
+}
+
+// saw reports whether a record of level whose message contains text came.
+func (h *logCapture) saw(level slog.Level, text string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.records {
+		if strings.HasPrefix(r, level.String()+" ") && strings.Contains(r, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLogger: Options.Logger hears of a lease given up, a subscription
+// lost under a waiter, renewals that failed, and calls of unknown outcome
+// whose undo failed too.
+func TestLogger(t *testing.T) {
+	ctx := context.Background()
+	tp := topologies()[0]
+	logs := &logCapture{}
+	opts := rlock.Options{Logger: slog.New(logs), WatchdogTimeout: 600 * time.Millisecond}
+	c := lockClient(t, tp, opts)
+	name := lockName(t)
+
+	// A lease found gone at a renewal.
+	lctx, err := c.Mutex(name).Lock(ctx)
+	require.NoError(t, err)
+	_, err = lockClient(t, tp, rlock.Options{}).ForceUnlock(ctx, name)
+	require.NoError(t, err)
+	requireLost(t, lctx, 5*time.Second, "the force-unlocked lock")
+	require.True(t, logs.saw(slog.LevelError, "lease lost"), "no Error for the lease given up: %v", logs.records)
+
+	// A subscription lost under a waiter.
+	holder := c.Mutex(name)
+	hctx, err := holder.Lock(ctx)
+	require.NoError(t, err)
+	att := newAttempts()
+	waiter := lockClient(t, tp, att.options(rlock.Options{Logger: slog.New(logs)}))
+	done := startWaiter(t, ctx, waiter.Mutex(name), att)
+	require.Positive(t, killPubSubClients(t, tp))
+	awaitCond(t, 10*time.Second, "the resubscription's log", func() bool { return logs.saw(slog.LevelWarn, "made again") || logs.saw(slog.LevelWarn, "subscribing again") })
+	require.NoError(t, holder.Unlock(hctx))
+	requireAcquired(t, done, 10*time.Second, "the waiter after the resubscription")
+
+	// Renewals that fail, and an acquire whose outcome stays unknown, on a
+	// server that stops answering.
+	srv, err := redistest.StartProcess(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close() })
+	frozen := topology{name: "frozen", addrs: []string{srv.Addr}}
+	pid, err := redistest.ProcessID(ctx, redisClient(t, frozen))
+	require.NoError(t, err)
+	fc := lockClient(t, frozen, rlock.Options{Logger: slog.New(logs), WatchdogTimeout: 600 * time.Millisecond, ReleaseTimeout: 300 * time.Millisecond})
+	held, err := fc.Mutex(name).Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	requireLost(t, held, 5*time.Second, "the lock on the frozen server")
+	require.True(t, logs.saw(slog.LevelWarn, "renewal failed"), "no Warn for the failed renewals: %v", logs.records)
+	lockCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = fc.Mutex(name + "-2").Lock(lockCtx)
+	require.Error(t, err)
+	require.True(t, logs.saw(slog.LevelError, "could not be undone"), "no Error for the acquire left unknown: %v", logs.records)
+}
