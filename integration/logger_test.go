@@ -23,8 +23,8 @@ type logCapture struct {
 }
 
 func (h *logCapture) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler        { return h }
-func (h *logCapture) WithGroup(string) slog.Handler             { return h }
+func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *logCapture) WithGroup(string) slog.Handler            { return h }
 
 func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
@@ -72,7 +72,9 @@ func TestLogger(t *testing.T) {
 	waiter := lockClient(t, tp, att.options(rlock.Options{Logger: slog.New(logs)}))
 	done := startWaiter(t, ctx, waiter.Mutex(name), att)
 	require.Positive(t, killPubSubClients(t, tp))
-	awaitCond(t, 10*time.Second, "the resubscription's log", func() bool { return logs.saw(slog.LevelWarn, "made again") || logs.saw(slog.LevelWarn, "subscribing again") })
+	awaitCond(t, 10*time.Second, "the resubscription's log", func() bool {
+		return logs.saw(slog.LevelWarn, "made again") || logs.saw(slog.LevelWarn, "subscribing again")
+	})
 	require.NoError(t, holder.Unlock(hctx))
 	requireAcquired(t, done, 10*time.Second, "the waiter after the resubscription")
 
