@@ -23,8 +23,9 @@
 // it gives up after D, and --wait 0 tries once (like flock -n). Without
 // --lease the watchdog keeps the lock for as long as CMD runs; --lease D
 // holds it for D at most. SIGINT, SIGTERM and SIGHUP sent to latchkey are
-// passed on to CMD, and latchkey exits when CMD does. A signal that comes
-// while latchkey still waits for the lock ends the wait.
+// passed on to CMD, and latchkey exits when CMD does (a Ctrl-C in a
+// terminal reaches CMD directly too, so CMD may see it twice). A signal
+// that comes while latchkey still waits for the lock ends the wait.
 //
 // If the lock is lost while CMD runs (it was force-unlocked, its lease ran
 // out, or Redis stayed unreachable past the watchdog's lease), latchkey

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +40,12 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "latchkey")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+	// The go command running this test, when it can be found.
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		gobin = "go"
+	}
+	if out, err := exec.Command(gobin, "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building latchkey: %v\n%s", err, out)
 		return 1
 	}
@@ -87,7 +93,14 @@ func command(t *testing.T, stdin string, args ...string) (*exec.Cmd, *bytes.Buff
 // latchkey runs latchkey with args to its end.
 func latchkey(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
+	return latchkeyEnv(t, nil, stdin, args...)
+}
+
+// latchkeyEnv is latchkey with env added to the environment.
+func latchkeyEnv(t *testing.T, env []string, stdin string, args ...string) result {
+	t.Helper()
 	cmd, out, errOut := command(t, stdin, args...)
+	cmd.Env = append(cmd.Env, env...)
 	return finish(t, cmd, cmd.Run(), out, errOut)
 }
 
