@@ -26,6 +26,9 @@ import (
 var (
 	binary   string // the latchkey binary, built by TestMain
 	redisURL string // the server's redis:// URL
+
+	buildFlags []string // more flags for go build (race_test.go)
+	childEnv   []string // more environment for the binary (race_test.go)
 )
 
 func TestMain(m *testing.M) {
@@ -45,7 +48,8 @@ func testMain(m *testing.M) int {
 	if _, err := os.Stat(gobin); err != nil {
 		gobin = "go"
 	}
-	if out, err := exec.Command(gobin, "build", "-o", binary, ".").CombinedOutput(); err != nil {
+	args := append([]string{"build", "-o", binary}, buildFlags...)
+	if out, err := exec.Command(gobin, append(args, ".")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building latchkey: %v\n%s", err, out)
 		return 1
 	}
@@ -81,7 +85,7 @@ type result struct {
 func command(t *testing.T, stdin string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), "REDIS_URL="+redisURL)
+	cmd.Env = append(append(os.Environ(), childEnv...), "REDIS_URL="+redisURL)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
