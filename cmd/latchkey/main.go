@@ -1,0 +1,235 @@
+// Command latchkey is a command-line front end to latchkey's locks: a
+// distributed flock(1) that runs a command while it holds a lock in Redis,
+// and a way to break a lock whose holder is gone.
+//
+// Usage:
+//
+//	latchkey run [--wait D] [--lease D] [--grace D] [--watchdog-timeout D] [--redis URL] [--prefix P] NAME [--] CMD [ARG...]
+//	latchkey force-unlock [--yes] [--redis URL] [--prefix P] NAME
+//
+// Flags take one dash or two; -h after a subcommand describes its flags.
+// --redis takes a rueidis URL (redis://[user:password@]host:port/db, rediss:// for TLS); its
+// default is $REDIS_URL, else redis://127.0.0.1:6379. --prefix is the key
+// prefix of the locks (rlock.Options.Prefix, default "latchkey").
+//
+// # run
+//
+// run takes the lock NAME, runs CMD with the lock's fencing token in
+// LATCHKEY_TOKEN and the lock's name in LATCHKEY_NAME, releases the lock
+// when CMD exits and exits with CMD's status. CMD shares latchkey's stdin,
+// stdout and stderr. Flags go before NAME: everything after it is CMD.
+//
+// Without --wait, run waits for the lock as long as it takes; with --wait D
+// it gives up after D, and --wait 0 tries once (like flock -n). Without
+// --lease the watchdog keeps the lock for as long as CMD runs; --lease D
+// holds it for D at most. SIGINT, SIGTERM and SIGHUP sent to latchkey are
+// passed on to CMD, and latchkey exits when CMD does (a Ctrl-C in a
+// terminal reaches CMD directly too, so CMD may see it twice). A signal
+// that comes while latchkey still waits for the lock ends the wait.
+//
+// If the lock is lost while CMD runs (it was force-unlocked, its lease ran
+// out, or Redis stayed unreachable past the watchdog's lease), latchkey
+// says so on stderr, sends CMD SIGTERM, then SIGKILL after --grace (default
+// 10s), and exits 75. The signals go to CMD's process only: a shell script
+// that starts children should pass them on, or exec its last command.
+//
+// Exit status of run:
+//
+//	CMD's      CMD ran with the lock held throughout and exited
+//	128+N      CMD was killed by signal N (as shells report it), or latchkey
+//	           got signal N while it still waited for the lock
+//	75         the lock was lost while CMD ran (EX_TEMPFAIL: try again)
+//	1          the lock was busy (--wait ran out), or another error:
+//	           Redis unreachable, a bad URL, a bad lock name
+//	2          a usage error: bad flags, NAME or CMD missing
+//	126, 127   CMD could not be started, or was not found (as timeout(1))
+//
+// # force-unlock
+//
+// force-unlock deletes the lock NAME whoever holds it, and wakes a waiter.
+// It asks for confirmation on stdin first unless given --yes; an answer
+// other than y or yes leaves the lock alone and exits 1. It exits 0 once
+// the lock is gone, whether or not there was one. A holder run by latchkey
+// notices the loss at its next watchdog renewal (a third of its
+// --watchdog-timeout) and stops its command; a holder with a --lease does
+// not notice until its lease ends.
+//
+// # status, list
+//
+// Not yet: they need the library to inspect locks.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/latchkey/latchkey/rlock"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Environ(), stdio{in: os.Stdin, out: os.Stdout, err: os.Stderr}))
+}
+
+// Exit statuses of latchkey's own making (see the package comment).
+const (
+	exitError    = 1
+	exitUsage    = 2
+	exitLost     = 75 // EX_TEMPFAIL
+	exitNoExec   = 126
+	exitNotFound = 127
+)
+
+const usage = `Usage:
+  latchkey run [flags] NAME [--] CMD [ARG...]
+                             run CMD while holding the lock NAME
+  latchkey force-unlock [--yes] [flags] NAME
+                             delete the lock NAME whoever holds it
+  latchkey SUBCOMMAND -h     describe a subcommand's flags
+
+status and list are not there yet.
+Redis: --redis URL, else $REDIS_URL, else redis://127.0.0.1:6379.
+`
+
+// run is latchkey with its arguments (without the program name), its
+// environment (as os.Environ) and its standard streams; it returns the
+// exit status.
+func run(args, env []string, std stdio) int {
+	if len(args) == 0 {
+		fmt.Fprint(std.err, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return runCmd(args[1:], env, std)
+	case "force-unlock":
+		return forceUnlock(args[1:], env, std)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(std.out, usage)
+		return 0
+	case "status", "list":
+		fmt.Fprintf(std.err, "latchkey: %s is not there yet: it needs lock introspection in the library\n", args[0])
+		return exitUsage
+	default:
+		fmt.Fprintf(std.err, "latchkey: unknown subcommand %q\n%s", args[0], usage)
+		return exitUsage
+	}
+}
+
+// common are the flags every subcommand takes.
+type common struct {
+	redis    string
+	envRedis string // $REDIS_URL
+	prefix   string
+}
+
+// newFlags returns the flag set of a subcommand, with the common flags
+// bound to c. Its errors go to std.err; parse handles -h.
+func newFlags(name, synopsis string, env []string, std stdio, c *common) *flag.FlagSet {
+	fs := flag.NewFlagSet("latchkey "+name, flag.ContinueOnError)
+	fs.SetOutput(std.err)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: latchkey %s %s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	// The default is resolved in connect, so that -h never shows a password.
+	c.envRedis = lookup(env, "REDIS_URL")
+	fs.StringVar(&c.redis, "redis", "", "Redis `URL`: redis://[user:password@]host:port[/db], rediss:// for TLS (default $REDIS_URL, else "+defaultRedis+")")
+	fs.StringVar(&c.prefix, "prefix", rlock.DefaultPrefix, "key `prefix` of the locks")
+	return fs
+}
+
+const defaultRedis = "redis://127.0.0.1:6379"
+
+// parse parses args into fs. It returns -1 to go on, or the exit status:
+// 0 after -h (the usage went to stdout), exitUsage after a bad flag (the
+// message and the usage went to stderr).
+func parse(fs *flag.FlagSet, args []string, std stdio) int {
+	var msg bytes.Buffer
+	fs.SetOutput(&msg)
+	err := fs.Parse(args)
+	fs.SetOutput(std.err)
+	switch {
+	case err == nil:
+		return -1
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = msg.WriteTo(std.out)
+		return 0
+	default:
+		_, _ = msg.WriteTo(std.err)
+		return exitUsage
+	}
+}
+
+// usageError reports a bad command line, with fs's usage, and returns
+// exitUsage.
+func usageError(fs *flag.FlagSet, format string, args ...any) int {
+	fmt.Fprintf(fs.Output(), "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	fs.Usage()
+	return exitUsage
+}
+
+// lookup returns the value of key in env (as os.Environ), or "".
+func lookup(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val // the last one wins, as with getenv
+		}
+	}
+	return v
+}
+
+// connect opens a rueidis client on c.redis and a latchkey client on it
+// with opts (c.prefix as its Prefix). close closes both.
+func connect(c common, opts rlock.Options) (locks *rlock.Client, close func(), err error) {
+	u := c.redis
+	switch {
+	case u != "":
+	case c.envRedis != "":
+		u = c.envRedis
+	default:
+		u = defaultRedis
+	}
+	ro, err := rueidis.ParseURL(u)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bad Redis URL %s: %w", redact(u), err)
+	}
+	// latchkey needs no client-side caching, and a minimal ACL user may not
+	// run the CLIENT TRACKING it would send.
+	ro.DisableCache = true
+	rc, err := rueidis.NewClient(ro)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to Redis at %s: %w", redact(u), err)
+	}
+	opts.Prefix = c.prefix
+	locks, err = rlock.NewClient(rc, opts)
+	if err != nil {
+		rc.Close()
+		return nil, nil, err
+	}
+	return locks, func() { locks.Close(); rc.Close() }, nil
+}
+
+// redact returns the URL s without its password, for messages.
+func redact(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// stdio is a command's standard streams. Those of run are CMD's too: pass
+// *os.File values to let CMD use them directly.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
