@@ -50,6 +50,15 @@ var failoverSync = rlock.SyncReplicas{Replicas: 1, Timeout: 200 * time.Milliseco
 // failoverWorkers is how many workers wait, two per client.
 const failoverWorkers = 4
 
+// failoverCyclePause is how long a worker rests between its critical
+// sections: enough grants to see both sides of a failover, not so many
+// that four workers keep two cores busy.
+const failoverCyclePause = 5 * time.Millisecond
+
+// failoverSoak is how long the workload runs on after the failover
+// completed, at least: grants made on both sides of it are compared.
+const failoverSoak = time.Second
+
 // failoverProgressBound is how soon after the failover completes every
 // worker must have had the lock: a lease and a renewal period, plus slack
 // for a loaded 2-core machine running -race.
@@ -63,6 +72,7 @@ type failoverRun struct {
 	grants        int   // grants so far, H's included; a grant's seq is its index
 	maxToken      int64 // highest token granted so far
 	backwards     int   // grants whose token was not above maxToken
+	rollback      int64 // how far below maxToken such a token was, at most
 	claimedSeq    int   // highest seq whose Claim the store accepted
 	staleAccepted int   // writes accepted after a later grant had claimed
 	lost          int   // holds whose Unlock found them lost (ErrNotHeld)
@@ -87,6 +97,7 @@ func (r *failoverRun) granted(worker int, token int64) int {
 	r.grants++
 	if token <= r.maxToken {
 		r.backwards++
+		r.rollback = max(r.rollback, r.maxToken-token)
 	}
 	r.maxToken = max(r.maxToken, token)
 	if worker >= 0 && !r.done.IsZero() {
@@ -225,6 +236,11 @@ func (r *failoverRun) work(ctx context.Context, id int, m *rlock.Mutex, stop <-c
 		}
 		r.set.inside.Add(-1)
 		r.unlocked(m.Unlock(lctx))
+		select {
+		case <-stop:
+			return
+		case <-time.After(failoverCyclePause):
+		}
 	}
 }
 
@@ -239,7 +255,10 @@ type failoverCase struct {
 	inject func(t *testing.T) (promotedAfter time.Duration)
 	// dataNodes are the nodes to look for leftovers on, after settle.
 	dataNodes func(t *testing.T) []string
-	settle    func(t *testing.T)
+	// settle, if not nil, waits while the workload goes on until no node
+	// plays master any more that should not (a Sentinel failover's old
+	// master goes on taking writes until it is turned into a replica).
+	settle func(t *testing.T)
 }
 
 // runFailover runs the workload around c.inject on tp, on lock name, and
@@ -348,11 +367,12 @@ func runFailover(t *testing.T, tp topology, name string, c failoverCase) {
 		progress = max(progress, d)
 	}
 	r.mu.Unlock()
-	stopWorkers()
-
+	time.Sleep(time.Until(r.done.Add(failoverSoak))) // the soak, not a synchronisation
 	if c.settle != nil {
 		c.settle(t)
 	}
+	stopWorkers()
+
 	admins := nodeClients(t, c.dataNodes(t))
 	var left []string
 	awaitCond(t, 10*time.Second, "no keys or channels of "+name+" left", func() bool {
@@ -365,8 +385,8 @@ func runFailover(t *testing.T, tp topology, name string, c failoverCase) {
 	rep.nextHolder = progress
 	r.mu.Lock()
 	rep.staleAccepted += r.staleAccepted
-	rep.extra = fmt.Sprintf("sync_replicas=%d grants_lost=%d tokens_backwards=%d stuck_waiters=%d longest_progress=%s failover=%s promoted_after=%s lock_errors=%d not_replicated=%d unlock_errors=%d holder=%q leftovers=%d",
-		opts.SyncReplicas.Replicas, r.lost, r.backwards, stuck, fmtDuration(progress), fmtDuration(failoverTook), fmtDuration(promotedAfter),
+	rep.extra = fmt.Sprintf("sync_replicas=%d grants_lost=%d tokens_backwards=%d rollback=%d stuck_waiters=%d longest_progress=%s failover=%s promoted_after=%s lock_errors=%d not_replicated=%d unlock_errors=%d holder=%q leftovers=%d",
+		opts.SyncReplicas.Replicas, r.lost, r.backwards, r.rollback, stuck, fmtDuration(progress), fmtDuration(failoverTook), fmtDuration(promotedAfter),
 		r.lockErrs, r.notReplicated, r.unlockErrs, hOutcome, len(left))
 	if len(r.errSamples) > 0 {
 		rep.extra += fmt.Sprintf(" errors=%q", r.errSamples)
@@ -530,29 +550,47 @@ func resumeReplica(t *testing.T, replica string) {
 	require.NoError(t, syscall.Kill(pid.(int), syscall.SIGCONT))
 }
 
-// TestFaultFailoverSentinel: SENTINEL FAILOVER of the master of a
-// Sentinel setup (2 replicas, 3 Sentinels), the clients going through the
-// Sentinels, without and with SyncReplicas. The old master goes on taking
+// TestFaultFailoverSentinel: on a Sentinel setup (2 replicas, 3
+// Sentinels), the clients going through the Sentinels, SENTINEL FAILOVER
+// of the master, then kill -9 of the master that took over, without and
+// with SyncReplicas. After SENTINEL FAILOVER the old master goes on taking
 // writes as a master until a Sentinel turns it into a replica (some 10 s
-// later): clients that have not switched yet write there.
+// later): a client that has not switched yet writes there. The killed
+// master stays dead.
 func TestFaultFailoverSentinel(t *testing.T) {
 	for _, sync := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {
 			s, tp := sentinelSetup(t)
-			name := "failover-sentinel"
+			suffix := ""
 			if sync {
-				name += "-sync"
+				suffix = "-sync"
 			}
 			ctx := context.Background()
-			runFailover(t, tp, lockName(t), failoverCase{name: name, sync: sync,
-				dataNodes: func(*testing.T) []string { return sentinelDataNodes(s) },
-				settle:    func(t *testing.T) { require.NoError(t, s.Settle(ctx)) },
-				inject: func(t *testing.T) time.Duration {
-					start := time.Now()
-					_, err := s.Failover(ctx)
-					require.NoError(t, err)
-					return time.Since(start)
-				}})
+			t.Run("failover", func(t *testing.T) {
+				runFailover(t, tp, lockName(t), failoverCase{name: "failover-sentinel" + suffix, sync: sync,
+					dataNodes: func(*testing.T) []string { return sentinelDataNodes(s) },
+					settle:    func(t *testing.T) { require.NoError(t, s.Settle(ctx)) },
+					inject: func(t *testing.T) time.Duration {
+						start := time.Now()
+						_, err := s.Failover(ctx)
+						require.NoError(t, err)
+						return time.Since(start)
+					}})
+			})
+			t.Run("kill", func(t *testing.T) {
+				old, err := s.Master(ctx)
+				require.NoError(t, err)
+				runFailover(t, tp, lockName(t), failoverCase{name: "failover-sentinel-kill9" + suffix, sync: sync,
+					dataNodes: func(*testing.T) []string {
+						return slices.DeleteFunc(sentinelDataNodes(s), func(a string) bool { return a == old })
+					},
+					inject: func(t *testing.T) time.Duration {
+						start := time.Now()
+						_, err := s.KillMaster(ctx)
+						require.NoError(t, err)
+						return time.Since(start)
+					}})
+			})
 		})
 	}
 }
