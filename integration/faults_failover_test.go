@@ -249,9 +249,9 @@ type failoverCase struct {
 	name    string // the FAULT line's name
 	sync    bool   // SyncReplicas on
 	lagging bool   // H's grant is made while the replica is cut off
-	// inject fails the master over and returns once the topology is whole
-	// again (a killed master restarted as a replica); it reports how long
-	// until a replica served the lock's slot.
+	// inject fails the master over and returns once the failover is
+	// complete (on the Cluster, once a killed master is back as a
+	// replica); it reports how long until a replica served the lock.
 	inject func(t *testing.T) (promotedAfter time.Duration)
 	// dataNodes are the nodes to look for leftovers on, after settle.
 	dataNodes func(t *testing.T) []string
