@@ -61,8 +61,10 @@ const failoverSoak = time.Second
 
 // failoverProgressBound is how soon after the failover completes every
 // worker must have had the lock: a lease and a renewal period, plus slack
-// for a loaded 2-core machine running -race.
-const failoverProgressBound = faultLease + faultLease/3 + time.Second
+// for a loaded 2-core machine running -race and for the rueidis Sentinel
+// clients, which took up to 1.7 s after the Sentinels agreed on a new
+// master to use it (8 runs).
+const failoverProgressBound = faultLease + faultLease/3 + 2*time.Second
 
 // failoverRun is one case's workload and its measurements.
 type failoverRun struct {
