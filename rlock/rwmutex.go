@@ -181,10 +181,11 @@ func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadlin
 	case !write && rl != nil:
 		return rw.reenter(ctx, rl, false)
 	case !write && writing:
-		// A writer's read hold must outlive the write Unlock (that is the
-		// downgrade): it ends with what the write hold was given, not
-		// with the write hold's context.
-		parent, writer = valuesFrom{Context: wl.parent, values: ctx}, wl.s.owner
+		// A writer's read hold must outlive the write hold's last Unlock
+		// (that is the downgrade): it ends with what the write grant was
+		// given, not with any write level's context (a re-entry's parent
+		// is an outer level's).
+		parent, writer = valuesFrom{Context: wl.s.base, values: ctx}, wl.s.owner
 	}
 	owner, sent := "", time.Time{}
 	var token int64

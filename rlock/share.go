@@ -28,6 +28,9 @@ type share struct {
 	token int64
 	keep  []string      // hashes in which owner is a field, renewed together
 	lease time.Duration // fixed lease; 0: the watchdog
+	// base is the context the grant was given (its first level's parent,
+	// which every re-entry derives from): what outlives the whole share.
+	base context.Context
 
 	// io serialises the owner's calls to Redis, so count always equals
 	// the owner's count there.
@@ -46,7 +49,6 @@ type share struct {
 // shareLevel is one acquire's share of a share.
 type shareLevel struct {
 	s        *share
-	parent   context.Context // the context the acquire was given
 	cancel   context.CancelCauseFunc
 	released bool // guarded by Client.mu
 }
@@ -68,7 +70,7 @@ func (c *Client) carriedShare(ctx context.Context, key string) *shareLevel {
 // returns its first level's context, derived from parent and carrying the
 // level under key. The keeper starts with it.
 func (c *Client) newShare(parent context.Context, key string, s *share, sent time.Time) (context.Context, error) {
-	s.c, s.count = c, 1
+	s.c, s.count, s.base = c, 1, parent
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -105,7 +107,7 @@ func (c *Client) newShare(parent context.Context, key string, s *share, sent tim
 // fixed lease bounded by its local deadline.
 func (s *share) addLevel(parent context.Context, key string) (context.Context, error) {
 	c := s.c
-	lv := &shareLevel{s: s, parent: parent}
+	lv := &shareLevel{s: s}
 	ctx, cancel := context.WithCancelCause(context.WithValue(parent, shareKey{c, key}, lv))
 	lv.cancel = cancel
 	if s.lease > 0 {
