@@ -309,9 +309,9 @@ func (f *famTorture) iteration(d famDraw) {
 			f.fail("%s: a blocking acquire took over %v: %v", p.name, famOpTimeout, err)
 		}
 		return
-	case err != nil && d.how == howTry && connectionLost(err.Error()):
-		// A single try whose connection a kill dropped reports it, as
-		// Mutex's TryLock does; a waiting call retries.
+	case err != nil && (d.how == howTry || d.how == howTryWait) && connectionLost(err.Error()):
+		// A try whose connection a kill dropped, with no wait left to
+		// try again, reports it, as Mutex's TryLock does; Lock retries.
 		f.mu.Lock()
 		f.soft = append(f.soft, fmt.Sprintf("%s: TryLock: %v", p.name, err))
 		f.mu.Unlock()
@@ -338,7 +338,9 @@ func (f *famTorture) session(p famPrim, occ *famOccupancy, h *famHold, d famDraw
 		if nctx, err := h.reenter(h.ctx); err == nil {
 			think(f.run, d.think)
 			f.releaseOf(p, h, nctx, nil)
-		} else if !errors.Is(err, rlock.ErrLockLost) {
+		} else if !errors.Is(err, rlock.ErrLockLost) && h.ctx.Err() == nil {
+			// A re-entry may fail only with the hold: lost, or its context
+			// ended (a lease's deadline, the run's end) while it was out.
 			f.fail("%s: re-entry: %v", p.name, err)
 		}
 	}
