@@ -2,11 +2,9 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -94,52 +92,19 @@ func TestRWMutexLinearizability(t *testing.T) {
 }
 
 func rwHistory(t *testing.T, tp topology, seed uint64) []porcupine.Operation {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	name := lockName(t)
-	h := newLinHistory()
-	clock := h.clock
-	record := func(op rwOp, call int64, ok bool) { h.record(op.client, op, call, ok) }
-	var wg sync.WaitGroup
-	for id := range linClients {
-		rw := lockClient(t, tp, rlock.Options{}).RWMutex(name)
-		rng := rand.New(rand.NewPCG(seed, uint64(id)))
-		pause := func() { time.Sleep(time.Duration(rng.Int64N(int64(linPause)))) } // workload shaping
-		wg.Go(func() {
-			for range linRounds {
-				op := rwOp{client: id, read: rng.IntN(5) != 0, kind: opLock}
-				if rng.IntN(4) == 0 {
-					op.kind = opTryLock
-				}
-				call := clock()
-				lctx, ok, err := rwAcquire(ctx, rw, op)
-				if err != nil {
-					t.Errorf("client %d: %v: %v", id, op.kind, err)
-					return
-				}
-				record(op, call, ok)
-				pause()
-				if !ok {
-					continue
-				}
-				op.kind = opUnlock
-				call = clock()
-				if op.read {
-					err = rw.RUnlock(lctx)
-				} else {
-					err = rw.Unlock(lctx)
-				}
-				if err != nil && !errors.Is(err, rlock.ErrNotHeld) {
-					t.Errorf("client %d: unlock: %v", id, err)
-					return
-				}
-				record(op, call, err == nil)
-				pause()
-			}
-		})
-	}
-	wg.Wait()
-	return h.ops
+	return linWorkload(t, tp, seed, func(c *rlock.Client, name string, id int, rng *rand.Rand) linRound {
+		rw := c.RWMutex(name)
+		op := rwOp{client: id, read: rng.IntN(5) != 0, kind: opLock}
+		if rng.IntN(4) == 0 {
+			op.kind = opTryLock
+		}
+		release := rw.Unlock
+		if op.read {
+			release = rw.RUnlock
+		}
+		return linRound{in: op, out: rwOp{client: id, read: op.read, kind: opUnlock}, release: release,
+			acquire: func(ctx context.Context) (context.Context, bool, error) { return rwAcquire(ctx, rw, op) }}
+	})
 }
 
 func rwAcquire(ctx context.Context, rw *rlock.RWMutex, op rwOp) (context.Context, bool, error) {

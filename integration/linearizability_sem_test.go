@@ -2,10 +2,8 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -71,56 +69,21 @@ func TestSemaphoreLinearizability(t *testing.T) {
 }
 
 func semHistory(t *testing.T, tp topology, seed uint64) []porcupine.Operation {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	name := lockName(t)
-	h := newLinHistory()
-	clock := h.clock
-	record := func(op semOp, call int64, ok bool) { h.record(op.client, op, call, ok) }
-	var wg sync.WaitGroup
-	for id := range linClients {
-		sem := lockClient(t, tp, rlock.Options{}).Semaphore(name, linSemSize)
-		rng := rand.New(rand.NewPCG(seed, uint64(id)))
-		pause := func() { time.Sleep(time.Duration(rng.Int64N(int64(linPause)))) } // workload shaping
-		wg.Go(func() {
-			for range linRounds {
-				op := semOp{client: id, kind: opLock, n: 1 + rng.Int64N(linSemSize)}
-				if rng.IntN(4) == 0 {
-					op.kind = opTryLock
-				}
-				call := clock()
-				var pctx context.Context
-				var ok bool
-				var err error
+	return linWorkload(t, tp, seed, func(c *rlock.Client, name string, id int, rng *rand.Rand) linRound {
+		sem := c.Semaphore(name, linSemSize)
+		op := semOp{client: id, kind: opLock, n: 1 + rng.Int64N(linSemSize)}
+		if rng.IntN(4) == 0 {
+			op.kind = opTryLock
+		}
+		return linRound{in: op, out: semOp{client: id, kind: opUnlock}, release: sem.Release,
+			acquire: func(ctx context.Context) (context.Context, bool, error) {
 				if op.kind == opTryLock {
-					pctx, ok, err = sem.TryAcquire(ctx, op.n)
-				} else {
-					pctx, err = sem.Acquire(ctx, op.n)
-					ok = err == nil
+					return sem.TryAcquire(ctx, op.n)
 				}
-				if err != nil {
-					t.Errorf("client %d: %v: %v", id, op.kind, err)
-					return
-				}
-				record(op, call, ok)
-				pause()
-				if !ok {
-					continue
-				}
-				rel := semOp{client: id, kind: opUnlock}
-				call = clock()
-				err = sem.Release(pctx)
-				if err != nil && !errors.Is(err, rlock.ErrNotHeld) {
-					t.Errorf("client %d: release: %v", id, err)
-					return
-				}
-				record(rel, call, err == nil)
-				pause()
-			}
-		})
-	}
-	wg.Wait()
-	return h.ops
+				pctx, err := sem.Acquire(ctx, op.n)
+				return pctx, err == nil, err
+			}}
+	})
 }
 
 // TestSemaphoreModel: the model accepts what a correct Semaphore may show

@@ -273,3 +273,55 @@ func checkLinearizable(t *testing.T, model porcupine.Model, seed uint64, run fun
 		visualize(t, model, info)
 	}
 }
+
+// linRound is one round of a linearizability workload: an acquire (its
+// history input, and the call), then, if granted, a release.
+type linRound struct {
+	in      any
+	acquire func(ctx context.Context) (context.Context, bool, error)
+	out     any
+	release func(hctx context.Context) error
+}
+
+// linWorkload runs linClients clients, each its own latchkey client, for
+// linRounds rounds each: round draws a round from the client's generator;
+// random pauses between the calls vary the interleavings. It returns the
+// history.
+func linWorkload(t *testing.T, tp topology, seed uint64, round func(c *rlock.Client, name string, id int, rng *rand.Rand) linRound) []porcupine.Operation {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := lockName(t)
+	h := newLinHistory()
+	var wg sync.WaitGroup
+	for id := range linClients {
+		c := lockClient(t, tp, rlock.Options{})
+		rng := rand.New(rand.NewPCG(seed, uint64(id)))
+		pause := func() { time.Sleep(time.Duration(rng.Int64N(int64(linPause)))) } // workload shaping
+		wg.Go(func() {
+			for range linRounds {
+				r := round(c, name, id, rng)
+				call := h.clock()
+				hctx, ok, err := r.acquire(ctx)
+				if err != nil {
+					t.Errorf("client %d: %v: %v", id, r.in, err)
+					return
+				}
+				h.record(id, r.in, call, ok)
+				pause()
+				if !ok {
+					continue
+				}
+				call = h.clock()
+				err = r.release(hctx)
+				if err != nil && !errors.Is(err, rlock.ErrNotHeld) {
+					t.Errorf("client %d: release: %v", id, err)
+					return
+				}
+				h.record(id, r.out, call, err == nil)
+				pause()
+			}
+		})
+	}
+	wg.Wait()
+	return h.ops
+}
