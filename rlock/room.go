@@ -208,12 +208,9 @@ func (c *Client) contendBaton(ctx context.Context, r *room, ct contest, deadline
 		default:
 			return err
 		}
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return busyOr(lastErr)
-			}
-			wait = min(wait, left)
+		var open bool
+		if wait, open = boundWait(wait, deadline); !open {
+			return busyOr(lastErr)
 		}
 		if ct.onWait != nil {
 			ct.onWait()
@@ -280,12 +277,9 @@ func (c *Client) spinBaton(ctx context.Context, ct contest, deadline time.Time, 
 		if err == nil {
 			d = min(d, ttlBound(pttl))
 		}
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return busyOr(err)
-			}
-			d = min(d, left)
+		var open bool
+		if d, open = boundWait(d, deadline); !open {
+			return busyOr(err)
 		}
 		if ct.onWait != nil {
 			ct.onWait()

@@ -159,12 +159,9 @@ func (m *Mutex) pubsubWait(ctx context.Context, g *gate, lo lockOptions, deadlin
 		default:
 			return "", t, err
 		}
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return "", t, busyOr(lastErr)
-			}
-			wait = min(wait, left)
+		var open bool
+		if wait, open = boundWait(wait, deadline); !open {
+			return "", t, busyOr(lastErr)
 		}
 		m.onWait()
 		if _, err := g.sub.Wait(ctx, mark, wait); err != nil {
@@ -183,12 +180,9 @@ func (m *Mutex) spinWait(ctx context.Context, lo lockOptions, deadline time.Time
 		if lastErr == nil {
 			d = min(d, ttlBound(pttl))
 		}
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return "", try{}, busyOr(lastErr)
-			}
-			d = min(d, left)
+		var open bool
+		if d, open = boundWait(d, deadline); !open {
+			return "", try{}, busyOr(lastErr)
 		}
 		m.onWait()
 		if !sleep(ctx, nil, d) {
@@ -241,6 +235,16 @@ func (m *Mutex) onWait() {
 	if hook := m.c.opts.OnWait; hook != nil {
 		hook(m.name)
 	}
+}
+
+// boundWait cuts a wait d short at deadline (zero: none); it reports false
+// when the deadline has passed already.
+func boundWait(d time.Duration, deadline time.Time) (time.Duration, bool) {
+	if deadline.IsZero() {
+		return d, true
+	}
+	left := time.Until(deadline)
+	return min(d, left), left > 0
 }
 
 // jitter is equal jitter: half of backoff for sure, half at random, so
