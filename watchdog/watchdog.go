@@ -108,6 +108,11 @@ func (o Options) withDefaults() (Options, error) {
 	case o.Sync.Replicas > 0 && (o.Sync.Timeout <= 0 || o.Sync.Timeout >= o.Interval):
 		return o, fmt.Errorf("%w: the replica sync timeout %v must be positive and shorter than Interval %v", ErrInvalidOptions, o.Sync.Timeout, o.Interval)
 	}
+	if o.Sync.Replicas > 0 && o.Sync.Routes == nil {
+		// Each tick's batch spans many slots; remembering their nodes sends
+		// it to each node at once (see luascripts.Sync.Routes).
+		o.Sync.Routes = luascripts.NewRoutes()
+	}
 	return o, nil
 }
 

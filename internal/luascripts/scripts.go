@@ -116,7 +116,7 @@ func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, calls []Call) 
 	}
 	cmds := make(rueidis.Commands, len(calls))
 	for i, call := range calls {
-		cmds[i] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(call.Keys))).Key(call.Keys...).Arg(call.Args...).Build()
+		cmds[i] = s.build(c, call, false)
 	}
 	out := c.DoMulti(ctx, cmds...)
 	var retry []int
@@ -130,8 +130,7 @@ func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, calls []Call) 
 	}
 	cmds = cmds[:0]
 	for _, i := range retry {
-		call := calls[i]
-		cmds = append(cmds, c.B().Eval().Script(s.src).Numkeys(int64(len(call.Keys))).Key(call.Keys...).Arg(call.Args...).Build())
+		cmds = append(cmds, s.build(c, calls[i], true))
 	}
 	for j, r := range c.DoMulti(ctx, cmds...) {
 		out[retry[j]] = r

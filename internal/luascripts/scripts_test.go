@@ -1263,14 +1263,36 @@ func TestClusterRenewExecMulti(t *testing.T) {
 	for i, l := range locks {
 		calls[i] = luascripts.Call{Keys: []string{l.keys[0].Lock, l.keys[1].Lock}, Args: []string{luascripts.Millis(lease), "A", "A"}}
 	}
-	results := luascripts.Renew.ExecMulti(t.Context(), c, calls)
-	require.Len(t, results, n)
-	for i, r := range results {
-		v, err := r.AsIntSlice()
-		require.NoError(t, err, "call %d", i)
-		assert.Equal(t, locks[i].want, v, "call %d", i)
-		_, err = luascripts.ParseRenew(v, 2)
-		assert.NoError(t, err, "call %d", i)
+	checkReplies := func(results []rueidis.RedisResult) {
+		t.Helper()
+		require.Len(t, results, n)
+		for i, r := range results {
+			v, err := r.AsIntSlice()
+			require.NoError(t, err, "call %d", i)
+			assert.Equal(t, locks[i].want, v, "call %d", i)
+			_, err = luascripts.ParseRenew(v, 2)
+			assert.NoError(t, err, "call %d", i)
+		}
+	}
+	checkReplies(luascripts.Renew.ExecMulti(t.Context(), c, calls))
+
+	// Synced (this Cluster has no replicas, so WAIT counts none): every
+	// call still runs once on its own master, whichever node the batch
+	// went to first, and after the first batch the learnt routes send
+	// each call straight to its master: no more -MOVED.
+	sync := luascripts.Sync{Replicas: 1, Timeout: 10 * time.Millisecond, Routes: luascripts.NewRoutes()}
+	for round := range 2 {
+		moved := movedCount(t, c)
+		results, acks := luascripts.Renew.ExecMultiSync(t.Context(), c, calls, sync)
+		checkReplies(results)
+		for i, ack := range acks {
+			var nr *luascripts.NotReplicatedError
+			require.ErrorAs(t, ack, &nr, "call %d", i)
+			assert.Zero(t, nr.Got)
+		}
+		if round == 1 {
+			assert.Equal(t, moved, movedCount(t, c), "a batch sent with learnt routes was redirected")
+		}
 	}
 	for i, l := range locks {
 		for j, k := range l.keys {
@@ -1284,6 +1306,23 @@ func TestClusterRenewExecMulti(t *testing.T) {
 			}
 		}
 	}
+}
+
+// movedCount sums the -MOVED replies every node of c has sent.
+func movedCount(t *testing.T, c rueidis.Client) int {
+	t.Helper()
+	total := 0
+	for addr, node := range c.Nodes() {
+		info, err := node.Do(t.Context(), node.B().Info().Section("errorstats").Build()).ToString()
+		require.NoError(t, err, addr)
+		var n int
+		if i := strings.Index(info, "errorstat_MOVED:count="); i >= 0 {
+			_, err := fmt.Sscanf(info[i:], "errorstat_MOVED:count=%d", &n)
+			require.NoError(t, err)
+		}
+		total += n
+	}
+	return total
 }
 
 // TestRenewOne: the one-lock wrapper Extend uses reports the owner's hold

@@ -3,6 +3,7 @@ package luascripts
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -10,13 +11,16 @@ import (
 
 // Sync asks a script call to be acknowledged by replicas: right after it,
 // on the same connection, WAIT Replicas Timeout. WAIT counts the replicas
-// that have received every write the connection made, so it must follow
-// the script on its connection; rueidis sends a DoMulti that holds a
-// blocking command (WAIT is one) on one dedicated connection, and a
-// Cluster client sends it to the node of the slot given to WAIT.
+// that have received every write its connection made, so it must follow
+// the script on the connection that ran the script: see execSynced for how
+// that holds on a Cluster too, where a call may be redirected.
 type Sync struct {
 	Replicas int64         // 0: no WAIT
 	Timeout  time.Duration // > 0 when Replicas > 0
+	// Routes, when set, remembers which Cluster node served each slot, so
+	// that a batch over many slots (the watchdog's) goes to each node at
+	// once instead of learning the way from -MOVED replies every time.
+	Routes *Routes
 }
 
 // NotReplicatedError is a call that ran but was not acknowledged by as
@@ -37,13 +41,36 @@ func (e *NotReplicatedError) Error() string {
 
 func (e *NotReplicatedError) Unwrap() error { return e.Err }
 
-// wait builds the WAIT for a call on keys (routed to their slot).
-func (y Sync) wait(c rueidis.Client, keys []string) rueidis.Completed {
-	cmd := c.B().Wait().Numreplicas(y.Replicas).Timeout(int64((y.Timeout + time.Millisecond - 1) / time.Millisecond)).Build()
-	if len(keys) > 0 {
-		cmd = cmd.SetSlot(keys[0])
+// Routes maps Cluster slots to the address of the master that last served
+// them; see Sync.Routes. The zero value is not usable: use NewRoutes.
+type Routes struct {
+	mu   sync.Mutex
+	addr map[uint16]string
+}
+
+// NewRoutes returns an empty Routes.
+func NewRoutes() *Routes { return &Routes{addr: make(map[uint16]string)} }
+
+func (r *Routes) get(slot uint16) string {
+	if r == nil {
+		return ""
 	}
-	return cmd
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.addr[slot]
+}
+
+func (r *Routes) set(slot uint16, addr string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if addr == "" {
+		delete(r.addr, slot)
+	} else {
+		r.addr[slot] = addr
+	}
 }
 
 // check reads a WAIT's reply: nil when enough replicas acknowledged, else
@@ -59,76 +86,185 @@ func (y Sync) check(r rueidis.RedisResult) error {
 	return nil
 }
 
-// ExecSync is Exec followed, when y asks for replicas, by WAIT on the same
-// connection (both sent again after a TRYAGAIN, as Exec's call is). It returns the script's result and, separately, a
-// *NotReplicatedError when the replicas did not acknowledge it; the script
-// ran either way when its result has no error.
+// ExecSync is Exec followed, when y asks for replicas, by WAIT on the
+// connection that ran the script. It returns the script's result and,
+// separately, a *NotReplicatedError when the replicas did not acknowledge
+// it; the script ran either way when its result has no error.
 func (s *Script) ExecSync(ctx context.Context, c rueidis.Client, keys, args []string, y Sync) (rueidis.RedisResult, error) {
 	if y.Replicas <= 0 {
 		return s.Exec(ctx, c, keys, args), nil
 	}
-	out := untilNotTryAgain(ctx, func() []rueidis.RedisResult {
-		cmds := []rueidis.Completed{
-			c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
-			y.wait(c, keys),
-		}
-		out := c.DoMulti(ctx, cmds...)
-		if err, ok := rueidis.IsRedisErr(out[0].Error()); ok && err.IsNoScript() {
-			cmds[0] = c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
-			cmds[1] = y.wait(c, keys)
-			out = c.DoMulti(ctx, cmds...)
-		}
-		return out
-	}, func(out []rueidis.RedisResult) error { return out[0].Error() })
-	if out[0].Error() != nil {
-		return out[0], nil
-	}
-	return out[0], y.check(out[1])
+	out, acks := s.execSynced(ctx, c, []Call{{Keys: keys, Args: args}}, y)
+	return out[0], acks[0]
 }
 
-// ExecMultiSync is ExecMulti with a WAIT after each call, as ExecSync
-// does for one: the second slice says, per call, why its replicas did not
-// acknowledge it (nil when they did, or when y asks for none).
+// ExecMultiSync is ExecMulti with a WAIT on every connection that ran
+// calls, after them: the second slice says, per call, why its replicas did
+// not acknowledge it (nil when they did, when the call failed, or when y
+// asks for none).
 func (s *Script) ExecMultiSync(ctx context.Context, c rueidis.Client, calls []Call, y Sync) ([]rueidis.RedisResult, []error) {
-	acks := make([]error, len(calls))
 	if y.Replicas <= 0 {
-		return s.ExecMulti(ctx, c, calls), acks
+		return s.ExecMulti(ctx, c, calls), make([]error, len(calls))
 	}
+	return s.execSynced(ctx, c, calls, y)
+}
+
+// hop is where a group of calls goes: by rueidis' slot map (addr ""), or
+// to the node at addr, after ASKING when ask.
+type hop struct {
+	addr string
+	ask  bool
+}
+
+// maxRedirects bounds the rounds of -MOVED and -ASK one synced call
+// follows, as rueidis bounds its own redirections; TRYAGAIN is retried
+// until ctx ends, as Exec does.
+const maxRedirects = 16
+
+// execSynced runs calls, each group of them followed by WAIT on the same
+// connection. rueidis follows a -MOVED or -ASK reply by sending the one
+// redirected command to the new node, which would leave the WAIT on the
+// old one, counting nothing the script wrote (a migrating slot's source
+// answers it at once; a demoted master refuses it). So on a Cluster the
+// calls go where rueidis cannot redirect them — a dedicated connection
+// for the slot map's choice, or the node a redirect names — and each
+// redirected call is sent again, with a WAIT of its own, to where the
+// reply pointed. Elsewhere rueidis sends a pipeline holding a blocking
+// command (WAIT is one) on one connection.
+func (s *Script) execSynced(ctx context.Context, c rueidis.Client, calls []Call, y Sync) ([]rueidis.RedisResult, []error) {
 	out := make([]rueidis.RedisResult, len(calls))
-	send := func(idx []int, eval bool) []int {
-		cmds := make(rueidis.Commands, 0, 2*len(idx))
-		for _, i := range idx {
-			call := calls[i]
-			if eval {
-				cmds = append(cmds, c.B().Eval().Script(s.src).Numkeys(int64(len(call.Keys))).Key(call.Keys...).Arg(call.Args...).Build())
-			} else {
-				cmds = append(cmds, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(call.Keys))).Key(call.Keys...).Arg(call.Args...).Build())
+	acks := make([]error, len(calls))
+	eval := make([]bool, len(calls))
+	cluster := c.Mode() == rueidis.ClientModeCluster
+	slots := make([]uint16, len(calls))
+	pending := make(map[hop][]int)
+	for i, call := range calls {
+		h := hop{}
+		if cluster {
+			probe := c.B().Get().Key(call.Keys[0]).Build()
+			slots[i] = probe.Slot()
+			if len(calls) > 1 {
+				h.addr = y.Routes.get(slots[i])
 			}
-			cmds = append(cmds, y.wait(c, call.Keys))
 		}
-		var noScript []int
-		for j, r := range c.DoMulti(ctx, cmds...) {
-			i := idx[j/2]
-			if j%2 == 0 {
-				out[i] = r
-				if err, ok := rueidis.IsRedisErr(r.Error()); ok && err.IsNoScript() {
-					noScript = append(noScript, i)
+		pending[h] = append(pending[h], i)
+	}
+	nodes := sync.OnceValue(c.Nodes)
+	backoff := tryAgainMin
+	for redirects := 0; len(pending) > 0; {
+		var (
+			mu       sync.Mutex
+			wg       sync.WaitGroup
+			next     = make(map[hop][]int)
+			tryAgain bool
+			moved    bool
+		)
+		for h, idx := range pending {
+			wg.Go(func() {
+				res, wait := s.sendSynced(ctx, c, cluster, nodes, h, calls, idx, eval, y)
+				mu.Lock()
+				defer mu.Unlock()
+				for j, i := range idx {
+					out[i] = res[j]
+					e, isRedis := rueidis.IsRedisErr(res[j].Error())
+					if !isRedis {
+						if res[j].Error() == nil {
+							acks[i] = y.check(wait)
+							if h.addr != "" && !h.ask {
+								y.Routes.set(slots[i], h.addr)
+							}
+						} else if h.addr != "" {
+							y.Routes.set(slots[i], "") // a dead node: back to rueidis' map
+						}
+						continue
+					}
+					if addr, ok := e.IsMoved(); ok {
+						moved = true
+						y.Routes.set(slots[i], addr)
+						next[hop{addr: addr}] = append(next[hop{addr: addr}], i)
+					} else if addr, ok := e.IsAsk(); ok {
+						moved = true
+						next[hop{addr: addr, ask: true}] = append(next[hop{addr: addr, ask: true}], i)
+					} else if e.IsTryAgain() {
+						tryAgain = true
+						next[hop{}] = append(next[hop{}], i)
+					} else if e.IsNoScript() && !eval[i] {
+						eval[i] = true
+						next[h] = append(next[h], i)
+					}
 				}
-				continue
-			}
-			acks[i] = nil
-			if out[i].Error() == nil {
-				acks[i] = y.check(r)
+			})
+		}
+		wg.Wait()
+		if moved {
+			if redirects++; redirects > maxRedirects {
+				break
 			}
 		}
-		return noScript
-	}
-	all := make([]int, len(calls))
-	for i := range all {
-		all[i] = i
-	}
-	if retry := send(all, false); len(retry) > 0 {
-		send(retry, true)
+		pending = next
+		if tryAgain {
+			timer := time.NewTimer(backoff)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				timer.Stop()
+				return out, acks
+			}
+			backoff = min(2*backoff, tryAgainMax)
+		}
 	}
 	return out, acks
+}
+
+// sendSynced sends calls[idx] to h and then WAIT, all on one connection,
+// and returns the calls' replies and WAIT's.
+func (s *Script) sendSynced(ctx context.Context, c rueidis.Client, cluster bool, nodes func() map[string]rueidis.Client, h hop, calls []Call, idx []int, eval []bool, y Sync) ([]rueidis.RedisResult, rueidis.RedisResult) {
+	cmds := make(rueidis.Commands, 0, 2*len(idx)+1)
+	for _, i := range idx {
+		if h.ask {
+			cmds = append(cmds, c.B().Asking().Build())
+		}
+		cmds = append(cmds, s.build(c, calls[i], eval[i]))
+	}
+	cmds = append(cmds, c.B().Wait().Numreplicas(y.Replicas).Timeout(int64((y.Timeout+time.Millisecond-1)/time.Millisecond)).Build())
+	var res []rueidis.RedisResult
+	switch {
+	case !cluster:
+		res = c.DoMulti(ctx, cmds...)
+	case h.addr == "":
+		// A dedicated connection serves one slot: route every command by
+		// the first call's, and let calls of other slots come back -MOVED.
+		key := calls[idx[0]].Keys[0]
+		for k := range cmds {
+			cmds[k] = cmds[k].SetSlot(key)
+		}
+		_ = c.Dedicated(func(dc rueidis.DedicatedClient) error {
+			res = dc.DoMulti(ctx, cmds...)
+			return nil
+		})
+	default:
+		n, ok := nodes()[h.addr]
+		if !ok {
+			// A node rueidis does not know yet: its slot map refresh is
+			// under way (a -MOVED started it); go by the map.
+			return s.sendSynced(ctx, c, cluster, nodes, hop{}, calls, idx, eval, y)
+		}
+		res = n.DoMulti(ctx, cmds...)
+	}
+	replies := make([]rueidis.RedisResult, 0, len(idx))
+	for k, r := range res[:len(res)-1] {
+		if h.ask && k%2 == 0 {
+			continue // ASKING's +OK
+		}
+		replies = append(replies, r)
+	}
+	return replies, res[len(res)-1]
+}
+
+// build is call's EVALSHA, or its EVAL when the server lacked the script.
+func (s *Script) build(c rueidis.Client, call Call, eval bool) rueidis.Completed {
+	if eval {
+		return c.B().Eval().Script(s.src).Numkeys(int64(len(call.Keys))).Key(call.Keys...).Arg(call.Args...).Build()
+	}
+	return c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(call.Keys))).Key(call.Keys...).Arg(call.Args...).Build()
 }
