@@ -21,13 +21,14 @@ import (
 // lock its goroutines want (gate.go). A Client is safe for concurrent use;
 // create one per process and Close it when done.
 type Client struct {
-	rc   rueidis.Client
-	opts Options
-	id   string
-	wake luascripts.Wake
-	hub  *notify.Hub
-	wd   *watchdog.Watchdog
-	seq  atomic.Uint64 // owner ids
+	rc    rueidis.Client
+	opts  Options
+	id    string
+	about string // the JSON ClientInfo that each grant records
+	wake  luascripts.Wake
+	hub   *notify.Hub
+	wd    *watchdog.Watchdog
+	seq   atomic.Uint64 // owner ids
 
 	// closing ends, with cause ErrClosed, when Close is called: every wait
 	// and every contender's Redis call watches it.
@@ -67,6 +68,10 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("latchkey: generating the client id: %w", err)
 	}
+	about, err := describeClient(id.String(), opts.ClientName)
+	if err != nil {
+		return nil, err
+	}
 	wd, err := watchdog.New(rc, opts.watchdogOptions())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
@@ -80,6 +85,7 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 		rc:      rc,
 		opts:    opts,
 		id:      id.String(),
+		about:   about,
 		wake:    luascripts.Wake{Sharded: mode == notify.Sharded, Window: opts.HandoffWindow},
 		hub:     notify.NewHub(rc, notify.Options{Mode: mode, Logger: opts.Logger}),
 		wd:      wd,

@@ -590,3 +590,38 @@ func ExampleNewClient_sentinel() {
 	}
 	defer locks.Close()
 }
+
+// Who holds a lock, and who waits for it: each grant records its holder's
+// client (Options.ClientName, host, pid), token and grant time; Inspect
+// reads them back in one round trip, List finds the held locks by pattern.
+func ExampleClient_Inspect() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	locks, _ := rlock.NewClient(rc, rlock.Options{ClientName: "billing-worker"})
+	defer locks.Close()
+
+	m := locks.Mutex("report:monthly")
+	lctx, err := m.Lock(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Unlock(lctx)
+
+	info, err := locks.Inspect(context.Background(), "report:monthly")
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := info.Holders[0]
+	fmt.Println(h.Client.Name, h.Count, h.Client.ID == locks.ID(), info.WaitersTotal)
+
+	held, err := locks.List(context.Background(), "report:*")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, l := range held {
+		fmt.Println(l.Name, "held by", l.Holders[0].Client.Name)
+	}
+	// Output:
+	// billing-worker 1 true 0
+	// report:monthly held by billing-worker
+}

@@ -51,7 +51,7 @@ func (m *Mutex) Extend(lctx context.Context, lease time.Duration) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	sent := time.Now()
-	held, err := luascripts.RunRenewOne(ctx, m.c.rc, m.keys.Lock, h.owner, lease, m.c.opts.sync())
+	held, err := luascripts.RunRenewOne(ctx, m.c.rc, m.keys.Lock, h.owner, lease, m.c.opts.sync(), m.keys.Holder)
 	var notSynced *luascripts.NotReplicatedError
 	switch {
 	case errors.As(err, &notSynced) && held:

@@ -81,7 +81,7 @@ func (m *Mutex) newHold(g *gate, owner string, token int64, lo lockOptions) *hol
 // can lapse.
 func (h *hold) keep(sent time.Time) {
 	if !h.lease {
-		h.wd = h.m.c.wd.Add(h.m.keys.Lock, h.owner, sent, h.lose)
+		h.wd = h.m.c.wd.Add(h.m.keys.Lock, h.owner, sent, h.lose, h.m.keys.Holder)
 		return
 	}
 	h.expiry = time.AfterFunc(time.Until(h.localDeadline()), func() { h.lose(h.expiredCause.Load()) })

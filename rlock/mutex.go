@@ -235,7 +235,7 @@ func (m *Mutex) releaseLast(h *hold) error {
 	var w *gateWaiter
 	if hasBaton {
 		if w = m.c.chooseHeir(h.g); w != nil {
-			args.Heir, args.HeirLease = m.c.newOwner(), m.lease(w.lo)
+			args.Heir, args.HeirLease, args.HeirAbout = m.c.newOwner(), m.lease(w.lo), m.c.about
 		}
 	}
 	sent := time.Now()

@@ -27,6 +27,9 @@ const (
 const (
 	// MaxNameLen is the longest lock name accepted, in bytes.
 	MaxNameLen = 1024
+	// MaxClientNameLen is the longest Options.ClientName accepted, in
+	// bytes: it is stored with every grant.
+	MaxClientNameLen = 256
 	// MaxLease is the longest explicit lease accepted, and the longest
 	// WatchdogTimeout and SpinBackoffMax. Longer durations are almost always
 	// a unit mistake, and far enough out they overflow the arithmetic done on
@@ -124,6 +127,12 @@ type Options struct {
 	// or not (Error). Nil, the default, is silent.
 	Logger *slog.Logger
 
+	// ClientName names this client in what each grant records about its
+	// holder (ClientInfo, read by Inspect, List and `latchkey status`),
+	// beside the host name and the process id. Default "": none. At most
+	// MaxClientNameLen bytes.
+	ClientName string
+
 	// OnAttempt, when set, is called after every run of the acquire script
 	// with the lock's name and whether it acquired. It is for metrics and
 	// tests; it runs on the caller's goroutine and must be fast.
@@ -193,6 +202,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: ReleaseTimeout %v is negative", ErrInvalidOptions, o.ReleaseTimeout)
 	case o.PubSub < PubSubAuto || o.PubSub > PubSubSharded:
 		return o, fmt.Errorf("%w: unknown PubSub mode %d", ErrInvalidOptions, o.PubSub)
+	case len(o.ClientName) > MaxClientNameLen:
+		return o, fmt.Errorf("%w: ClientName is %d bytes, the limit is %d", ErrInvalidOptions, len(o.ClientName), MaxClientNameLen)
 	case o.SyncReplicas.Replicas < 0 || o.SyncReplicas.Timeout < 0:
 		return o, fmt.Errorf("%w: SyncReplicas %+v must not be negative", ErrInvalidOptions, o.SyncReplicas)
 	}

@@ -214,7 +214,7 @@ func (m *Mutex) attempt(ctx context.Context, lo lockOptions, waiter bool) (strin
 	t := try{sent: time.Now()}
 	var err error
 	t.AcquireReply, err = luascripts.RunAcquire(ctx, m.c.rc, m.keys, luascripts.AcquireArgs{
-		Owner: owner, Lease: m.lease(lo), Client: m.c.id, Waiter: waiter, Sync: m.c.opts.sync(),
+		Owner: owner, Lease: m.lease(lo), Client: m.c.id, Waiter: waiter, Sync: m.c.opts.sync(), About: m.c.about,
 	})
 	if hook := m.c.opts.OnAttempt; hook != nil {
 		hook(m.name, t.Acquired && err == nil)

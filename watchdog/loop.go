@@ -115,11 +115,15 @@ func (w *Watchdog) tick() (failed bool) {
 			n := min(len(es), w.opts.BatchSize)
 			batch := es[:n:n]
 			es = es[n:]
-			call := luascripts.Call{Keys: make([]string, n), Args: make([]string, 0, n+1)}
+			call := luascripts.Call{Keys: make([]string, 0, n), Args: make([]string, 0, n+1)}
 			call.Args = append(call.Args, lease)
-			for i, e := range batch {
-				call.Keys[i] = e.key
+			for _, e := range batch {
+				call.Keys = append(call.Keys, e.key)
 				call.Args = append(call.Args, e.owner)
+				for _, k := range e.follow {
+					call.Keys = append(call.Keys, k)
+					call.Args = append(call.Args, "") // renewed with e.key
+				}
 			}
 			calls = append(calls, call)
 			batches = append(batches, batch)
@@ -139,7 +143,7 @@ func (w *Watchdog) tick() (failed bool) {
 	w.stats.Ticks++
 	w.stats.Calls += uint64(len(calls))
 	for i, r := range results {
-		held, err := parseRenew(r, len(batches[i]))
+		held, err := parseRenew(r, len(calls[i].Keys))
 		if err == nil && acks[i] != nil {
 			// Renewed on the master only: a failover could lose it, so it
 			// does not move the deadline.
@@ -154,8 +158,11 @@ func (w *Watchdog) tick() (failed bool) {
 			}
 			continue
 		}
-		for j, e := range batches[i] {
-			if !held[j] {
+		k := 0 // e.key's place in the call
+		for _, e := range batches[i] {
+			ok := held[k]
+			k += 1 + len(e.follow)
+			if !ok {
 				gone = append(gone, e)
 				continue
 			}

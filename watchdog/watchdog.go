@@ -195,10 +195,11 @@ func (w *Watchdog) Stats() Stats {
 
 // Entry is one kept lease.
 type Entry struct {
-	w     *Watchdog
-	key   string
-	owner string
-	slot  uint16
+	w      *Watchdog
+	key    string
+	owner  string
+	follow []string // keys whose expiry follows key's (same slot)
+	slot   uint16
 
 	// deadline and lastErr are guarded by w.mu.
 	deadline time.Time
@@ -215,8 +216,10 @@ type Entry struct {
 // request that last set the lease to Timeout was sent (the acquire): the
 // local deadline is Timeout less DriftMargin(Timeout) after it. onLost runs at most once, on the watchdog
 // goroutine, with an error matching ErrGone or ErrExpired; it must not block
-// and must not call Stop.
-func (w *Watchdog) Add(key, owner string, sentAt time.Time, onLost func(cause error)) *Entry {
+// and must not call Stop. The keys in follow, in key's slot, are renewed
+// with key while owner holds it, whatever they hold (a lock's side record,
+// which must expire with it).
+func (w *Watchdog) Add(key, owner string, sentAt time.Time, onLost func(cause error), follow ...string) *Entry {
 	// On Cluster, keys batch by slot. Any other client talks to one server,
 	// so all its keys batch together: slot stays 0. (A standalone client's
 	// builder still stamps each command with NoSlot|slot(key), so its Slot()
@@ -226,7 +229,7 @@ func (w *Watchdog) Add(key, owner string, sentAt time.Time, onLost func(cause er
 		probe := w.client.B().Exists().Key(key).Build()
 		slot = probe.Slot()
 	}
-	e := &Entry{w: w, key: key, owner: owner, onLost: onLost, slot: slot, deadline: sentAt.Add(w.validity())}
+	e := &Entry{w: w, key: key, owner: owner, follow: follow, onLost: onLost, slot: slot, deadline: sentAt.Add(w.validity())}
 	w.mu.Lock()
 	w.entries[e] = struct{}{}
 	wake := w.armed.IsZero() || e.deadline.Before(w.armed)

@@ -4,11 +4,13 @@
 -- KEYS[2]  fencing counter      (same hash tag as KEYS[1]; no expiry)
 -- KEYS[3]  wait queue           (same hash tag; see queue.lua)
 -- KEYS[4]  reservation          (same hash tag; see queue.lua)
+-- KEYS[5]  holder record        (same hash tag; see describe.lua)
 -- ARGV[1]  owner id (new: never held before)
 -- ARGV[2]  lease in ms (> 0)
 -- ARGV[3]  the caller's client id
 -- ARGV[4]  "1" if the caller waits for a wake-up: refused, its client is
 --          queued; granted, it is taken off the queue. "0" otherwise.
+-- ARGV[5]  the caller's client description, for the holder record
 --
 -- Returns {1, 1, token} when granted (token: the grant's fencing token, one
 -- more than any before), or {0, pttl} when refused: pttl is how long the
@@ -16,7 +18,7 @@
 --
 -- The fencing counter has no expiry: a token must never go back, even after
 -- the lock has been free for a long time.
-local lock, fence, queue, reservation = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, fence, queue, reservation, record = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, lease, client, waiter = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 -- One EXISTS for both keys answers the common case: a lock that is free and
 -- reserved for nobody is granted without further reads.
@@ -40,7 +42,9 @@ if pttl == -2 then
   if waiter then
     redis.call('zrem', queue, client)
   end
-  return {1, 1, redis.call('incr', fence)}
+  local token = redis.call('incr', fence)
+  describe(record, owner, token, ARGV[5], lease)
+  return {1, 1, token}
 end
 if waiter then
   enqueue(queue, client, math.max(pttl, 0) + 10000)

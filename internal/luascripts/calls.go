@@ -16,11 +16,12 @@ type Keys struct {
 	Fence       string // fencing counter, no expiry
 	Queue       string // ZSET of waiting clients, oldest first
 	Reservation string // the woken client's id, for a short window (PX)
+	Holder      string // the holder record (record.lua), expiring with the lock
 }
 
 // NewKeys derives a lock's keys from its base key "<prefix>:{<name>}".
 func NewKeys(base string) Keys {
-	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q", Reservation: base + ":r"}
+	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q", Reservation: base + ":r", Holder: base + ":holder"}
 }
 
 // Inbox is the channel on which client's waiters for this lock are woken.
@@ -54,17 +55,20 @@ type AcquireArgs struct {
 	Client string        // the caller's client id
 	Waiter bool          // queue the client if refused, dequeue it if granted
 	Sync   Sync          // replicas to acknowledge a grant
+	About  string        // the caller's client description, for the holder record
 }
 
 // AcquireKeys are the acquire script's KEYS, in order.
-func (k Keys) AcquireKeys() []string { return []string{k.Lock, k.Fence, k.Queue, k.Reservation} }
+func (k Keys) AcquireKeys() []string {
+	return []string{k.Lock, k.Fence, k.Queue, k.Reservation, k.Holder}
+}
 
 // RunAcquire runs the acquire script. A grant that a.Sync's replicas did
 // not acknowledge is returned with a *NotReplicatedError beside it; the
 // grant stands until the caller undoes it.
 func RunAcquire(ctx context.Context, c rueidis.Client, k Keys, a AcquireArgs) (AcquireReply, error) {
 	res, notSynced := Acquire.ExecSync(ctx, c, k.AcquireKeys(),
-		[]string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter)}, a.Sync)
+		[]string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter), a.About}, a.Sync)
 	v, err := res.AsIntSlice()
 	if err != nil {
 		return AcquireReply{}, err
@@ -92,6 +96,7 @@ type ReleaseArgs struct {
 	Count     int64         // the owner's hold count before the release
 	Heir      string        // a new owner id to hand the lock to at the last hold, or ""
 	HeirLease time.Duration // the heir's lease
+	HeirAbout string        // the heir's client description, for the holder record
 	Wake      Wake
 	Retry     bool // an earlier call with these arguments may have run
 	Sync      Sync // replicas to acknowledge the release
@@ -103,9 +108,9 @@ type ReleaseArgs struct {
 func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (ReleaseReply, error) {
 	args := []string{a.Owner, strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry)}
 	if a.Heir != "" {
-		args = append(args, a.Heir, Millis(a.HeirLease))
+		args = append(args, a.Heir, Millis(a.HeirLease), a.HeirAbout)
 	}
-	res, notSynced := Release.ExecSync(ctx, c, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation}, args, a.Sync)
+	res, notSynced := Release.ExecSync(ctx, c, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation, k.Holder}, args, a.Sync)
 	v, err := res.AsIntSlice()
 	if err != nil {
 		return ReleaseReply{}, err
@@ -128,20 +133,25 @@ func RunLeave(ctx context.Context, c rueidis.Client, k Keys, client string, w Wa
 // RunForceUnlock runs the forceunlock script; it reports whether there was
 // a lock to delete.
 func RunForceUnlock(ctx context.Context, c rueidis.Client, k Keys, w Wake) (bool, error) {
-	n, err := ForceUnlock.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation}, []string{Wake{Sharded: w.Sharded}.spec()}).AsInt64()
+	n, err := ForceUnlock.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation, k.Holder}, []string{Wake{Sharded: w.Sharded}.spec()}).AsInt64()
 	return n == 1, err
 }
 
 // RunRenewOne runs the renew script for one lock: it reports whether owner
-// still holds key, whose expiry is then at least lease. A renewal that y's
-// replicas did not acknowledge is returned with a *NotReplicatedError.
-func RunRenewOne(ctx context.Context, c rueidis.Client, key, owner string, lease time.Duration, y Sync) (bool, error) {
-	res, notSynced := Renew.ExecSync(ctx, c, []string{key}, []string{Millis(lease), owner}, y)
+// still holds key, whose expiry is then at least lease, as are those of
+// the keys that follow it (its holder record). A renewal that y's replicas
+// did not acknowledge is returned with a *NotReplicatedError.
+func RunRenewOne(ctx context.Context, c rueidis.Client, key, owner string, lease time.Duration, y Sync, follow ...string) (bool, error) {
+	args := []string{Millis(lease), owner}
+	for range follow {
+		args = append(args, "")
+	}
+	res, notSynced := Renew.ExecSync(ctx, c, append([]string{key}, follow...), args, y)
 	v, err := res.AsIntSlice()
 	if err != nil {
 		return false, err
 	}
-	held, err := ParseRenew(v, 1)
+	held, err := ParseRenew(v, 1+len(follow))
 	if err != nil {
 		return false, err
 	}

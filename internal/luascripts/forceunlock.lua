@@ -4,12 +4,13 @@
 -- KEYS[2]  the lock's channel   (same hash tag; see queue.lua)
 -- KEYS[3]  wait queue           (same hash tag)
 -- KEYS[4]  reservation          (same hash tag)
+-- KEYS[5]  holder record        (same hash tag; see describe.lua)
 -- ARGV[1]  wake spec, "p0" or "s0": PUBLISH or SPUBLISH, and no
 --          reservation (see queue.lua)
 --
 -- Returns 1 when a lock was deleted (and the oldest listening queued client
 -- woken, without a reservation), 0 when there was none (nothing published).
-if redis.call('del', KEYS[1]) == 0 then
+if redis.call('del', KEYS[1], KEYS[5]) == 0 then
   return 0
 end
 wake(KEYS[3], KEYS[2], KEYS[4], ARGV[1])

@@ -6,6 +6,7 @@
 -- KEYS[3]  fencing counter      (same hash tag)
 -- KEYS[4]  wait queue           (same hash tag)
 -- KEYS[5]  reservation          (same hash tag)
+-- KEYS[6]  holder record        (same hash tag; see describe.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  the owner's hold count before this release (exact: the caller
 --          serialises an owner's calls, so it knows it)
@@ -17,6 +18,7 @@
 --          hold the lock passes to the heir: a new grant with a new token,
 --          no message and no acquire. Absent or "" for none.
 -- ARGV[6]  the heir's lease in ms (> 0), with ARGV[5]
+-- ARGV[7]  the heir's client description, with ARGV[5]
 --
 -- Returns {status, token}:
 --   { n, 0}  n >= 1 holds left
@@ -29,7 +31,7 @@
 -- without changing anything. Owner ids are never reused, so nobody else
 -- can have made that state; but a lease that ran out before the first call
 -- arrived leaves the same "owner gone", which a retry reports as freed.
-local lock, channel, fence, queue, reservation = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lock, channel, fence, queue, reservation, record = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local owner, n, heir = ARGV[1], tonumber(ARGV[2]), ARGV[5] or ''
 local count = tonumber(redis.call('hget', lock, owner))
 if count ~= n then
@@ -49,11 +51,14 @@ end
 if n > 1 then
   return {redis.call('hincrby', lock, owner, -1), 0}
 end
-redis.call('del', lock)
+redis.call('del', lock, record)
 if heir ~= '' then
+  local lease = tonumber(ARGV[6])
   redis.call('hset', lock, heir, 1)
-  redis.call('pexpire', lock, tonumber(ARGV[6]))
-  return {-3, redis.call('incr', fence)}
+  redis.call('pexpire', lock, lease)
+  local token = redis.call('incr', fence)
+  describe(record, heir, token, ARGV[7], lease)
+  return {-3, token}
 end
 wake(queue, channel, reservation, ARGV[3])
 return {0, 0}

@@ -2,7 +2,9 @@
 --
 -- KEYS[1..n]   lock hashes, all in one Cluster slot
 -- ARGV[1]      lease in milliseconds (> 0)
--- ARGV[2..n+1] owner id for each key, in the same order
+-- ARGV[2..n+1] owner id for each key, in the same order; "" for a key that
+--              follows the key before it (a lock's holder record): renewed
+--              when that key's owner holds it
 --
 -- Returns an array of n integers: 1 when that owner still holds that lock (its
 -- expiry is now at least the lease), 0 when it does not (nothing changed). The
@@ -10,8 +12,12 @@
 -- was released a moment before.
 local lease = tonumber(ARGV[1])
 local out = {}
+local held = false
 for i, key in ipairs(KEYS) do
-  if redis.call('hexists', key, ARGV[i + 1]) == 1 then
+  if ARGV[i + 1] ~= '' then
+    held = redis.call('hexists', key, ARGV[i + 1]) == 1
+  end
+  if held then
     if redis.call('pttl', key) < lease then
       redis.call('pexpire', key, lease)
     end

@@ -35,6 +35,10 @@ var (
 	forceUnlockSrc string
 	//go:embed inspect.lua
 	inspectSrc string
+	//go:embed record.lua
+	recordSrc string
+	//go:embed describe.lua
+	describeSrc string
 	//go:embed latchset.lua
 	latchSetSrc string
 	//go:embed latchcountdown.lua
@@ -44,15 +48,17 @@ var (
 )
 
 // The scripts. They are safe for concurrent use. Those that queue or wake
-// clients start with the queue.lua prelude.
+// clients start with the queue.lua prelude, those that grant a Mutex with
+// record.lua's.
 var (
-	Acquire     = New("acquire", queueSrc+acquireSrc)
+	Acquire     = New("acquire", queueSrc+recordSrc+acquireSrc)
 	Reenter     = New("reenter", reenterSrc)
-	Release     = New("release", queueSrc+releaseSrc)
+	Release     = New("release", queueSrc+recordSrc+releaseSrc)
 	Leave       = New("leave", queueSrc+leaveSrc)
 	Renew       = New("renew", renewSrc)
 	ForceUnlock = New("forceunlock", queueSrc+forceUnlockSrc)
 	Inspect     = New("inspect", inspectSrc)
+	Describe    = New("describe", describeSrc)
 
 	// The count-down latch's scripts (latch.go).
 	LatchSet       = New("latchset", latchSetSrc)
@@ -63,7 +69,7 @@ var (
 // All returns every script latchkey runs: the ACL test checks that the
 // commands they call are in the documented grant.
 func All() []*Script {
-	return []*Script{Acquire, Reenter, Release, Leave, Renew, ForceUnlock, Inspect,
+	return []*Script{Acquire, Reenter, Release, Leave, Renew, ForceUnlock, Inspect, Describe,
 		RWRead, RWWrite, RWReenter, RWUnlock, RWLeave,
 		LatchSet, LatchCountDown, LatchRead,
 		SemAcquire, SemRelease, SemLeave, SemAvailable}

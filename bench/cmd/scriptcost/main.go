@@ -48,6 +48,10 @@ type variant struct {
 	cycle func(ctx context.Context, rc rueidis.Client, i, n int) error
 }
 
+// about is a holder description as long as a typical client's
+// (rlock.ClientInfo as JSON).
+const about = `{"id":"0b3c1f0e-8e7a-4c57-9f7e-2a1d5c6b7e80","name":"billing-worker","host":"worker-17.example.internal","pid":123456}`
+
 // clientID is a client id as long as latchkey's (a UUID).
 const clientID = "0b6c2a1e-5d1f-4c3e-9a8b-7f6e5d4c3b2a"
 
@@ -186,10 +190,10 @@ func pair(acq, rel *luascripts.Script, fence bool) func(context.Context, rueidis
 }
 
 var variants = []variant{
-	{"latchkey", "acquire.lua + release.lua: hash {owner: count}, fencing INCR, wait queue and reservation keys",
+	{"latchkey", "acquire.lua + release.lua: hash {owner: count}, fencing INCR, wait queue and reservation keys, holder record",
 		func(ctx context.Context, rc rueidis.Client, i, n int) error {
 			k, o := keysOf(i), owner(n)
-			r, err := luascripts.RunAcquire(ctx, rc, k, luascripts.AcquireArgs{Owner: o, Lease: 10 * time.Second, Client: clientID})
+			r, err := luascripts.RunAcquire(ctx, rc, k, luascripts.AcquireArgs{Owner: o, Lease: 10 * time.Second, Client: clientID, About: about})
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,192 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/rlock"
+)
+
+// TestInspect: the holder's record (client name, host, pid, token, grant
+// time) and hold count, the lease left and the queued clients in order;
+// the record is renewed with the lock and goes with it.
+func TestInspect(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		name := lockName(t)
+		holder := lockClient(t, tp, rlock.Options{ClientName: "worker-a", WatchdogTimeout: 600 * time.Millisecond, WatchdogInterval: 200 * time.Millisecond})
+		watcher := lockClient(t, tp, rlock.Options{})
+		m := holder.Mutex(name)
+
+		free, err := watcher.Inspect(ctx, name)
+		require.NoError(t, err)
+		require.False(t, free.Held())
+		require.Zero(t, free.LeaseLeft)
+
+		before := time.Now()
+		lctx, err := m.Lock(ctx)
+		require.NoError(t, err)
+		rctx, err := m.Lock(lctx) // re-entry
+		require.NoError(t, err)
+		token, err := m.Token(lctx)
+		require.NoError(t, err)
+
+		// Renewals keep the record: three of them, past the 600 ms lease.
+		renewed := holder.WatchdogStats().Renewed
+		awaitCond(t, 10*time.Second, "three renewals", func() bool { return holder.WatchdogStats().Renewed >= renewed+3 })
+
+		// Two clients queue, in this order.
+		waiters := []*rlock.Client{lockClient(t, tp, rlock.Options{}), lockClient(t, tp, rlock.Options{})}
+		got := make(chan error, len(waiters))
+		for i, w := range waiters {
+			go func() {
+				wctx, err := w.Mutex(name).Lock(ctx)
+				if err == nil {
+					err = w.Mutex(name).Unlock(wctx)
+				}
+				got <- err
+			}()
+			awaitCond(t, 10*time.Second, "a queued client", func() bool {
+				info, err := watcher.Inspect(ctx, name)
+				require.NoError(t, err)
+				return info.WaitersTotal == i+1
+			})
+		}
+
+		info, err := watcher.Inspect(ctx, name)
+		require.NoError(t, err)
+		host, err := os.Hostname()
+		require.NoError(t, err)
+		require.Len(t, info.Holders, 1)
+		h := info.Holders[0]
+		assert.EqualValues(t, 2, h.Count)
+		assert.Equal(t, token, h.Token)
+		assert.Equal(t, rlock.ClientInfo{ID: holder.ID(), Name: "worker-a", Host: host, PID: os.Getpid()}, h.Client)
+		assert.True(t, strings.HasPrefix(h.Owner, holder.ID()), "owner %q of client %s", h.Owner, holder.ID())
+		// Redis' clock is this machine's: the grant time lies in the Lock call.
+		assert.WithinRange(t, h.Since, before.Add(-time.Second), time.Now().Add(time.Second))
+		assert.Greater(t, info.LeaseLeft, time.Duration(0))
+		assert.LessOrEqual(t, info.LeaseLeft, 600*time.Millisecond)
+		require.Len(t, info.Waiters, 2)
+		assert.Equal(t, waiters[0].ID(), info.Waiters[0].Client)
+		assert.Equal(t, waiters[1].ID(), info.Waiters[1].Client)
+		assert.False(t, info.Waiters[1].Since.Before(info.Waiters[0].Since))
+
+		require.NoError(t, m.Unlock(rctx))
+		require.NoError(t, m.Unlock(lctx))
+		for range waiters {
+			require.NoError(t, <-got)
+		}
+		requireNoLeftovers(t, tp, name)
+	})
+}
+
+// TestInspectRecordFollowsTheLock: a local handover records its heir, and
+// force-unlock and expiry take the record with the lock.
+func TestInspectRecordFollowsTheLock(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		name := lockName(t)
+		att := newAttempts()
+		c := lockClient(t, tp, att.options(rlock.Options{ClientName: "heirs"}))
+		rc := redisClient(t, tp)
+		m := c.Mutex(name)
+
+		first, err := m.Lock(ctx)
+		require.NoError(t, err)
+		second := make(chan context.Context, 1)
+		var wg sync.WaitGroup
+		blockWaiters(t, att, name, 1, &wg, func() {
+			lctx, err := m.Lock(ctx)
+			assert.NoError(t, err)
+			second <- lctx
+		})
+		require.NoError(t, m.Unlock(first))
+		lctx := <-second
+		token, err := m.Token(lctx)
+		require.NoError(t, err)
+		info, err := c.Inspect(ctx, name)
+		require.NoError(t, err)
+		require.Len(t, info.Holders, 1)
+		assert.Equal(t, token, info.Holders[0].Token, "the heir's record")
+		assert.Equal(t, "heirs", info.Holders[0].Client.Name)
+
+		ok, err := c.ForceUnlock(ctx, name)
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.False(t, exists(t, rc, m.Key()+":holder"), "force-unlock left the holder record")
+		require.ErrorIs(t, m.Unlock(lctx), rlock.ErrNotHeld)
+
+		_, err = m.Lock(ctx, rlock.WithLease(300*time.Millisecond))
+		require.NoError(t, err)
+		require.True(t, exists(t, rc, m.Key()+":holder"))
+		requireNoLeftovers(t, tp, name) // the lease runs out: lock and record go together
+	})
+}
+
+// TestList: List finds the held locks whose names match, on every Cluster
+// master, sorted, with the same facts as Inspect, and not the released.
+func TestList(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		base := lockName(t)
+		c := lockClient(t, tp, rlock.Options{ClientName: "lister"})
+		var names []string
+		var holds []context.Context
+		for _, suffix := range []string{"a", "b", "c", "d", "e", "f"} {
+			name := base + "-" + suffix
+			lctx, err := c.Mutex(name).Lock(ctx)
+			require.NoError(t, err)
+			names, holds = append(names, name), append(holds, lctx)
+		}
+		// Another client's lock outside the pattern.
+		other := lockName(t)
+		octx, err := c.Mutex(other).Lock(ctx)
+		require.NoError(t, err)
+
+		found, err := c.List(ctx, base+"-*")
+		require.NoError(t, err)
+		var got []string
+		for _, info := range found {
+			got = append(got, info.Name)
+			require.Len(t, info.Holders, 1, info.Name)
+			assert.Equal(t, "lister", info.Holders[0].Client.Name)
+			assert.Positive(t, info.Holders[0].Token)
+		}
+		assert.Equal(t, names, got)
+
+		for i, name := range names[:3] {
+			require.NoError(t, c.Mutex(name).Unlock(holds[i]))
+		}
+		found, err = c.List(ctx, base+"-*")
+		require.NoError(t, err)
+		got = got[:0]
+		for _, info := range found {
+			got = append(got, info.Name)
+		}
+		assert.Equal(t, names[3:], got, "released locks listed")
+
+		_, err = c.List(ctx, "a{b")
+		require.ErrorIs(t, err, rlock.ErrInvalidName)
+		_, err = c.Inspect(ctx, "")
+		require.ErrorIs(t, err, rlock.ErrInvalidName)
+		_, err = rlock.NewClient(redisClient(t, tp), rlock.Options{ClientName: strings.Repeat("x", rlock.MaxClientNameLen+1)})
+		require.ErrorIs(t, err, rlock.ErrInvalidOptions)
+
+		for i, name := range names[3:] {
+			require.NoError(t, c.Mutex(name).Unlock(holds[3+i]))
+		}
+		require.NoError(t, c.Mutex(other).Unlock(octx))
+		requireNoLeftovers(t, tp, append(names, other)...)
+	})
+}
