@@ -6,6 +6,8 @@
 //
 //	latchkey run [--wait D] [--lease D] [--grace D] [--watchdog-timeout D] [--redis URL] [--prefix P] NAME [--] CMD [ARG...]
 //	latchkey force-unlock [--yes] [--redis URL] [--prefix P] NAME
+//	latchkey status [--json] [--redis URL] [--prefix P] NAME
+//	latchkey list [--json] [--redis URL] [--prefix P] [PATTERN]
 //
 // Flags take one dash or two; -h after a subcommand describes its flags.
 // --redis takes a rueidis URL (redis://[user:password@]host:port/db, rediss:// for TLS); its
@@ -56,7 +58,13 @@
 //
 // # status, list
 //
-// Not yet: they need the library to inspect locks.
+// status prints who holds the lock NAME (client name, host, pid, hold
+// count, fencing token, how long it has been held, the lease left) and the
+// clients queued for it, oldest first; a free lock prints as "(free)".
+// list prints the same for every held lock whose name matches PATTERN
+// (Redis glob syntax, default "*"), found with SCAN on every node. Both
+// print a table, or JSON with --json, and exit 0, or 1 on an error. A
+// holder started by `latchkey run` is named after its command.
 package main
 
 import (
@@ -90,11 +98,14 @@ const (
 const usage = `Usage:
   latchkey run [flags] NAME [--] CMD [ARG...]
                              run CMD while holding the lock NAME
+  latchkey status [--json] [flags] NAME
+                             who holds the lock NAME, and who waits
+  latchkey list [--json] [flags] [PATTERN]
+                             the held locks whose names match PATTERN
   latchkey force-unlock [--yes] [flags] NAME
                              delete the lock NAME whoever holds it
   latchkey SUBCOMMAND -h     describe a subcommand's flags
 
-status and list are not there yet.
 Redis: --redis URL, else $REDIS_URL, else redis://127.0.0.1:6379.
 `
 
@@ -115,8 +126,7 @@ func run(args, env []string, std stdio) int {
 		fmt.Fprint(std.out, usage)
 		return 0
 	case "status", "list":
-		fmt.Fprintf(std.err, "latchkey: %s is not there yet: it needs lock introspection in the library\n", args[0])
-		return exitUsage
+		return status(args[1:], env, std, args[0] == "list")
 	default:
 		fmt.Fprintf(std.err, "latchkey: unknown subcommand %q\n%s", args[0], usage)
 		return exitUsage

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,7 +58,8 @@ func runCmd(args, env []string, std stdio) int {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	locks, closeLocks, err := connect(c, rlock.Options{WatchdogTimeout: *wdTimeout})
+	// `latchkey status` shows what the holder runs.
+	locks, closeLocks, err := connect(c, rlock.Options{WatchdogTimeout: *wdTimeout, ClientName: clientName(cmdArgs)})
 	if err != nil {
 		fmt.Fprintf(std.err, "latchkey: %v\n", err)
 		return exitError
@@ -203,4 +205,13 @@ func signum(sig os.Signal) int {
 		return int(s)
 	}
 	return 0
+}
+
+// clientName names a run's client after its command, within the limit.
+func clientName(cmdArgs []string) string {
+	name := "latchkey run " + strings.Join(cmdArgs, " ")
+	if len(name) > rlock.MaxClientNameLen {
+		name = name[:rlock.MaxClientNameLen-3] + "..."
+	}
+	return strings.ToValidUTF8(name, "?")
 }

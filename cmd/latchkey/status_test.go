@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStatusAndList: a lock held by a `latchkey run` process shows up in
+// status and list, as a table and as JSON, with its holder's description
+// (named after its command, this host, its pid) and a client queued for
+// it; a free lock is "(free)"; a bad pattern is an error.
+func TestStatusAndList(t *testing.T) {
+	c := locks(t)
+	name := lockName(t)
+	started := filepath.Join(t.TempDir(), "started")
+	// The holder: runs until its stdin closes.
+	holder, _, holderErr := command(t, "", "run", name, "--", "sh", "-c", `touch "$1"; cat >/dev/null`, "sh", started)
+	holder.Stdin = nil
+	stdin, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, started)
+	// A waiter, queued behind it.
+	waiter := make(chan error, 1)
+	go func() {
+		lctx, err := c.Mutex(name).Lock(context.Background())
+		if err == nil {
+			err = c.Mutex(name).Unlock(lctx)
+		}
+		waiter <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := c.Inspect(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.WaitersTotal == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter never queued: %+v", info)
+		}
+		time.Sleep(10 * time.Millisecond) // polling: the queue entry is another goroutine's
+	}
+	var st lockOut
+	r := latchkey(t, "", "status", "--json", name)
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || r.code != 0 {
+		t.Fatalf("status --json: exit %d, %v in %q, stderr %q", r.code, err, r.stdout, r.stderr)
+	}
+	host, _ := os.Hostname()
+	if !st.Held || len(st.Holders) != 1 || st.Holders[0].Client.PID != holder.Process.Pid || st.Holders[0].Client.Host != host ||
+		!strings.HasPrefix(st.Holders[0].Client.Name, "latchkey run sh -c") || st.Holders[0].Token <= 0 || st.Holders[0].Count != 1 ||
+		st.LeaseLeftMS <= 0 || len(st.Waiters) != 1 || st.Waiters[0].Client != c.ID() {
+		t.Errorf("status --json: %+v", st)
+	}
+
+	r = latchkey(t, "", "status", name)
+	if r.code != 0 || !strings.Contains(r.stdout, "latchkey run sh -c") || !strings.Contains(r.stdout, strconv.Itoa(holder.Process.Pid)) || !strings.Contains(r.stdout, c.ID()) {
+		t.Errorf("status: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = latchkey(t, "", "list", name[:len(name)-1]+"*")
+	if r.code != 0 || !strings.Contains(r.stdout, name) || !strings.Contains(r.stdout, strconv.Itoa(holder.Process.Pid)) {
+		t.Errorf("list: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	var all []lockOut
+	r = latchkey(t, "", "list", "--json", name)
+	if err := json.Unmarshal([]byte(r.stdout), &all); err != nil || r.code != 0 || len(all) != 1 || all[0].Name != name {
+		t.Errorf("list --json: exit %d, %v, %q", r.code, err, r.stdout)
+	}
+
+	stdin.Close()
+	if err := holder.Wait(); err != nil {
+		t.Fatalf("holder: %v, stderr %q", err, holderErr)
+	}
+	if err := <-waiter; err != nil {
+		t.Fatal(err)
+	}
+	r = latchkey(t, "", "status", name)
+	if r.code != 0 || !strings.Contains(r.stdout, "(free)") {
+		t.Errorf("status of a free lock: exit %d, stdout %q", r.code, r.stdout)
+	}
+	r = latchkey(t, "", "list", "--json", name)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("list of a free lock: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if r := latchkey(t, "", "list", "a{b"); r.code != exitError || !strings.Contains(r.stderr, "brace") {
+		t.Errorf("list a{b: exit %d, stderr %q; want 1", r.code, r.stderr)
+	}
+}
