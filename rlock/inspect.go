@@ -16,7 +16,7 @@ import (
 
 // Introspection: who holds a Mutex, who waits for it (Inspect), and which
 // Mutexes exist (List). Each grant records its holder's ClientInfo, token
-// and grant time in the key "<lock>:holder", written by the grant, renewed
+// and request time in the key "<lock>:holder", written by the grant, renewed
 // with the lock and deleted with it (see docs/design.md, "Introspection").
 
 // MaxInspectWaiters is the most queued clients Inspect and List return per
@@ -52,7 +52,7 @@ type Holder struct {
 	// Token, Since and Client come from the grant's record; they are zero
 	// when the lock has none (a lock written by something else).
 	Token  int64      // the grant's fencing token
-	Since  time.Time  // when it was granted, by Redis' clock
+	Since  time.Time  // when the grant was asked for, by the holder's clock
 	Client ClientInfo // who was granted it
 }
 

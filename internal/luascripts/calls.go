@@ -68,7 +68,7 @@ func (k Keys) AcquireKeys() []string {
 // grant stands until the caller undoes it.
 func RunAcquire(ctx context.Context, c rueidis.Client, k Keys, a AcquireArgs) (AcquireReply, error) {
 	res, notSynced := Acquire.ExecSync(ctx, c, k.AcquireKeys(),
-		[]string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter), a.About}, a.Sync)
+		[]string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter), recordAbout(a.About)}, a.Sync)
 	v, err := res.AsIntSlice()
 	if err != nil {
 		return AcquireReply{}, err
@@ -78,6 +78,13 @@ func RunAcquire(ctx context.Context, c rueidis.Client, k Keys, a AcquireArgs) (A
 		return r, notSynced
 	}
 	return r, err
+}
+
+// recordAbout is the holder record's tail (record.lua): the time the grant
+// is asked for, by this process' clock (the script would need a TIME call,
+// a fifth of the record's cost), and the client's description.
+func recordAbout(about string) string {
+	return strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + about
 }
 
 // RunReenter runs the reenter script: the owner's new hold count, 0 when it
@@ -108,7 +115,7 @@ type ReleaseArgs struct {
 func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (ReleaseReply, error) {
 	args := []string{a.Owner, strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry)}
 	if a.Heir != "" {
-		args = append(args, a.Heir, Millis(a.HeirLease), a.HeirAbout)
+		args = append(args, a.Heir, Millis(a.HeirLease), recordAbout(a.HeirAbout))
 	}
 	res, notSynced := Release.ExecSync(ctx, c, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation, k.Holder}, args, a.Sync)
 	v, err := res.AsIntSlice()
