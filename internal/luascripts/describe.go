@@ -24,7 +24,7 @@ type DescribeReply struct {
 type Record struct {
 	Owner string
 	Token int64
-	Since time.Time // the grant, by the server's clock
+	Since time.Time // when the grant was asked for, by the client's clock
 	About string    // the holder's client description
 }
 
