@@ -39,16 +39,20 @@ FAMILYFLAGS ?= -reps 5 -dur 2s -clients 4 -g 8 -semg 16 -size 8 -reads 0.95 -cs 
 
 all: test
 
-test: setup vet test-bench
-	$(GO) test $(TESTFLAGS) ./...
+# The library module keeps its go.mod to rueidis, uuid and the test
+# libraries; what needs more is a module of its own, tested here one by one:
+# internal/latency (HdrHistogram), cmd (the CLI and the demo), integration
+# (Docker, toxiproxy, porcupine) and bench (the peer libraries, test-bench).
+MODULES := . internal/latency cmd integration
 
-# bench/ is its own module (the peer libraries stay out of latchkey's
-# go.mod), so ./... above does not reach it.
+test: setup vet test-bench
+	@set -e; for m in $(MODULES); do echo "test: module $$m"; (cd $$m && $(GO) test $(TESTFLAGS) ./...); done
+
 test-bench: setup
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 test-faults: setup
-	$(GO) test $(TESTFLAGS) -v -run '^TestFault' ./integration
+	cd integration && $(GO) test $(TESTFLAGS) -v -run '^TestFault' .
 
 # torture runs TestTorture (integration/torture_test.go): processes ×
 # goroutines × locks under injected faults, on standalone Redis and on the
@@ -59,13 +63,13 @@ test-faults: setup
 TORTURE_TIMEOUT ?= 3h
 
 torture: setup
-	$(GO) test -race -count=1 -timeout $(TORTURE_TIMEOUT) -v -run '^TestTorture' ./integration
+	cd integration && $(GO) test -race -count=1 -timeout $(TORTURE_TIMEOUT) -v -run '^TestTorture' .
 
 vet:
-	$(GO) vet ./...
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
 
 demo: setup
-	$(GO) run ./cmd/latchkey-demo $(DEMOFLAGS)
+	cd cmd && $(GO) run ./latchkey-demo $(DEMOFLAGS)
 
 # fuzz runs every fuzz target (func FuzzXxx in a _test.go file) for FUZZTIME
 # each, one at a time: go test takes one -fuzz target per run. Their seed
@@ -106,7 +110,7 @@ setup:
 # redis-image builds the Docker image the harness uses when redis:7 cannot
 # be pulled (the harness would build it on first use anyway).
 redis-image: setup
-	$(GO) run ./integration/redistest/redis-image
+	cd integration && $(GO) run ./dockerredis/redis-image
 
 # clean-docker removes containers left by a test binary that was killed.
 clean-docker:

@@ -61,7 +61,7 @@ func (r *faultReport) String() string {
 
 // logFault logs "FAULT <format...>" with the test, and once more at the
 // start of a line of its own on stdout, where
-// `go test -v ./integration | grep '^FAULT'` collects the suite's figures
+// `(cd integration && go test -v .) | grep '^FAULT'` collects the suite's figures
 // (t.Log indents its lines).
 func logFault(t *testing.T, format string, args ...any) {
 	t.Helper()

@@ -11,7 +11,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/integration/dockerredis"
+	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/internal/childproc"
 )
 
@@ -29,6 +30,9 @@ func TestMain(m *testing.M) {
 	if role := childproc.Role(); role != "" {
 		os.Exit(runChild(role))
 	}
+	// The suite's standalone Redis is a container when Docker answers, as
+	// users often run it.
+	dockerredis.Register()
 	os.Exit(redistest.RunTests(m, "integration", true, func(e redistest.Env) {
 		standalone, cluster = e.Standalone, e.Cluster
 		fmt.Printf("integration: standalone Redis %s (%s), cluster %v\n", standalone.Addr, standalone.Kind, cluster.Addrs)

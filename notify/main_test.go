@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/internal/redistest"
 )
 
 // Servers shared by every test of the package. Tests do not run in parallel:

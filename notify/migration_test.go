@@ -9,7 +9,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
-	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/internal/redistest"
 )
 
 // A sharded channel's slot migrated to another master while waiters wait.

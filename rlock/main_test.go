@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/internal/redistest"
 )
 
 // redisAddr is the Redis the examples talk to, started by TestMain. In your

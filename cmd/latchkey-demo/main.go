@@ -8,7 +8,7 @@
 //	go run ./cmd/latchkey-demo [-addr 127.0.0.1:6379] [-procs 4] [-g 4] [-dur 10s] [-cs 1ms] [-lock demo]
 //
 // Without -addr it starts a throw-away Redis (REDIS_ADDR, docker, or a
-// redis-server process; see integration/redistest). A Redis given with -addr
+// redis-server process; see internal/redistest). A Redis given with -addr
 // must be on loopback and is FLUSHALLed: never point it at data you keep.
 package main
 
@@ -30,7 +30,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/internal/childproc"
 	"github.com/latchkey/latchkey/internal/redisinfo"
 )

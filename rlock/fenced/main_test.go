@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/internal/redistest"
 )
 
 // The Redis servers the tests and examples use, started by TestMain; in your

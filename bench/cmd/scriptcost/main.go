@@ -34,7 +34,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/internal/latency"
 	"github.com/latchkey/latchkey/internal/luascripts"
 	"github.com/latchkey/latchkey/internal/redisinfo"

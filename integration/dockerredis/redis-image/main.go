@@ -12,7 +12,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/latchkey/latchkey/integration/redistest"
+	"github.com/latchkey/latchkey/integration/dockerredis"
 )
 
 func main() {
@@ -22,7 +22,7 @@ func main() {
 		fmt.Println("redis-image: LATCHKEY_NO_DOCKER=1, nothing to do")
 		return
 	}
-	image, err := redistest.EnsureImage(ctx)
+	image, err := dockerredis.EnsureImage(ctx)
 	if err != nil {
 		fmt.Println("redis-image: no Docker image (tests will run redis-server processes):", err)
 		return

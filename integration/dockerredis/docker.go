@@ -1,4 +1,9 @@
-package redistest
+// Package dockerredis starts the integration tests' standalone Redis as a
+// Docker container ("redis:7", or an image built from the host's
+// redis-server when no registry answers). It lives in the integration
+// module so that Docker's client is no requirement of the library: Register
+// plugs it into internal/redistest's Start.
+package dockerredis
 
 import (
 	"bufio"
@@ -18,6 +23,8 @@ import (
 
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
+
+	"github.com/latchkey/latchkey/internal/redistest"
 )
 
 // LocalImage is the tag of the image built from the host's redis-server when
@@ -135,7 +142,7 @@ func ensureImage(ctx context.Context, pool *dockertest.Pool) (string, error) {
 			return "", fmt.Errorf("redistest: pulling %s: %w", upstreamImage, ctx.Err())
 		}
 		pullFailed = true
-		Logf("redistest: cannot pull %s (%v); using locally built %s", upstreamImage, err, LocalImage)
+		redistest.Logf("redistest: cannot pull %s (%v); using locally built %s", upstreamImage, err, LocalImage)
 	}
 
 	if _, err := pool.Client.InspectImage(LocalImage); err == nil {
@@ -152,7 +159,7 @@ func ensureImage(ctx context.Context, pool *dockertest.Pool) (string, error) {
 // path, so the dynamic loader finds them without an ld.so.cache.
 func buildLocalImage(ctx context.Context, pool *dockertest.Pool) error {
 	start := time.Now()
-	bin, err := Binary()
+	bin, err := redistest.Binary()
 	if err != nil {
 		return fmt.Errorf("redistest: building %s needs a host redis-server: %w", LocalImage, err)
 	}
@@ -204,7 +211,7 @@ func buildLocalImage(ctx context.Context, pool *dockertest.Pool) error {
 	if _, err := pool.Client.InspectImage(LocalImage); err != nil {
 		return fmt.Errorf("redistest: build of %s reported success but the image is missing: %w\nbuild output:\n%s", LocalImage, err, out.String())
 	}
-	Logf("redistest: built %s from %s in %s", LocalImage, real, time.Since(start).Round(time.Millisecond))
+	redistest.Logf("redistest: built %s from %s in %s", LocalImage, real, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -271,7 +278,7 @@ func splitImage(image string) (repo, tag string) {
 }
 
 // startDocker runs a Redis container published on 127.0.0.1 only.
-func startDocker(ctx context.Context) (*Server, error) {
+func startDocker(ctx context.Context) (*redistest.Server, error) {
 	pool, err := newPool(ctx)
 	if err != nil {
 		return nil, err
@@ -343,11 +350,11 @@ func startDocker(ctx context.Context) (*Server, error) {
 		}
 		return nil
 	}
-	if err := waitPing(ctx, addr, alive); err != nil {
+	if err := redistest.WaitPing(ctx, addr, alive); err != nil {
 		stop()
 		return nil, fmt.Errorf("redistest: %s container: %w", image, err)
 	}
-	return &Server{Addr: addr, Kind: KindDocker, containerID: id, stop: stop}, nil
+	return redistest.NewServer(addr, redistest.KindDocker, id, stop), nil
 }
 
 // removeContainer force-removes a container. AutoRemove may race with us and
@@ -385,3 +392,6 @@ func quoteArgs(args []string) []string {
 	}
 	return out
 }
+
+// Register makes redistest.Start try a container first.
+func Register() { redistest.Docker = startDocker }

@@ -2,19 +2,16 @@ package redistest
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	dc "github.com/ory/dockertest/v3/docker"
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 )
@@ -94,24 +91,6 @@ func requireProcessGone(t *testing.T, pid int) {
 	t.Helper()
 	err := syscall.Kill(pid, 0)
 	require.ErrorIs(t, err, syscall.ESRCH, "redis-server pid %d still exists after Close", pid)
-}
-
-// dockerAvailable skips when no engine answers, mirroring Start's fallback,
-// except on CI, where it fails.
-func dockerAvailable(t *testing.T) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pool, err := newPool(ctx)
-	if err != nil {
-		// CI machines have a Docker engine: there, its absence is a failure,
-		// not a reason to leave the docker path untested.
-		if os.Getenv("CI") != "" {
-			t.Fatalf("docker not reachable on CI: %v", err)
-		}
-		t.Skipf("docker not reachable: %v", err)
-	}
-	releasePool(pool)
 }
 
 func TestStartProcessWhenDockerDisabled(t *testing.T) {
@@ -202,7 +181,8 @@ func TestStartProcessReportsEarlyExit(t *testing.T) {
 }
 
 // Callers such as the integration suite run goleak while their shared servers
-// are still up, so a running server must not own any goroutine.
+// are still up, so a running server must not own any goroutine. (The
+// Docker starter's own check is in integration/dockerredis.)
 func TestNoGoroutinesWhileServersRun(t *testing.T) {
 	t.Setenv("REDIS_ADDR", "")
 	ctx := context.Background()
@@ -214,14 +194,6 @@ func TestNoGoroutinesWhileServersRun(t *testing.T) {
 	cl, err := StartCluster(ctx, 2)
 	require.NoError(t, err)
 	closers = append(closers, cl.Close)
-	if pool, err := newPool(ctx); err == nil {
-		releasePool(pool)
-		t.Setenv("LATCHKEY_NO_DOCKER", "")
-		d, err := Start(ctx)
-		require.NoError(t, err)
-		require.Equal(t, KindDocker, d.Kind)
-		closers = append(closers, d.Close)
-	}
 	defer func() {
 		for _, c := range closers {
 			c()
@@ -257,88 +229,6 @@ func TestStartFromEnv(t *testing.T) {
 	t.Setenv("REDIS_ADDR", "no-port")
 	_, err = Start(ctx)
 	require.ErrorContains(t, err, "host:port")
-}
-
-func TestDocker(t *testing.T) {
-	dockerAvailable(t)
-	t.Setenv("REDIS_ADDR", "")
-	t.Setenv("LATCHKEY_NO_DOCKER", "")
-	ctx := context.Background()
-
-	start := time.Now()
-	image, err := EnsureImage(ctx)
-	require.NoError(t, err)
-	t.Logf("EnsureImage -> %s took %s", image, time.Since(start))
-	require.Contains(t, []string{upstreamImage, LocalImage}, image)
-
-	start = time.Now()
-	s, err := Start(ctx)
-	require.NoError(t, err)
-	t.Logf("Start (docker, image present) took %s", time.Since(start))
-	defer s.Close()
-	require.Equal(t, KindDocker, s.Kind)
-	require.NotEmpty(t, s.containerID)
-
-	host, _, err := net.SplitHostPort(s.Addr)
-	require.NoError(t, err)
-	require.Equal(t, "127.0.0.1", host)
-	requirePong(t, ctx, s.Addr)
-
-	c := newClient(t, s.Addr)
-	require.NoError(t, c.Do(ctx, c.B().Set().Key("k").Value("v").Build()).Error())
-	got, err := c.Do(ctx, c.B().Get().Key("k").Build()).ToString()
-	require.NoError(t, err)
-	require.Equal(t, "v", got)
-	c.Close()
-
-	// Every published port must be loopback-only.
-	pool, err := newPool(ctx)
-	require.NoError(t, err)
-	defer releasePool(pool)
-	ctr, err := pool.Client.InspectContainer(s.containerID)
-	require.NoError(t, err)
-	require.True(t, ctr.HostConfig.AutoRemove)
-	require.NotEmpty(t, ctr.NetworkSettings.Ports)
-	for port, bindings := range ctr.NetworkSettings.Ports {
-		for _, b := range bindings {
-			require.Equal(t, "127.0.0.1", b.HostIP, "port %s published on %q", port, b.HostIP)
-		}
-	}
-
-	require.NoError(t, s.Close())
-	_, err = pool.Client.InspectContainer(s.containerID)
-	var nsc *dc.NoSuchContainer
-	require.True(t, errors.As(err, &nsc), "container still exists after Close: %v", err)
-	// Other test binaries may have containers of their own running, so
-	// look for ours only.
-	left, err := pool.Client.ListContainers(dc.ListContainersOptions{
-		All:     true,
-		Filters: map[string][]string{"label": {ContainerLabel}, "id": {s.containerID}},
-	})
-	require.NoError(t, err)
-	require.Empty(t, left, "container %s left behind", s.containerID)
-}
-
-func TestDockerDisabledByEngineAbsence(t *testing.T) {
-	t.Setenv("REDIS_ADDR", "")
-	t.Setenv("LATCHKEY_NO_DOCKER", "")
-	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-	var logged []string
-	var mu sync.Mutex
-	old := Logf
-	Logf = func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		logged = append(logged, fmt.Sprintf(format, args...))
-	}
-	defer func() { Logf = old }()
-
-	s, err := Start(context.Background())
-	require.NoError(t, err)
-	defer s.Close()
-	require.Equal(t, KindProcess, s.Kind)
-	require.NotEmpty(t, logged, "falling back must be logged")
-	require.Contains(t, logged[0], "docker")
 }
 
 func TestCluster(t *testing.T) {
@@ -445,30 +335,6 @@ func TestBinaryHonoursEnv(t *testing.T) {
 	p, err := Binary()
 	require.NoError(t, err)
 	require.True(t, strings.HasSuffix(p, "redis-server"), "Binary must keep the redis-server name (argv[0] picks the mode): %s", p)
-}
-
-func TestSharedLibs(t *testing.T) {
-	bin, err := Binary()
-	require.NoError(t, err)
-	libs, err := sharedLibs(context.Background(), bin)
-	require.NoError(t, err)
-	require.NotEmpty(t, libs)
-	for _, l := range libs {
-		require.True(t, strings.HasPrefix(l, "/"), l)
-		require.FileExists(t, l)
-	}
-}
-
-func TestSplitImage(t *testing.T) {
-	for in, want := range map[string][2]string{
-		"redis:7":                    {"redis", "7"},
-		LocalImage:                   {"latchkey-redis", "7-debian"},
-		"localhost:5000/redis":       {"localhost:5000/redis", "latest"},
-		"localhost:5000/redis:7.2.4": {"localhost:5000/redis", "7.2.4"},
-	} {
-		r, tag := splitImage(in)
-		require.Equal(t, want, [2]string{r, tag}, in)
-	}
 }
 
 // must is a minimal fail-fast assertion set. testify cannot be used here: its

@@ -47,6 +47,26 @@ var GoleakIgnores = []goleak.Option{
 	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
 }
 
+// Docker, when set, starts a Redis container for Start; see
+// integration/dockerredis. Set it before the first Start.
+var Docker func(ctx context.Context) (*Server, error)
+
+// NewServer is a Server at addr, obtained as kind, whose Close runs stop;
+// id names its container (KindDocker) for diagnostics. For starters that
+// live outside this package, such as Docker's.
+func NewServer(addr, kind, id string, stop func() error) *Server {
+	return &Server{Addr: addr, Kind: kind, containerID: id, stop: stop}
+}
+
+// ContainerID is the container of a KindDocker server, else "".
+func (s *Server) ContainerID() string { return s.containerID }
+
+// WaitPing polls until addr answers PING, about 15 s pass, ctx ends, or
+// alive (if not nil) reports that the server died.
+func WaitPing(ctx context.Context, addr string, alive func() error) error {
+	return waitPing(ctx, addr, alive)
+}
+
 // Server is one standalone Redis reachable on loopback.
 type Server struct {
 	// Addr is "host:port" on loopback, ready for a client's InitAddress.
@@ -78,10 +98,11 @@ func (s *Server) Close() error {
 //
 //  1. REDIS_ADDR if set. It must be a loopback address: tests flush and
 //     reconfigure the server, which must never happen to a shared one.
-//  2. Docker: "redis:7" if present or pullable, else LocalImage (built from the
-//     host's redis-server when absent), with port 6379 published on 127.0.0.1
-//     at a random port. Skipped when LATCHKEY_NO_DOCKER=1 or no engine
-//     answers; any docker failure is reported through Logf and falls through.
+//  2. Docker, when a Docker starter is set (the integration module's
+//     dockerredis.Register sets one): skipped when LATCHKEY_NO_DOCKER=1; a
+//     failure is reported through Logf and falls through. The library's own
+//     tests, the demo and the CLI's tests leave it unset, so that Docker's
+//     client is no requirement of the library module.
 //  3. A redis-server child process, see StartProcess.
 //
 // It returns only once the server answers PING (bounded to about 15 s).
@@ -90,10 +111,12 @@ func Start(ctx context.Context) (*Server, error) {
 	if addr, ok := os.LookupEnv("REDIS_ADDR"); ok && addr != "" {
 		return fromEnv(ctx, addr)
 	}
-	if os.Getenv("LATCHKEY_NO_DOCKER") == "1" {
+	switch {
+	case Docker == nil:
+	case os.Getenv("LATCHKEY_NO_DOCKER") == "1":
 		Logf("redistest: LATCHKEY_NO_DOCKER=1, using a redis-server process")
-	} else {
-		s, err := startDocker(ctx)
+	default:
+		s, err := Docker(ctx)
 		if err == nil {
 			return s, nil
 		}

@@ -8,8 +8,9 @@
 //
 //  1. REDIS_ADDR, when the caller already runs a Redis (it must be on loopback,
 //     since tests flush and abuse the server and must never touch a shared one);
-//  2. a Docker container ("redis:7", or the locally built [LocalImage] when no
-//     registry is reachable), unless LATCHKEY_NO_DOCKER=1 or no engine answers;
+//  2. a Docker container, when the integration module's dockerredis has set
+//     [Docker] ("redis:7", or an image built from the host's redis-server),
+//     unless LATCHKEY_NO_DOCKER=1 or no engine answers;
 //  3. a redis-server child process (needs `apt-get install redis-server`).
 //
 // [StartCluster] always uses child processes: Redis Cluster nodes announce
