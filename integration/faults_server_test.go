@@ -15,8 +15,8 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
-	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/internal/luascripts"
+	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/rlock"
 	"github.com/latchkey/latchkey/rlock/fenced"
 )

@@ -13,8 +13,8 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
-	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/internal/childproc"
+	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/rlock"
 )
 

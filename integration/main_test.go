@@ -12,8 +12,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/latchkey/latchkey/integration/dockerredis"
-	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/internal/childproc"
+	"github.com/latchkey/latchkey/internal/redistest"
 )
 
 // The servers every test in this package shares. Tests use unique lock names,

@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/internal/childproc"
+	"github.com/latchkey/latchkey/internal/redistest"
 )
 
 // tortureRole is the child role of TestTorture's worker processes.

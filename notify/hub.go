@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Mode selects the Redis pub/sub flavour.
@@ -81,6 +82,9 @@ type Options struct {
 	// Logger, when set, hears of each subscription lost under live waiters
 	// and made again (Warn). Nil is silent.
 	Logger *slog.Logger
+	// Meter, when set, records wake-ups received and unclaimed and the
+	// subscriptions open. Nil records nothing.
+	Meter metric.Meter
 }
 
 // WakeAllPayload is the payload of a broadcast message: it wakes every local
@@ -110,6 +114,8 @@ type Hub struct {
 	mu     sync.Mutex
 	closed bool
 	chans  map[string]*channel
+
+	meters *meters // nil without Options.Meter
 }
 
 // NewHub returns a hub that subscribes through client. It starts no goroutine
@@ -122,7 +128,11 @@ func NewHub(client rueidis.Client, opts Options) *Hub {
 		opts.UnsubscribeTimeout = DefaultUnsubscribeTimeout
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Hub{client: client, opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{}), chans: make(map[string]*channel)}
+	h := &Hub{client: client, opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{}), chans: make(map[string]*channel)}
+	if opts.Meter != nil {
+		h.meters = newMeters(h, opts.Meter)
+	}
+	return h
 }
 
 // Close ends every subscription (unsubscribing on the server), makes every
@@ -137,6 +147,7 @@ func (h *Hub) Close() {
 	h.mu.Unlock()
 	h.cancel()
 	h.wg.Wait()
+	h.meters.close()
 }
 
 // Channels returns the channels the hub is subscribed to or subscribing to,
@@ -314,11 +325,14 @@ func (h *Hub) receive(ctx context.Context, ch *channel, r *round) error {
 			h.mu.Lock()
 			ch.bumpLocked()
 			h.mu.Unlock()
+			h.meters.receivedAll()
 			return
 		}
 		select {
 		case ch.permit <- struct{}{}:
+			h.meters.receivedOne(true)
 		default: // a wake-up is already pending; one is enough to make progress
+			h.meters.receivedOne(false)
 		}
 	})
 	if ctx.Err() != nil {

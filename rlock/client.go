@@ -24,7 +24,8 @@ type Client struct {
 	rc    rueidis.Client
 	opts  Options
 	id    string
-	about string // the JSON ClientInfo that each grant records
+	about string    // the JSON ClientInfo that each grant records
+	obs   *observer // metrics and traces; nil when off
 	wake  luascripts.Wake
 	hub   *notify.Hub
 	wd    *watchdog.Watchdog
@@ -72,7 +73,15 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	wd, err := watchdog.New(rc, opts.watchdogOptions())
+	obs, err := newObserver(opts)
+	if err != nil {
+		return nil, err
+	}
+	wdOpts := opts.watchdogOptions()
+	if obs != nil {
+		wdOpts.Meter = obs.meter
+	}
+	wd, err := watchdog.New(rc, wdOpts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
@@ -86,8 +95,9 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 		opts:    opts,
 		id:      id.String(),
 		about:   about,
+		obs:     obs,
 		wake:    luascripts.Wake{Sharded: mode == notify.Sharded, Window: opts.HandoffWindow},
-		hub:     notify.NewHub(rc, notify.Options{Mode: mode, Logger: opts.Logger}),
+		hub:     notify.NewHub(rc, notify.Options{Mode: mode, Logger: opts.Logger, Meter: obs.notifyMeter()}),
 		wd:      wd,
 		closing: closing,
 		close:   cancel,

@@ -53,3 +53,6 @@ func ctxErr(ctx context.Context) error {
 	}
 	return err
 }
+
+// errFoundGone is why a hold is lost when a re-entry finds its lock gone.
+var errFoundGone = errors.New("was found gone at a re-entry")

@@ -77,7 +77,7 @@ func (c *Client) enter(ctx context.Context, m *Mutex, lo lockOptions, deadline t
 	g.waiters = append(g.waiters, w)
 	c.mu.Unlock()
 
-	m.onWait()
+	m.onWait(lo)
 	var expired <-chan time.Time
 	if !deadline.IsZero() {
 		timer := time.NewTimer(time.Until(deadline))

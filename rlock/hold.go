@@ -16,11 +16,12 @@ import (
 // the lock hash. Each Lock of the owner (the first, then re-entries through
 // its contexts) adds a level with a context of its own; each Unlock ends one.
 type hold struct {
-	m     *Mutex
-	g     *gate
-	owner string // never reused: each new owner gets a fresh id
-	token int64  // the grant's fencing token; re-entries share it
-	lease bool   // kept by a fixed lease rather than the watchdog
+	m       *Mutex
+	g       *gate
+	owner   string    // never reused: each new owner gets a fresh id
+	token   int64     // the grant's fencing token; re-entries share it
+	lease   bool      // kept by a fixed lease rather than the watchdog
+	granted time.Time // for the hold-time metric
 
 	// io serialises the owner's calls to Redis (re-entries and releases),
 	// so that count always equals the owner's count in Redis and a call
@@ -68,6 +69,9 @@ func (m *Mutex) carried(ctx context.Context) *level {
 // starts with its gate's baton.
 func (m *Mutex) newHold(g *gate, owner string, token int64, lo lockOptions) *hold {
 	h := &hold{m: m, g: g, owner: owner, token: token, lease: lo.leaseSet, count: 1, baton: true}
+	if m.c.obs != nil {
+		h.granted = time.Now()
+	}
 	m.c.mu.Lock()
 	m.c.holds[h] = struct{}{}
 	m.c.mu.Unlock()
@@ -197,6 +201,9 @@ func (h *hold) end() (baton bool, lost error) {
 	h.done = true
 	delete(c.holds, h)
 	baton, h.baton = h.baton, false
+	if h.lost == nil {
+		c.obs.ended(h.m, h.granted, nil) // a lost hold was counted when lost
+	}
 	return baton, h.lost
 }
 
@@ -215,6 +222,7 @@ func (h *hold) lose(cause error) {
 		cause = fmt.Errorf("%w: %w", ErrLockLost, cause)
 	}
 	h.lost = cause
+	c.obs.ended(h.m, h.granted, cause)
 	delete(c.holds, h)
 	baton := h.baton
 	h.baton = false

@@ -69,7 +69,10 @@ func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (context.Context, 
 	if lv := m.carried(ctx); lv != nil {
 		return m.reenter(ctx, lv, lo)
 	}
-	return m.acquire(ctx, lo, time.Time{}, false)
+	lo.obs = m.c.obs.begin(ctx, m)
+	lctx, err := m.acquire(ctx, lo, time.Time{}, false)
+	lo.obs.end(ctx, err)
+	return lctx, err
 }
 
 // TryLock is Lock that gives up when the lock is busy: at once, or after
@@ -87,7 +90,9 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (context.Contex
 	if lv := m.carried(ctx); lv != nil {
 		lctx, err = m.reenter(ctx, lv, lo)
 	} else {
+		lo.obs = m.c.obs.begin(ctx, m)
 		lctx, err = m.acquire(ctx, lo, time.Now().Add(lo.wait), lo.wait == 0)
+		lo.obs.end(ctx, err)
 	}
 	return tried(lctx, err)
 }
@@ -123,10 +128,11 @@ func (m *Mutex) reenter(ctx context.Context, lv *level, lo lockOptions) (context
 		switch {
 		case err == nil && n == 0:
 			h.stopKeeper()
-			h.lose(fmt.Errorf("%q was found gone at a re-entry", m.name))
+			h.lose(fmt.Errorf("%q %w", m.name, errFoundGone))
 			return nil, m.c.lostOrDone(h)
 		case err == nil:
 			h.count = n
+			m.c.obs.reentered(m)
 			return h.addLevel(ctx)
 		}
 		if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, luascripts.ErrUnexpectedReply) {

@@ -5,6 +5,9 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/latchkey/latchkey/internal/luascripts"
 	"github.com/latchkey/latchkey/watchdog"
 )
@@ -127,6 +130,21 @@ type Options struct {
 	// or not (Error). Nil, the default, is silent.
 	Logger *slog.Logger
 
+	// MeterProvider, when set, receives latchkey's metrics: lock waits by
+	// outcome, hold times, acquisitions and re-entries, contention, locks
+	// lost by cause, watchdog renewals, failures and batch sizes, wake-ups
+	// received and unclaimed, subscriptions open (docs/operations.md lists
+	// them). Nil, the default, records nothing and costs nothing.
+	MeterProvider metric.MeterProvider
+	// TracerProvider, when set, makes every Lock or TryLock that waits a
+	// span ("latchkey.lock.wait", from the call to its outcome). Nil, the
+	// default, traces nothing.
+	TracerProvider trace.TracerProvider
+	// MetricsLockName adds the lock's name to the metrics' attributes.
+	// Off by default: names are often unbounded (one per order, per
+	// user), and each name would be a time series of its own.
+	MetricsLockName bool
+
 	// ClientName names this client in what each grant records about its
 	// holder (ClientInfo, read by Inspect, List and `latchkey status`),
 	// beside the host name and the process id. Default "": none. At most
@@ -230,6 +248,7 @@ type lockOptions struct {
 	leaseSet bool
 	wait     time.Duration // TryLock only
 	hasWait  bool
+	obs      *acquireObs // metrics and the wait span; nil when off
 }
 
 // WithLease gives the lock a fixed lease: it expires lease after the acquire

@@ -163,7 +163,7 @@ func (m *Mutex) pubsubWait(ctx context.Context, g *gate, lo lockOptions, deadlin
 		if wait, open = boundWait(wait, deadline); !open {
 			return "", t, busyOr(lastErr)
 		}
-		m.onWait()
+		m.onWait(lo)
 		if _, err := g.sub.Wait(ctx, mark, wait); err != nil {
 			return "", t, withLast(err, lastErr)
 		}
@@ -184,7 +184,7 @@ func (m *Mutex) spinWait(ctx context.Context, lo lockOptions, deadline time.Time
 		if d, open = boundWait(d, deadline); !open {
 			return "", try{}, busyOr(lastErr)
 		}
-		m.onWait()
+		m.onWait(lo)
 		if !sleep(ctx, nil, d) {
 			return "", try{}, withLast(context.Cause(ctx), lastErr)
 		}
@@ -231,7 +231,8 @@ func (m *Mutex) attempt(ctx context.Context, lo lockOptions, waiter bool) (strin
 	return owner, t, nil
 }
 
-func (m *Mutex) onWait() {
+func (m *Mutex) onWait(lo lockOptions) {
+	lo.obs.waiting()
 	if hook := m.c.opts.OnWait; hook != nil {
 		hook(m.name)
 	}

@@ -127,6 +127,7 @@ func (w *Watchdog) tick() (failed bool) {
 			}
 			calls = append(calls, call)
 			batches = append(batches, batch)
+			w.meters.recordBatch(len(call.Keys))
 		}
 	}
 

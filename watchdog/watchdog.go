@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
 )
@@ -75,6 +76,9 @@ type Options struct {
 	// on its connection; a call its replicas did not acknowledge in time
 	// counts as a failed renewal. Its Timeout must be below Interval.
 	Sync luascripts.Sync
+	// Meter, when set, records the watchdog's metrics (renewals, failures,
+	// leases kept, keys per renew call). Nil records nothing.
+	Meter metric.Meter
 }
 
 // Errors for bad options and for the cause handed to onLost. Match with errors.Is.
@@ -145,7 +149,8 @@ type Watchdog struct {
 	// when it found none): the loop's expiry timer fires by then. Add
 	// wakes the loop only for an entry due before it, so that adding a
 	// lease does not cost a scan of all the others.
-	armed time.Time
+	armed  time.Time
+	meters *meters // nil without Options.Meter
 }
 
 // New starts a watchdog goroutine that renews through client.
@@ -158,6 +163,11 @@ func New(client rueidis.Client, opts Options) (*Watchdog, error) {
 		return nil, err
 	}
 	w := newWatchdog(client, opts)
+	if opts.Meter != nil {
+		if w.meters, err = newMeters(w, opts.Meter); err != nil {
+			return nil, err
+		}
+	}
 	go w.loop()
 	return w, nil
 }
@@ -177,6 +187,7 @@ func (w *Watchdog) Options() Options { return w.opts }
 func (w *Watchdog) Close() {
 	w.cancel()
 	<-w.done
+	w.meters.close()
 }
 
 // Len is the number of leases being kept.

@@ -1,0 +1,169 @@
+package integration
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/latchkey/latchkey/rlock"
+)
+
+// metricsReader reads what a client recorded, with the OTel SDK's manual
+// reader.
+type metricsReader struct {
+	t      *testing.T
+	reader *sdkmetric.ManualReader
+}
+
+func (r metricsReader) collect() metricdata.ResourceMetrics {
+	r.t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(r.t, r.reader.Collect(context.Background(), &rm))
+	return rm
+}
+
+// value sums name's points whose attributes include want: counts of
+// histograms, values of sums and gauges.
+func (r metricsReader) value(name string, want ...attribute.KeyValue) int64 {
+	r.t.Helper()
+	var total int64
+	match := func(set attribute.Set) bool {
+		for _, kv := range want {
+			if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+				return false
+			}
+		}
+		return true
+	}
+	for _, sm := range r.collect().ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					if match(p.Attributes) {
+						total += int64(p.Count)
+					}
+				}
+			case metricdata.Histogram[int64]:
+				for _, p := range d.DataPoints {
+					if match(p.Attributes) {
+						total += int64(p.Count)
+					}
+				}
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					if match(p.Attributes) {
+						total += p.Value
+					}
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					if match(p.Attributes) {
+						total += p.Value
+					}
+				}
+			default:
+				r.t.Fatalf("%s: unexpected data %T", name, m.Data)
+			}
+		}
+	}
+	return total
+}
+
+// TestMetricsAndTraces: the instruments record what happened, read back
+// with the SDK's in-memory reader, and a wait is a span with its outcome.
+func TestMetricsAndTraces(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		defer mp.Shutdown(context.Background())
+		spans := tracetest.NewSpanRecorder()
+		trp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+		defer trp.Shutdown(context.Background())
+		r := metricsReader{t: t, reader: reader}
+		att := newAttempts()
+		c := lockClient(t, tp, att.options(rlock.Options{MeterProvider: mp, TracerProvider: trp,
+			WatchdogTimeout: 600 * time.Millisecond, WatchdogInterval: 200 * time.Millisecond}))
+		other := lockClient(t, tp, rlock.Options{})
+		name := lockName(t)
+		kind := attribute.String("latchkey.kind", "mutex")
+		outcome := func(o string) attribute.KeyValue { return attribute.String("latchkey.outcome", o) }
+
+		// Busy: a TryLock without wait times out at once, uncontended.
+		held, err := other.Mutex(name).Lock(ctx)
+		require.NoError(t, err)
+		_, ok, err := c.Mutex(name).TryLock(ctx)
+		require.NoError(t, err)
+		require.False(t, ok)
+		assert.EqualValues(t, 1, r.value("latchkey.lock.wait.duration", kind, outcome("timeout")))
+
+		// Contended: a Lock waits, on one subscription, for the release.
+		var wg sync.WaitGroup
+		var lctx context.Context
+		blockWaiters(t, att, name, 1, &wg, func() {
+			var err error
+			lctx, err = c.Mutex(name).Lock(ctx)
+			assert.NoError(t, err)
+		})
+		assert.EqualValues(t, 1, r.value("latchkey.notify.subscriptions"), "the waiter's subscription")
+		require.NoError(t, other.Mutex(name).Unlock(held))
+		wg.Wait()
+		require.NotNil(t, lctx)
+		assert.EqualValues(t, 1, r.value("latchkey.lock.wait.duration", kind, outcome("acquired")))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.contended", kind))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.acquisitions", kind, attribute.Bool("latchkey.reentry", false)))
+		assert.GreaterOrEqual(t, r.value("latchkey.notify.wakeups.received", attribute.String("latchkey.kind", "one")), int64(1))
+		ended := spans.Ended()
+		require.Len(t, ended, 1, "one span: the one wait")
+		assert.Equal(t, "latchkey.lock.wait", ended[0].Name())
+		assert.Contains(t, ended[0].Attributes(), outcome("acquired"))
+
+		// A re-entry, and renewals.
+		rctx, err := c.Mutex(name).Lock(lctx)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, r.value("latchkey.lock.acquisitions", kind, attribute.Bool("latchkey.reentry", true)))
+		renewed := c.WatchdogStats().Renewed
+		awaitCond(t, 10*time.Second, "two renewals", func() bool { return c.WatchdogStats().Renewed >= renewed+2 })
+		assert.GreaterOrEqual(t, r.value("latchkey.watchdog.renewals"), int64(renewed+2))
+		assert.GreaterOrEqual(t, r.value("latchkey.watchdog.batch.size"), int64(2))
+		assert.EqualValues(t, 1, r.value("latchkey.watchdog.leases"))
+
+		// Lost: force-unlocked under the holder.
+		ok, err = other.ForceUnlock(ctx, name)
+		require.NoError(t, err)
+		require.True(t, ok)
+		requireLost(t, rctx, 10*time.Second, "the force-unlocked hold")
+		assert.EqualValues(t, 1, r.value("latchkey.lock.lost", kind, attribute.String("latchkey.cause", "gone")))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.hold.duration", kind))
+		require.ErrorIs(t, c.Mutex(name).Unlock(lctx), rlock.ErrNotHeld)
+
+		// Cancelled: a wait whose context ends.
+		held, err = other.Mutex(name).Lock(ctx)
+		require.NoError(t, err)
+		wctx, stop := context.WithCancel(ctx)
+		blockWaiters(t, att, name, 1, &wg, func() {
+			_, err := c.Mutex(name).Lock(wctx)
+			assert.ErrorIs(t, err, context.Canceled)
+		})
+		stop()
+		wg.Wait()
+		assert.EqualValues(t, 1, r.value("latchkey.lock.wait.duration", kind, outcome("cancelled")))
+		assert.EqualValues(t, 2, r.value("latchkey.lock.contended", kind))
+		require.NoError(t, other.Mutex(name).Unlock(held))
+		requireNoLeftovers(t, tp, name)
+	})
+}

@@ -1,0 +1,63 @@
+package notify
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// meters are the hub's instruments, when Options.Meter is set.
+type meters struct {
+	received  metric.Int64Counter
+	unclaimed metric.Int64Counter
+	one, all  metric.MeasurementOption
+	reg       metric.Registration
+}
+
+// newMeters registers h's instruments on m; it returns nil when they cannot
+// be created (the hub then records nothing: metrics never stop a wait).
+func newMeters(h *Hub, m metric.Meter) *meters {
+	received, err1 := m.Int64Counter("latchkey.notify.wakeups.received", metric.WithUnit("{message}"),
+		metric.WithDescription("Wake-up messages received, by kind: one (wakes one waiter) or all (a broadcast)."))
+	unclaimed, err2 := m.Int64Counter("latchkey.notify.wakeups.unclaimed", metric.WithUnit("{message}"),
+		metric.WithDescription("Wake-up messages dropped because one was already pending for the channel's waiters."))
+	subs, err3 := m.Int64ObservableGauge("latchkey.notify.subscriptions", metric.WithUnit("{channel}"),
+		metric.WithDescription("Channels this process is subscribed to (one per lock with local waiters)."))
+	if errors.Join(err1, err2, err3) != nil {
+		return nil
+	}
+	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(subs, int64(len(h.Channels())))
+		return nil
+	}, subs)
+	if err != nil {
+		return nil
+	}
+	kind := attribute.Key("latchkey.kind")
+	return &meters{received: received, unclaimed: unclaimed, reg: reg,
+		one: metric.WithAttributes(kind.String("one")), all: metric.WithAttributes(kind.String("all"))}
+}
+
+func (ms *meters) receivedOne(claimed bool) {
+	if ms == nil {
+		return
+	}
+	ms.received.Add(context.Background(), 1, ms.one)
+	if !claimed {
+		ms.unclaimed.Add(context.Background(), 1)
+	}
+}
+
+func (ms *meters) receivedAll() {
+	if ms != nil {
+		ms.received.Add(context.Background(), 1, ms.all)
+	}
+}
+
+func (ms *meters) close() {
+	if ms != nil {
+		_ = ms.reg.Unregister()
+	}
+}
