@@ -30,9 +30,9 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/internal/childproc"
 	"github.com/latchkey/latchkey/internal/redisinfo"
+	"github.com/latchkey/latchkey/internal/redistest"
 )
 
 // Keys of one phase besides the lock itself. FLUSHALL clears them between phases.

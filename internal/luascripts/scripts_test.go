@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/internal/luascripts"
+	"github.com/latchkey/latchkey/internal/redistest"
 )
 
 var (

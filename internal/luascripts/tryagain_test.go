@@ -8,8 +8,8 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
-	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/internal/luascripts"
+	"github.com/latchkey/latchkey/internal/redistest"
 )
 
 // TestExecRetriesTryAgain: while a slot is half-migrated (MIGRATING on its
