@@ -2,13 +2,17 @@
 // worker processes, each running several goroutines, take one lock in a loop,
 // first with the pub/sub Mutex and then with the polling SpinMutex, and the
 // demo compares their throughput, wait latency and the load they put on Redis.
+// Each worker records latchkey's OpenTelemetry metrics through the SDK and
+// serves them to Prometheus on a loopback port it prints; half-way through a
+// phase the demo takes a `latchkey list` of who holds the lock and how many
+// clients queue for it, and after it prints both.
 //
-// Usage:
+// Usage (from the cmd module):
 //
-//	go run ./cmd/latchkey-demo [-addr 127.0.0.1:6379] [-procs 4] [-g 4] [-dur 10s] [-cs 1ms] [-lock demo]
+//	go run ./latchkey-demo [-addr 127.0.0.1:6379] [-procs 4] [-g 4] [-dur 10s] [-cs 1ms] [-lock demo]
 //
-// Without -addr it starts a throw-away Redis (REDIS_ADDR, docker, or a
-// redis-server process; see internal/redistest). A Redis given with -addr
+// Without -addr it starts a throw-away Redis (REDIS_ADDR, or a redis-server
+// process; see internal/redistest). A Redis given with -addr
 // must be on loopback and is FLUSHALLed: never point it at data you keep.
 package main
 
@@ -33,6 +37,7 @@ import (
 	"github.com/latchkey/latchkey/internal/childproc"
 	"github.com/latchkey/latchkey/internal/redisinfo"
 	"github.com/latchkey/latchkey/internal/redistest"
+	"github.com/latchkey/latchkey/rlock"
 )
 
 // Keys of one phase besides the lock itself. FLUSHALL clears them between phases.
@@ -265,9 +270,20 @@ func drive(ctx context.Context, rc rueidis.Client, cfg config, mode string, repo
 	if err := rc.Do(ctx, rc.B().Rpush().Key(goKey).Element(slices.Repeat([]string{start}, cfg.procs)...).Build()).Error(); err != nil {
 		return nil, fmt.Errorf("releasing the workers: %w", err)
 	}
+	// What `latchkey list` shows while they contend, taken half-way.
+	locks, err := rlock.NewClient(rc, rlock.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer locks.Close()
 	for r := range reports {
 		if err := agg.add(r); err != nil {
 			return nil, err
+		}
+		if res.listing == "" && agg.next > (len(agg.secs)+1)/2 {
+			if res.listing, err = listing(ctx, locks); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if ctx.Err() != nil {

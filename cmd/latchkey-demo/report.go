@@ -18,6 +18,7 @@ import (
 	"github.com/latchkey/latchkey/internal/latency"
 	"github.com/latchkey/latchkey/internal/redisinfo"
 	"github.com/latchkey/latchkey/internal/units"
+	"github.com/latchkey/latchkey/rlock"
 )
 
 // phaseResult is everything measured in one phase.
@@ -31,7 +32,10 @@ type phaseResult struct {
 	counter                      int64             // the counter's final value
 	commands                     int64             // total_commands_processed since CONFIG RESETSTAT
 	cmdstats                     map[string]int64
-	cpu0, cpuSeconds             float64 // Redis' used_cpu_sys+used_cpu_user at the start, and its increase
+	cpu0, cpuSeconds             float64        // Redis' used_cpu_sys+used_cpu_user at the start, and its increase
+	metrics                      metricsSummary // the workers' latchkey_* metrics at their end
+	metricsURLs                  []string       // where the workers served them
+	listing                      string         // `latchkey list` in mid-phase
 }
 
 func (r *phaseResult) exclusionOK() bool { return r.counter == r.acquired && r.overlaps == 0 }
@@ -94,6 +98,12 @@ func (a *aggregator) add(r report) error {
 	res.overlaps += r.Overlaps
 	res.errors += r.Errors
 	res.waits.Merge(r.Waits)
+	if r.MetricsURL != "" {
+		res.metricsURLs = append(res.metricsURLs, r.MetricsURL)
+	}
+	if r.Metrics != nil {
+		res.metrics.add(r.Metrics)
+	}
 	if r.LastErr != "" {
 		res.lastErr = r.LastErr
 	}
@@ -193,7 +203,13 @@ func printPhaseEnd(w io.Writer, r *phaseResult) {
 	if other > 0 {
 		parts = append(parts, "other "+fmtFloat(r.perAcq(float64(other)), 3))
 	}
-	fmt.Fprintf(w, "%s: Redis calls per acquisition (scripts' included): %s\n\n", r.mode, strings.Join(parts, ", "))
+	fmt.Fprintf(w, "%s: Redis calls per acquisition (scripts' included): %s\n", r.mode, strings.Join(parts, ", "))
+	if r.listing != "" {
+		fmt.Fprintf(w, "%s: `latchkey list` in mid-phase:\n%s", r.mode, r.listing)
+	}
+	m := r.metrics
+	fmt.Fprintf(w, "%s: OpenTelemetry metrics (%d latchkey_* series, served by each worker at %s): waits acquired %d, timed out %d, cancelled %d; contended %.0f; re-entries %.0f; locks lost %.0f; watchdog renewals %.0f; wake-ups received %.0f (unclaimed %.0f)\n\n",
+		r.mode, m.Series, strings.Join(r.metricsURLs, " "), m.Waits["acquired"], m.Waits["timeout"], m.Waits["cancelled"], m.Contended, m.Reentries, m.Lost, m.Renewals, m.Wakeups, m.Unclaimed)
 }
 
 func printSummary(w io.Writer, cfg config, ps, sp *phaseResult) {
@@ -251,4 +267,25 @@ func totalCommands(ctx context.Context, rc rueidis.Client) (int64, error) {
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// listing is a `latchkey list` of every lock, as a table.
+func listing(ctx context.Context, locks *rlock.Client) (string, error) {
+	infos, err := locks.List(ctx, "*")
+	if err != nil {
+		return "", fmt.Errorf("listing the locks: %w", err)
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NAME\tHOLDER\tPID\tHOLDS\tTOKEN\tHELD FOR\tLEASE LEFT\tCLIENTS QUEUED")
+	for _, info := range infos {
+		for _, h := range info.Holders {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%v\t%v\t%d\n", info.Name, h.Client.Name, h.Client.PID, h.Count, h.Token,
+				time.Since(h.Since).Round(time.Microsecond), info.LeaseLeft, info.WaitersTotal)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }

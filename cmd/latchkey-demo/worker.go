@@ -46,6 +46,10 @@ type report struct {
 	Errors   int64              `json:"errors"`
 	Overlaps int64              `json:"overlaps"` // in-process exclusion failures
 	LastErr  string             `json:"last_error,omitempty"`
+	// MetricsURL, in the first report, is where the worker serves its
+	// metrics; Metrics, in the last, what they say at the end.
+	MetricsURL string          `json:"metrics_url,omitempty"`
+	Metrics    *metricsSummary `json:"metrics,omitempty"`
 }
 
 // seconds is the number of reports per worker in a phase of length dur.
@@ -85,7 +89,13 @@ func work(p workerParams) error {
 		return err
 	}
 	defer rc.Close()
-	c, err := rlock.NewClient(rc, rlock.Options{OnAttempt: func(string, bool) { st.attempts.Add(1) }})
+	metrics, err := startMetrics()
+	if err != nil {
+		return err
+	}
+	defer metrics.Close()
+	c, err := rlock.NewClient(rc, rlock.Options{OnAttempt: func(string, bool) { st.attempts.Add(1) },
+		MeterProvider: metrics.Provider, ClientName: fmt.Sprintf("latchkey-demo worker %d", p.ID)})
 	if err != nil {
 		return err
 	}
@@ -145,7 +155,18 @@ func work(p workerParams) error {
 		} else {
 			<-done
 		}
-		if err := enc.Encode(st.take(p.ID, k)); err != nil {
+		r := st.take(p.ID, k)
+		if k == 1 {
+			r.MetricsURL = metrics.URL
+		}
+		if k == n {
+			s, err := metrics.Summary()
+			if err != nil {
+				return fmt.Errorf("reading its metrics: %w", err)
+			}
+			r.Metrics = &s
+		}
+		if err := enc.Encode(r); err != nil {
 			cancel()
 			<-done
 			return err
