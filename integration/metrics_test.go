@@ -164,6 +164,22 @@ func TestMetricsAndTraces(t *testing.T) {
 		assert.EqualValues(t, 1, r.value("latchkey.lock.wait.duration", kind, outcome("cancelled")))
 		assert.EqualValues(t, 2, r.value("latchkey.lock.contended", kind))
 		require.NoError(t, other.Mutex(name).Unlock(held))
+
+		// A release that wakes a queued client of another process.
+		assert.Zero(t, r.value("latchkey.lock.wakeups.sent", kind))
+		mine, err := c.Mutex(name).Lock(ctx)
+		require.NoError(t, err)
+		watt := newAttempts()
+		waiter := lockClient(t, tp, watt.options(rlock.Options{}))
+		blockWaiters(t, watt, name, 1, &wg, func() {
+			wctx, err := waiter.Mutex(name).Lock(ctx)
+			if assert.NoError(t, err) {
+				assert.NoError(t, waiter.Mutex(name).Unlock(wctx))
+			}
+		})
+		require.NoError(t, c.Mutex(name).Unlock(mine))
+		wg.Wait()
+		assert.EqualValues(t, 1, r.value("latchkey.lock.wakeups.sent", kind))
 		requireNoLeftovers(t, tp, name)
 	})
 }

@@ -40,6 +40,7 @@ type observer struct {
 	acquired  metric.Int64Counter
 	contended metric.Int64Counter
 	lost      metric.Int64Counter
+	wakeups   metric.Int64Counter
 	tracer    trace.Tracer // nil: no spans
 	meter     metric.Meter // nil: no metrics (passed to watchdog and notify)
 }
@@ -60,7 +61,7 @@ func newObserver(o Options) (*observer, error) {
 		mp = noop.NewMeterProvider()
 	}
 	m := mp.Meter(instrumentation)
-	var errs [5]error
+	var errs [6]error
 	ob.wait, errs[0] = m.Float64Histogram("latchkey.lock.wait.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from Lock or TryLock to its outcome (not re-entries), by outcome: acquired, timeout, cancelled, error."),
 		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
@@ -73,6 +74,8 @@ func newObserver(o Options) (*observer, error) {
 		metric.WithDescription("Lock and TryLock calls that had to wait (the lock was busy at their first try), whatever their outcome."))
 	ob.lost, errs[4] = m.Int64Counter("latchkey.lock.lost", metric.WithUnit("{hold}"),
 		metric.WithDescription("Holds lost before their Unlock, by cause: gone (deleted or expired in Redis), renewal_failed, lease_ended, other."))
+	ob.wakeups, errs[5] = m.Int64Counter("latchkey.lock.wakeups.sent", metric.WithUnit("{message}"),
+		metric.WithDescription("Releases that woke a queued client (one message each); local handovers send none."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("%w: creating latchkey's instruments: %w", ErrInvalidOptions, err)
 	}
@@ -154,6 +157,14 @@ func (a *acquireObs) end(ctx context.Context, err error) {
 		}
 		a.span.End()
 	}
+}
+
+// woke records a release that woke a queued client.
+func (ob *observer) woke(m *Mutex) {
+	if ob == nil {
+		return
+	}
+	ob.wakeups.Add(context.Background(), 1, ob.attrs(m))
 }
 
 // reentered records a re-entry that succeeded.

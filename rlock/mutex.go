@@ -268,6 +268,9 @@ func (m *Mutex) releaseLast(h *hold) error {
 	if r.Status == luascripts.ReleaseNotHeld {
 		return fmt.Errorf("%w: %q was lost before Unlock", ErrNotHeld, m.name)
 	}
+	if r.Woke {
+		m.c.obs.woke(m)
+	}
 	return nil
 }
 

@@ -133,7 +133,7 @@ type Options struct {
 	// MeterProvider, when set, receives latchkey's metrics: lock waits by
 	// outcome, hold times, acquisitions and re-entries, contention, locks
 	// lost by cause, watchdog renewals, failures and batch sizes, wake-ups
-	// received and unclaimed, subscriptions open (docs/operations.md lists
+	// sent, received and unclaimed, subscriptions open (docs/operations.md lists
 	// them). Nil, the default, records nothing and costs nothing.
 	MeterProvider metric.MeterProvider
 	// TracerProvider, when set, makes every Lock or TryLock that waits a

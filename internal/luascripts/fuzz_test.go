@@ -90,7 +90,8 @@ func FuzzParseRelease(f *testing.F) {
 	f.Fuzz(func(t *testing.T, status, token int64) {
 		v := []int64{status, token}
 		r, err := luascripts.ParseRelease(v)
-		valid := (status == -3 && token >= 0) || ((status == -1 || status >= 0) && token == 0)
+		woke := status == 0 && token == 1 // freed, and a queued client woken
+		valid := (status == -3 && token >= 0) || ((status == -1 || status >= 0) && token == 0) || woke
 		if err != nil {
 			requireUnexpected(t, v, err, r == luascripts.ReleaseReply{})
 			if valid {
@@ -101,7 +102,9 @@ func FuzzParseRelease(f *testing.F) {
 		switch {
 		case !valid:
 			t.Fatalf("%v: accepted as %+v", v, r)
-		case int64(r.Status) != status || r.Token != token:
+		case woke && (r.Status != luascripts.Released || r.Token != 0 || !r.Woke):
+			t.Fatalf("%v decoded as %+v", v, r)
+		case !woke && (int64(r.Status) != status || r.Token != token):
 			t.Fatalf("%v decoded as %+v", v, r)
 		}
 	})

@@ -22,7 +22,8 @@
 --
 -- Returns {status, token}:
 --   { n, 0}  n >= 1 holds left
---   { 0, 0}  freed: the oldest listening queued client was woken
+--   { 0, w}  freed: the oldest listening queued client was woken (w = 1),
+--            or none listened (w = 0); a retry reports 0
 --   {-1, 0}  the owner does not hold the lock with that count: nothing changed
 --   {-3, t}  handed over: the heir holds the lock, with token t
 --
@@ -60,5 +61,7 @@ if heir ~= '' then
   describe(record, heir, token, ARGV[7], lease)
   return {-3, token}
 end
-wake(queue, channel, reservation, ARGV[3])
+if wake(queue, channel, reservation, ARGV[3]) then
+  return {0, 1}
+end
 return {0, 0}

@@ -50,6 +50,7 @@ const (
 type ReleaseReply struct {
 	Status ReleaseStatus
 	Token  int64 // the heir's fencing token, when Status is ReleaseHandedOver
+	Woke   bool  // freed, and a wake-up went to a queued client
 }
 
 // ParseRelease decodes the release script's {status, token} reply.
@@ -58,6 +59,8 @@ func ParseRelease(v []int64) (ReleaseReply, error) {
 	case len(v) != 2:
 	case v[0] == -3 && v[1] >= 0, (v[0] == -1 || v[0] >= 0) && v[1] == 0:
 		return ReleaseReply{Status: ReleaseStatus(v[0]), Token: v[1]}, nil
+	case v[0] == 0 && v[1] == 1:
+		return ReleaseReply{Status: Released, Woke: true}, nil
 	}
 	return ReleaseReply{}, unexpected("release", v)
 }

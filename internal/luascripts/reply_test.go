@@ -68,6 +68,7 @@ func TestParseRelease(t *testing.T) {
 		{[]int64{-3, 0}, luascripts.ReleaseReply{Status: luascripts.ReleaseHandedOver}}, // a retry after the counter was deleted
 		{[]int64{-1, 0}, luascripts.ReleaseReply{Status: luascripts.ReleaseNotHeld}},
 		{[]int64{0, 0}, luascripts.ReleaseReply{Status: luascripts.Released}},
+		{[]int64{0, 1}, luascripts.ReleaseReply{Status: luascripts.Released, Woke: true}},
 		{[]int64{1, 0}, luascripts.ReleaseReply{Status: 1}},
 		{[]int64{42, 0}, luascripts.ReleaseReply{Status: 42}},
 	}
@@ -81,7 +82,7 @@ func TestParseRelease(t *testing.T) {
 	for _, in := range [][]int64{
 		nil, {0}, {1, 0, 0},
 		{-2, 0}, {-4, 0}, {-100, 0}, // no such status
-		{0, 1}, {1, 1}, {-1, 5}, // a token without a handover
+		{0, 2}, {1, 1}, {-1, 5}, // a token without a handover
 		{-3, -1},
 	} {
 		t.Run(fmt.Sprintf("invalid %v", in), func(t *testing.T) {

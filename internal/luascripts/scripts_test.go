@@ -661,7 +661,7 @@ func TestRelease(t *testing.T) {
 			t.Run("Last", func(t *testing.T) {
 				k, w1, w2 := held(t, 1)
 				fence := get(t, c, k.Fence)
-				assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.Released}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
+				assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.Released, Woke: true}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
 				assert.False(t, exists(t, c, k.Lock))
 				w1.woken(t)
 				w2.quiet(t)
@@ -673,7 +673,7 @@ func TestRelease(t *testing.T) {
 
 			t.Run("LastWithoutWindow", func(t *testing.T) {
 				k, w1, w2 := held(t, 1)
-				assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: luascripts.Wake{Sharded: mode.sharded}}))
+				assert.Equal(t, luascripts.ReleaseReply{Woke: true}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: luascripts.Wake{Sharded: mode.sharded}}))
 				w1.woken(t)
 				w2.quiet(t)
 				assert.False(t, exists(t, c, k.Reservation), "window 0: no reservation")
@@ -758,7 +758,7 @@ func TestReleaseRetry(t *testing.T) {
 				k, w1, w2 := held(t, 1)
 				first := args(1, "")
 				first.Retry = false
-				require.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, first))
+				require.Equal(t, luascripts.ReleaseReply{Woke: true}, release(t, c, k, first))
 				w1.woken(t)
 				before := snapshot(t, c, k)
 				assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, args(1, "")))
@@ -769,7 +769,7 @@ func TestReleaseRetry(t *testing.T) {
 
 			t.Run("FreeNotRun", func(t *testing.T) {
 				k, w1, w2 := held(t, 1)
-				assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, args(1, "")))
+				assert.Equal(t, luascripts.ReleaseReply{Woke: true}, release(t, c, k, args(1, "")))
 				assert.False(t, exists(t, c, k.Lock))
 				w1.woken(t)
 				w2.quiet(t)
@@ -1190,7 +1190,7 @@ func TestClusterSharded(t *testing.T) {
 
 		assert.Equal(t, luascripts.ReleaseReply{Status: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2, Wake: wake}))
 		w1.quiet(t)
-		assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
+		assert.Equal(t, luascripts.ReleaseReply{Woke: true}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
 		w1.woken(t)
 		assert.Equal(t, "w1", get(t, c, k.Reservation))
 		require.False(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "X", Lease: lease, Client: "x"}).Acquired, "reserved for w1")
