@@ -82,22 +82,30 @@ func (r metricsReader) value(name string, want ...attribute.KeyValue) int64 {
 	return total
 }
 
+// observe returns a reader of metrics and a recorder of spans, and what
+// sets their providers in a client's options; both end with t.
+func observe(t *testing.T) (metricsReader, *tracetest.SpanRecorder, func(rlock.Options) rlock.Options) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	spans := tracetest.NewSpanRecorder()
+	trp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = trp.Shutdown(context.Background()) })
+	return metricsReader{t: t, reader: reader}, spans, func(o rlock.Options) rlock.Options {
+		o.MeterProvider, o.TracerProvider = mp, trp
+		return o
+	}
+}
+
 // TestMetricsAndTraces: the instruments record what happened, read back
 // with the SDK's in-memory reader, and a wait is a span with its outcome.
 func TestMetricsAndTraces(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, tp topology) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		reader := sdkmetric.NewManualReader()
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-		defer mp.Shutdown(context.Background())
-		spans := tracetest.NewSpanRecorder()
-		trp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-		defer trp.Shutdown(context.Background())
-		r := metricsReader{t: t, reader: reader}
+		r, spans, observed := observe(t)
 		att := newAttempts()
-		c := lockClient(t, tp, att.options(rlock.Options{MeterProvider: mp, TracerProvider: trp,
-			WatchdogTimeout: 600 * time.Millisecond, WatchdogInterval: 200 * time.Millisecond}))
+		c := lockClient(t, tp, att.options(observed(rlock.Options{WatchdogTimeout: 600 * time.Millisecond, WatchdogInterval: 200 * time.Millisecond})))
 		other := lockClient(t, tp, rlock.Options{})
 		name := lockName(t)
 		kind := attribute.String("latchkey.kind", "mutex")
@@ -181,5 +189,61 @@ func TestMetricsAndTraces(t *testing.T) {
 		wg.Wait()
 		assert.EqualValues(t, 1, r.value("latchkey.lock.wakeups.sent", kind))
 		requireNoLeftovers(t, tp, name)
+	})
+}
+
+// TestMetricsFamily: RWMutex and Semaphore waits, holds, re-entries and
+// contention are recorded under their own latchkey.kind.
+func TestMetricsFamily(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, spans, observed := observe(t)
+		att := newAttempts()
+		c := lockClient(t, tp, att.options(observed(rlock.Options{})))
+		other := lockClient(t, tp, rlock.Options{})
+		name := lockName(t)
+		kind := func(k string) attribute.KeyValue { return attribute.String("latchkey.kind", k) }
+		reentry := func(b bool) attribute.KeyValue { return attribute.Bool("latchkey.reentry", b) }
+
+		rw := c.RWMutex(name)
+		rctx, err := rw.RLock(ctx)
+		require.NoError(t, err)
+		rrctx, err := rw.RLock(rctx) // a re-entry
+		require.NoError(t, err)
+		require.NoError(t, rw.RUnlock(rrctx))
+		require.NoError(t, rw.RUnlock(rctx))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.acquisitions", kind("rwmutex_read"), reentry(false)))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.acquisitions", kind("rwmutex_read"), reentry(true)))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.hold.duration", kind("rwmutex_read")))
+
+		// A writer waits for another client's reader.
+		held, err := other.RWMutex(name).RLock(ctx)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		var wctx context.Context
+		blockWaiters(t, att, name, 1, &wg, func() {
+			var err error
+			wctx, err = rw.Lock(ctx)
+			assert.NoError(t, err)
+		})
+		require.NoError(t, other.RWMutex(name).RUnlock(held))
+		wg.Wait()
+		require.NoError(t, rw.Unlock(wctx))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.contended", kind("rwmutex_write")))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.wait.duration", kind("rwmutex_write"), attribute.String("latchkey.outcome", "acquired")))
+		require.Len(t, spans.Ended(), 1)
+
+		sem := c.Semaphore(name+"-sem", 2)
+		pctx, err := sem.Acquire(ctx, 2)
+		require.NoError(t, err)
+		_, ok, err := sem.TryAcquire(ctx, 1)
+		require.NoError(t, err)
+		require.False(t, ok)
+		require.NoError(t, sem.Release(pctx))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.acquisitions", kind("semaphore")))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.wait.duration", kind("semaphore"), attribute.String("latchkey.outcome", "timeout")))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.hold.duration", kind("semaphore")))
+		requireNoLeftovers(t, tp, name, name+"-sem")
 	})
 }

@@ -134,11 +134,16 @@ func (h *hold) stopKeeper() {
 // its message only when asked: every leased grant makes one, few are read.
 type leaseEndError struct {
 	name  string
+	what  string // "" for a Mutex; "read lock", "write lock", "permits"
 	lease time.Duration
 }
 
 func (e *leaseEndError) Error() string {
-	return fmt.Sprintf("%v: %q: its lease of %v is about to run out (take a longer lease, or omit WithLease to have the watchdog renew it)", ErrLockLost, e.name, e.lease)
+	its := "its"
+	if e.what != "" {
+		its = "its " + e.what + "'"
+	}
+	return fmt.Sprintf("%v: %q: %s lease of %v is about to run out (take a longer lease, or omit WithLease to have the watchdog renew it)", ErrLockLost, e.name, its, e.lease)
 }
 
 func (e *leaseEndError) Unwrap() error { return ErrLockLost }
@@ -202,7 +207,7 @@ func (h *hold) end() (baton bool, lost error) {
 	delete(c.holds, h)
 	baton, h.baton = h.baton, false
 	if h.lost == nil {
-		c.obs.ended(h.m, h.granted, nil) // a lost hold was counted when lost
+		c.obs.ended(h.m.metricKind(), h.m.name, h.granted, nil) // a lost hold was counted when lost
 	}
 	return baton, h.lost
 }
@@ -222,7 +227,7 @@ func (h *hold) lose(cause error) {
 		cause = fmt.Errorf("%w: %w", ErrLockLost, cause)
 	}
 	h.lost = cause
-	c.obs.ended(h.m, h.granted, cause)
+	c.obs.ended(h.m.metricKind(), h.m.name, h.granted, cause)
 	delete(c.holds, h)
 	baton := h.baton
 	h.baton = false

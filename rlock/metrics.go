@@ -25,7 +25,7 @@ const instrumentation = "github.com/latchkey/latchkey"
 // Attribute keys. The lock name is one only with Options.MetricsLockName:
 // names are unbounded, attribute sets should not be.
 const (
-	attrKind    = attribute.Key("latchkey.kind")    // mutex, spin_mutex
+	attrKind    = attribute.Key("latchkey.kind")    // mutex, rwmutex_read, rwmutex_write, semaphore; spin_ before a spin variant's
 	attrOutcome = attribute.Key("latchkey.outcome") // acquired, timeout, cancelled, error
 	attrReentry = attribute.Key("latchkey.reentry")
 	attrCause   = attribute.Key("latchkey.cause") // gone, renewal_failed, lease_ended, other
@@ -82,36 +82,46 @@ func newObserver(o Options) (*observer, error) {
 	return ob, nil
 }
 
-// attrs are the attributes of m's instruments, plus extra.
-func (ob *observer) attrs(m *Mutex, extra ...attribute.KeyValue) metric.MeasurementOption {
+// attrs are the attributes of a lock's instruments, plus extra.
+func (ob *observer) attrs(kind, name string, extra ...attribute.KeyValue) metric.MeasurementOption {
 	kv := make([]attribute.KeyValue, 0, 2+len(extra))
-	kind := "mutex"
-	if m.spin {
-		kind = "spin_mutex"
-	}
 	kv = append(kv, attrKind.String(kind))
 	if ob.nameAttr {
-		kv = append(kv, attrLock.String(m.name))
+		kv = append(kv, attrLock.String(name))
 	}
 	return metric.WithAttributes(append(kv, extra...)...)
 }
 
-// acquireObs follows one Lock or TryLock that is not a re-entry.
+// metricKind is a primitive's latchkey.kind: base, after "spin_" for a
+// spin variant.
+func metricKind(base string, spin bool) string {
+	if spin {
+		return "spin_" + base
+	}
+	return base
+}
+
+func (m *Mutex) metricKind() string { return metricKind("mutex", m.spin) }
+
+// acquireObs follows one Lock or TryLock (of any primitive) that is not a
+// re-entry.
 type acquireObs struct {
 	ob     *observer
-	m      *Mutex
+	kind   string
+	name   string
 	ctx    context.Context
 	start  time.Time
 	waited bool
 	span   trace.Span // set at the first wait, when tracing
 }
 
-// begin starts following an acquire; nil when ob is.
-func (ob *observer) begin(ctx context.Context, m *Mutex) *acquireObs {
+// begin starts following an acquire of the lock name of kind; nil when ob
+// is.
+func (ob *observer) begin(ctx context.Context, kind, name string) *acquireObs {
 	if ob == nil {
 		return nil
 	}
-	return &acquireObs{ob: ob, m: m, ctx: ctx, start: time.Now()}
+	return &acquireObs{ob: ob, kind: kind, name: name, ctx: ctx, start: time.Now()}
 }
 
 // waiting marks the acquire as contended, and opens its span (from the
@@ -123,7 +133,7 @@ func (a *acquireObs) waiting() {
 	a.waited = true
 	if a.ob.tracer != nil {
 		_, a.span = a.ob.tracer.Start(a.ctx, "latchkey.lock.wait", trace.WithTimestamp(a.start), trace.WithSpanKind(trace.SpanKindInternal),
-			trace.WithAttributes(attrKind.String(map[bool]string{false: "mutex", true: "spin_mutex"}[a.m.spin]), attrLock.String(a.m.name)))
+			trace.WithAttributes(attrKind.String(a.kind), attrLock.String(a.name)))
 	}
 }
 
@@ -143,12 +153,12 @@ func (a *acquireObs) end(ctx context.Context, err error) {
 		outcome = "error"
 	}
 	elapsed := time.Since(a.start)
-	a.ob.wait.Record(context.Background(), elapsed.Seconds(), a.ob.attrs(a.m, attrOutcome.String(outcome)))
+	a.ob.wait.Record(context.Background(), elapsed.Seconds(), a.ob.attrs(a.kind, a.name, attrOutcome.String(outcome)))
 	if a.waited {
-		a.ob.contended.Add(context.Background(), 1, a.ob.attrs(a.m))
+		a.ob.contended.Add(context.Background(), 1, a.ob.attrs(a.kind, a.name))
 	}
 	if err == nil {
-		a.ob.acquired.Add(context.Background(), 1, a.ob.attrs(a.m, attrReentry.Bool(false)))
+		a.ob.acquired.Add(context.Background(), 1, a.ob.attrs(a.kind, a.name, attrReentry.Bool(false)))
 	}
 	if a.span != nil {
 		a.span.SetAttributes(attrOutcome.String(outcome))
@@ -159,31 +169,31 @@ func (a *acquireObs) end(ctx context.Context, err error) {
 	}
 }
 
-// woke records a release that woke a queued client.
-func (ob *observer) woke(m *Mutex) {
+// woke records a Mutex release that woke a queued client.
+func (ob *observer) woke(kind, name string) {
 	if ob == nil {
 		return
 	}
-	ob.wakeups.Add(context.Background(), 1, ob.attrs(m))
+	ob.wakeups.Add(context.Background(), 1, ob.attrs(kind, name))
 }
 
 // reentered records a re-entry that succeeded.
-func (ob *observer) reentered(m *Mutex) {
+func (ob *observer) reentered(kind, name string) {
 	if ob == nil {
 		return
 	}
-	ob.acquired.Add(context.Background(), 1, ob.attrs(m, attrReentry.Bool(true)))
+	ob.acquired.Add(context.Background(), 1, ob.attrs(kind, name, attrReentry.Bool(true)))
 }
 
 // ended records a hold's end: its duration, and its loss when cause is
 // not nil.
-func (ob *observer) ended(m *Mutex, granted time.Time, cause error) {
+func (ob *observer) ended(kind, name string, granted time.Time, cause error) {
 	if ob == nil {
 		return
 	}
-	ob.hold.Record(context.Background(), time.Since(granted).Seconds(), ob.attrs(m))
+	ob.hold.Record(context.Background(), time.Since(granted).Seconds(), ob.attrs(kind, name))
 	if cause != nil {
-		ob.lost.Add(context.Background(), 1, ob.attrs(m, attrCause.String(lossCause(cause))))
+		ob.lost.Add(context.Background(), 1, ob.attrs(kind, name, attrCause.String(lossCause(cause))))
 	}
 }
 

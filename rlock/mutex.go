@@ -69,7 +69,7 @@ func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (context.Context, 
 	if lv := m.carried(ctx); lv != nil {
 		return m.reenter(ctx, lv, lo)
 	}
-	lo.obs = m.c.obs.begin(ctx, m)
+	lo.obs = m.c.obs.begin(ctx, m.metricKind(), m.name)
 	lctx, err := m.acquire(ctx, lo, time.Time{}, false)
 	lo.obs.end(ctx, err)
 	return lctx, err
@@ -90,7 +90,7 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (context.Contex
 	if lv := m.carried(ctx); lv != nil {
 		lctx, err = m.reenter(ctx, lv, lo)
 	} else {
-		lo.obs = m.c.obs.begin(ctx, m)
+		lo.obs = m.c.obs.begin(ctx, m.metricKind(), m.name)
 		lctx, err = m.acquire(ctx, lo, time.Now().Add(lo.wait), lo.wait == 0)
 		lo.obs.end(ctx, err)
 	}
@@ -132,7 +132,7 @@ func (m *Mutex) reenter(ctx context.Context, lv *level, lo lockOptions) (context
 			return nil, m.c.lostOrDone(h)
 		case err == nil:
 			h.count = n
-			m.c.obs.reentered(m)
+			m.c.obs.reentered(m.metricKind(), m.name)
 			return h.addLevel(ctx)
 		}
 		if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, luascripts.ErrUnexpectedReply) {
@@ -269,7 +269,7 @@ func (m *Mutex) releaseLast(h *hold) error {
 		return fmt.Errorf("%w: %q was lost before Unlock", ErrNotHeld, m.name)
 	}
 	if r.Woke {
-		m.c.obs.woke(m)
+		m.c.obs.woke(m.metricKind(), m.name)
 	}
 	return nil
 }

@@ -159,6 +159,14 @@ func (rw *RWMutex) room(write bool) string {
 	return rw.side(write)
 }
 
+// metricKind is the side's latchkey.kind attribute.
+func (rw *RWMutex) metricKind(write bool) string {
+	if write {
+		return metricKind("rwmutex_write", rw.spin)
+	}
+	return metricKind("rwmutex_read", rw.spin)
+}
+
 func (rw *RWMutex) kind(write bool) string {
 	if write {
 		return "write lock"
@@ -167,7 +175,7 @@ func (rw *RWMutex) kind(write bool) string {
 }
 
 // lock re-enters a hold that ctx carries, or contends for a new one.
-func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
+func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadline time.Time, noWait bool) (_ context.Context, err error) {
 	c := rw.c
 	wl := c.carriedShare(ctx, rw.keys.Write)
 	rl := c.carriedShare(ctx, rw.keys.Readers)
@@ -187,6 +195,8 @@ func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadlin
 		// is an outer level's).
 		parent, writer = valuesFrom{Context: wl.s.base, values: ctx}, wl.s.owner
 	}
+	obs := c.obs.begin(ctx, rw.metricKind(write), rw.name)
+	defer func() { obs.end(ctx, err) }()
 	owner, sent := "", time.Time{}
 	var token int64
 	ct := contest{
@@ -217,6 +227,7 @@ func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadlin
 			_ = luascripts.RunRWLeave(lctx, c.rc, rw.keys, c.id, write, c.wake)
 		},
 		onWait: func() {
+			obs.waiting()
 			if hook := c.opts.OnWait; hook != nil {
 				hook(rw.name)
 			}
@@ -235,7 +246,7 @@ func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadlin
 	} else if err := c.contend(ctx, ct, deadline, noWait); err != nil {
 		return nil, err
 	}
-	s := &share{kind: rw.kind(write), name: rw.name, owner: owner, token: token, lease: lo.lease, keep: []string{rw.keys.Write}}
+	s := &share{kind: rw.kind(write), metric: rw.metricKind(write), name: rw.name, owner: owner, token: token, lease: lo.lease, keep: []string{rw.keys.Write}}
 	if !write {
 		s.keep = []string{rw.keys.Readers, rw.keys.Reader(owner)}
 	}
@@ -295,6 +306,7 @@ func (rw *RWMutex) reenter(ctx context.Context, lv *shareLevel, write bool) (con
 			return nil, s.lostOrDone()
 		case err == nil:
 			s.count = n
+			c.obs.reentered(s.metric, rw.name)
 			return s.addLevel(ctx, rw.side(write))
 		}
 		if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, luascripts.ErrUnexpectedReply) {

@@ -142,8 +142,11 @@ func (s *Semaphore) mismatch(recorded int64) error {
 
 // acquire contends for n permits for a new owner; deadline and noWait as
 // RWMutex.lock's.
-func (s *Semaphore) acquire(ctx context.Context, n int64, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
+func (s *Semaphore) acquire(ctx context.Context, n int64, lo lockOptions, deadline time.Time, noWait bool) (_ context.Context, err error) {
 	c := s.c
+	kind := metricKind("semaphore", s.spin)
+	obs := c.obs.begin(ctx, kind, s.name)
+	defer func() { obs.end(ctx, err) }()
 	owner, sent := "", time.Time{}
 	room := s.keys.Holders
 	if s.spin {
@@ -178,6 +181,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, lo lockOptions, deadli
 			_, _ = luascripts.RunSemLeave(lctx, c.rc, s.keys, c.id, s.size, c.wake)
 		},
 		onWait: func() {
+			obs.waiting()
 			if hook := c.opts.OnWait; hook != nil {
 				hook(s.name)
 			}
@@ -186,7 +190,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, lo lockOptions, deadli
 	if err := c.contend(ctx, ct, deadline, noWait); err != nil {
 		return nil, err
 	}
-	sh := &share{kind: "permits", name: s.name, owner: owner, lease: lo.lease,
+	sh := &share{kind: "permits", metric: kind, name: s.name, owner: owner, lease: lo.lease,
 		keep: []string{s.keys.Holders, s.keys.Holder(owner)}}
 	pctx, err := c.newShare(ctx, s.keys.Holders, sh, sent)
 	if err != nil {

@@ -21,13 +21,17 @@ import (
 // (a re-entry) adds a level with a context of its own; the release of the
 // last level releases the share in Redis.
 type share struct {
-	c     *Client
-	kind  string // "read lock", "write lock", "permits": for messages
-	name  string
-	owner string
-	token int64
-	keep  []string      // hashes in which owner is a field, renewed together
-	lease time.Duration // fixed lease; 0: the watchdog
+	c    *Client
+	kind string // "read lock", "write lock", "permits": for messages
+	// metric is its latchkey.kind attribute; granted, when it was granted
+	// (for the hold-time metric).
+	metric  string
+	granted time.Time
+	name    string
+	owner   string
+	token   int64
+	keep    []string      // hashes in which owner is a field, renewed together
+	lease   time.Duration // fixed lease; 0: the watchdog
 	// base is the context the grant was given (its first level's parent,
 	// which every re-entry derives from): what outlives the whole share.
 	base context.Context
@@ -71,6 +75,9 @@ func (c *Client) carriedShare(ctx context.Context, key string) *shareLevel {
 // level under key. The keeper starts with it.
 func (c *Client) newShare(parent context.Context, key string, s *share, sent time.Time) (context.Context, error) {
 	s.c, s.count, s.base = c, 1, parent
+	if c.obs != nil {
+		s.granted = time.Now()
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -134,7 +141,7 @@ func (s *share) addLevel(parent context.Context, key string) (context.Context, e
 
 // leaseEnd is the cause a fixed lease's contexts end with.
 func (s *share) leaseEnd() error {
-	return fmt.Errorf("%w: %q: its %s' lease of %v is about to run out (take a longer lease, or omit WithLease to have the watchdog renew it)", ErrLockLost, s.name, s.kind, s.lease)
+	return &leaseEndError{name: s.name, what: s.kind, lease: s.lease}
 }
 
 // takeLevel marks lv released, reporting false if it already was, whether
@@ -162,6 +169,7 @@ func (s *share) takeLevel(lv *shareLevel) (ok, last bool, lost error) {
 	if last && lost == nil {
 		s.done = true
 		delete(c.shares, s)
+		c.obs.ended(s.metric, s.name, s.granted, nil)
 	}
 	c.mu.Unlock()
 	if last && lost == nil {
@@ -203,6 +211,7 @@ func (s *share) lose(from int, cause error) {
 		cause = fmt.Errorf("%w: %w", ErrLockLost, cause)
 	}
 	s.lost = cause
+	c.obs.ended(s.metric, s.name, s.granted, cause)
 	delete(c.shares, s)
 	levels := s.levels
 	s.levels = nil
