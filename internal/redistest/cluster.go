@@ -30,6 +30,11 @@ type Cluster struct {
 	// nodeArgs are the extra options every node was started with, for
 	// Restart (StartClusterWith's timeouts and failover settings).
 	nodeArgs []string
+	// nodeTimeout is cluster-node-timeout (0 for StartCluster), and
+	// elections when a failover of each shard (by its slots) last ended:
+	// see awaitVoteWindow.
+	nodeTimeout time.Duration
+	elections   map[string]time.Time
 
 	closeOnce sync.Once
 	closeErr  error

@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // FailoverForce promotes a replica of the master at masterAddr with
@@ -35,6 +36,9 @@ func (c *Cluster) failover(ctx context.Context, masterAddr, mode string) (string
 	if err != nil {
 		return "", err
 	}
+	if err := c.awaitVoteWindow(ctx, shard); err != nil {
+		return "", err
+	}
 	args := []string{"CLUSTER", "FAILOVER"}
 	if mode != "" {
 		args = append(args, mode)
@@ -54,7 +58,41 @@ func (c *Cluster) failover(ctx context.Context, masterAddr, mode string) (string
 	if err != nil {
 		return "", err
 	}
+	c.electionEnded(shard)
 	return replica, nil
+}
+
+// awaitVoteWindow waits until two node timeouts have passed since the
+// last failover of shard ended. A master votes for the replicas of one
+// master at most once in that window, so a failover right after another of
+// the same shard (a test failing a master over and then killing the one
+// promoted) can find no majority, and the cluster then stayed down longer
+// than the helpers wait (seen once on CI).
+func (c *Cluster) awaitVoteWindow(ctx context.Context, shard Shard) error {
+	c.mu.Lock()
+	until := c.elections[fmt.Sprint(shard.Slots)].Add(2*c.nodeTimeout + 500*time.Millisecond)
+	c.mu.Unlock()
+	d := time.Until(until)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Cluster) electionEnded(shard Shard) {
+	c.mu.Lock()
+	if c.elections == nil {
+		c.elections = make(map[string]time.Time)
+	}
+	c.elections[fmt.Sprint(shard.Slots)] = time.Now()
+	c.mu.Unlock()
 }
 
 // servesShard reports how view differs from addr being a master with
@@ -94,6 +132,9 @@ func (c *Cluster) KillMaster(ctx context.Context, masterAddr string) (string, er
 	if _, err := c.liveReplica(shard); err != nil {
 		return "", err
 	}
+	if err := c.awaitVoteWindow(ctx, shard); err != nil {
+		return "", err
+	}
 	if err := c.KillNode(masterAddr); err != nil {
 		return "", err
 	}
@@ -110,6 +151,7 @@ func (c *Cluster) KillMaster(ctx context.Context, masterAddr string) (string, er
 	if err != nil {
 		return "", err
 	}
+	c.electionEnded(shard)
 	return promoted, nil
 }
 

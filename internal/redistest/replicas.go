@@ -89,7 +89,8 @@ func StartClusterWith(ctx context.Context, opts ClusterOptions) (*Cluster, error
 		return nil, err
 	}
 	c := &Cluster{
-		dead: map[string]bool{},
+		dead:        map[string]bool{},
+		nodeTimeout: opts.NodeTimeout,
 		nodeArgs: []string{
 			"--cluster-node-timeout", strconv.FormatInt(opts.NodeTimeout.Milliseconds(), 10),
 			"--cluster-replica-validity-factor", "0",
