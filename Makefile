@@ -75,14 +75,17 @@ demo: setup
 # each, one at a time: go test takes one -fuzz target per run. Their seed
 # corpora (testdata/fuzz) also run in every plain `go test`. New failures are
 # written to the package's testdata/fuzz/FuzzXxx; commit them with the fix.
+# Each target runs from its own module (the nearest go.mod above it).
 FUZZTIME ?= 10s
 
 fuzz:
 	@set -e; for file in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
-		pkg=./$$(dirname $${file#./}); \
+		dir=$$(dirname $${file#./}); mod=$$dir; \
+		while [ ! -f $$mod/go.mod ]; do mod=$$(dirname $$mod); done; \
+		pkg=./$${dir#$$mod/}; [ "$$dir" != "$$mod" ] || pkg=.; \
 		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
-			echo "fuzz: $$target in $$pkg for $(FUZZTIME)"; \
-			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+			echo "fuzz: $$target in $$pkg of module $$mod for $(FUZZTIME)"; \
+			(cd $$mod && $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg); \
 		done; \
 	done
 
