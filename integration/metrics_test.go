@@ -31,55 +31,74 @@ func (r metricsReader) collect() metricdata.ResourceMetrics {
 	return rm
 }
 
-// value sums name's points whose attributes include want: counts of
-// histograms, values of sums and gauges.
-func (r metricsReader) value(name string, want ...attribute.KeyValue) int64 {
+// point is one data point: its attributes, and its count (histograms) or
+// value (sums and gauges).
+type point struct {
+	attrs attribute.Set
+	n     int64
+}
+
+// points are the data points of the metric name, or of every metric when
+// name is "".
+func (r metricsReader) points(name string) []point {
 	r.t.Helper()
-	var total int64
-	match := func(set attribute.Set) bool {
-		for _, kv := range want {
-			if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
-				return false
-			}
-		}
-		return true
-	}
+	var ps []point
 	for _, sm := range r.collect().ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if m.Name != name {
+			if name != "" && m.Name != name {
 				continue
 			}
 			switch d := m.Data.(type) {
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
-					if match(p.Attributes) {
-						total += int64(p.Count)
-					}
+					ps = append(ps, point{p.Attributes, int64(p.Count)})
 				}
 			case metricdata.Histogram[int64]:
 				for _, p := range d.DataPoints {
-					if match(p.Attributes) {
-						total += int64(p.Count)
-					}
+					ps = append(ps, point{p.Attributes, int64(p.Count)})
 				}
 			case metricdata.Sum[int64]:
 				for _, p := range d.DataPoints {
-					if match(p.Attributes) {
-						total += p.Value
-					}
+					ps = append(ps, point{p.Attributes, p.Value})
 				}
 			case metricdata.Gauge[int64]:
 				for _, p := range d.DataPoints {
-					if match(p.Attributes) {
-						total += p.Value
-					}
+					ps = append(ps, point{p.Attributes, p.Value})
 				}
 			default:
-				r.t.Fatalf("%s: unexpected data %T", name, m.Data)
+				r.t.Fatalf("%s: unexpected data %T", m.Name, m.Data)
 			}
 		}
 	}
+	return ps
+}
+
+// value sums name's points whose attributes include want.
+func (r metricsReader) value(name string, want ...attribute.KeyValue) int64 {
+	r.t.Helper()
+	var total int64
+points:
+	for _, p := range r.points(name) {
+		for _, kv := range want {
+			if v, ok := p.attrs.Value(kv.Key); !ok || v != kv.Value {
+				continue points
+			}
+		}
+		total += p.n
+	}
 	return total
+}
+
+// withKey counts the points, of every metric, that have the attribute key.
+func (r metricsReader) withKey(key attribute.Key) int {
+	r.t.Helper()
+	n := 0
+	for _, p := range r.points("") {
+		if p.attrs.HasValue(key) {
+			n++
+		}
+	}
+	return n
 }
 
 // observe returns a reader of metrics and a recorder of spans, and what
@@ -106,7 +125,10 @@ func TestMetricsAndTraces(t *testing.T) {
 		r, spans, observed := observe(t)
 		att := newAttempts()
 		c := lockClient(t, tp, att.options(observed(rlock.Options{WatchdogTimeout: 600 * time.Millisecond, WatchdogInterval: 200 * time.Millisecond})))
-		other := lockClient(t, tp, rlock.Options{})
+		// other, the holder c contends with, records apart: what c records
+		// is c's alone.
+		ro, _, observedOther := observe(t)
+		other := lockClient(t, tp, observedOther(rlock.Options{}))
 		name := lockName(t)
 		kind := attribute.String("latchkey.kind", "mutex")
 		outcome := func(o string) attribute.KeyValue { return attribute.String("latchkey.outcome", o) }
@@ -155,7 +177,9 @@ func TestMetricsAndTraces(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 		requireLost(t, rctx, 10*time.Second, "the force-unlocked hold")
-		assert.EqualValues(t, 1, r.value("latchkey.lock.lost", kind, attribute.String("latchkey.cause", "gone")))
+		assert.EqualValues(t, 1, ro.value("latchkey.lock.force_unlocks", kind), "counted by the client that forced")
+		assert.Zero(t, r.value("latchkey.lock.force_unlocks"))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.lost", kind, attribute.String("latchkey.cause", "gone")), "the holder sees its lock gone")
 		assert.EqualValues(t, 1, r.value("latchkey.lock.hold.duration", kind))
 		require.ErrorIs(t, c.Mutex(name).Unlock(lctx), rlock.ErrNotHeld)
 
@@ -171,6 +195,21 @@ func TestMetricsAndTraces(t *testing.T) {
 		wg.Wait()
 		assert.EqualValues(t, 1, r.value("latchkey.lock.wait.duration", kind, outcome("cancelled")))
 		assert.EqualValues(t, 2, r.value("latchkey.lock.contended", kind))
+
+		// Timed out: a wait whose context's deadline passes, like a TryLock's.
+		dctx := newDeadlineCtx(ctx)
+		blockWaiters(t, att, name, 1, &wg, func() {
+			_, err := c.Mutex(name).Lock(dctx)
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+		})
+		dctx.expire()
+		wg.Wait()
+		assert.EqualValues(t, 2, r.value("latchkey.lock.wait.duration", kind, outcome("timeout")))
+		assert.EqualValues(t, 3, r.value("latchkey.lock.contended", kind))
+		ended = spans.Ended()
+		require.Len(t, ended, 3, "a span per wait")
+		assert.Contains(t, ended[1].Attributes(), outcome("cancelled"))
+		assert.Contains(t, ended[2].Attributes(), outcome("timeout"))
 		require.NoError(t, other.Mutex(name).Unlock(held))
 
 		// A release that wakes a queued client of another process.
@@ -188,8 +227,28 @@ func TestMetricsAndTraces(t *testing.T) {
 		require.NoError(t, c.Mutex(name).Unlock(mine))
 		wg.Wait()
 		assert.EqualValues(t, 1, r.value("latchkey.lock.wakeups.sent", kind))
+		assert.Zero(t, r.withKey("latchkey.lock"), "the lock name is no metric attribute unless asked for")
 		requireNoLeftovers(t, tp, name)
 	})
+}
+
+// TestMetricsLockName: with Options.MetricsLockName each lock's
+// measurements carry its name.
+func TestMetricsLockName(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, _, observed := observe(t)
+	c := lockClient(t, topologies()[0], observed(rlock.Options{MetricsLockName: true}))
+	a, b := lockName(t)+"-a", lockName(t)+"-b"
+	for _, name := range []string{a, b, b} {
+		lctx, err := c.Mutex(name).Lock(ctx)
+		require.NoError(t, err)
+		require.NoError(t, c.Mutex(name).Unlock(lctx))
+	}
+	lock := attribute.Key("latchkey.lock")
+	assert.EqualValues(t, 1, r.value("latchkey.lock.acquisitions", lock.String(a)))
+	assert.EqualValues(t, 2, r.value("latchkey.lock.acquisitions", lock.String(b)))
+	assert.EqualValues(t, 2, r.value("latchkey.lock.hold.duration", lock.String(b), attribute.String("latchkey.kind", "mutex")))
 }
 
 // TestMetricsFamily: RWMutex and Semaphore waits, holds, re-entries and
@@ -246,4 +305,29 @@ func TestMetricsFamily(t *testing.T) {
 		assert.EqualValues(t, 1, r.value("latchkey.lock.hold.duration", kind("semaphore")))
 		requireNoLeftovers(t, tp, name, name+"-sem")
 	})
+}
+
+// deadlineCtx is a context whose deadline passes when the test calls
+// expire, rather than at some instant a loaded machine may reach first.
+type deadlineCtx struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newDeadlineCtx(parent context.Context) *deadlineCtx {
+	return &deadlineCtx{Context: parent, done: make(chan struct{})}
+}
+
+func (d *deadlineCtx) expire() { d.once.Do(func() { close(d.done) }) }
+
+func (d *deadlineCtx) Done() <-chan struct{} { return d.done }
+
+func (d *deadlineCtx) Err() error {
+	select {
+	case <-d.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
 }

@@ -202,6 +202,9 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("latchkey: force-unlock %q: %w", name, err)
 	}
+	if ok {
+		c.obs.forceUnlocked(name)
+	}
 	return ok, nil
 }
 

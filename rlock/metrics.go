@@ -25,22 +25,88 @@ const instrumentation = "github.com/latchkey/latchkey"
 // Attribute keys. The lock name is one only with Options.MetricsLockName:
 // names are unbounded, attribute sets should not be.
 const (
-	attrKind    = attribute.Key("latchkey.kind")    // mutex, rwmutex_read, rwmutex_write, semaphore; spin_ before a spin variant's
+	attrKind    = attribute.Key("latchkey.kind")    // kindNames
 	attrOutcome = attribute.Key("latchkey.outcome") // acquired, timeout, cancelled, error
 	attrReentry = attribute.Key("latchkey.reentry")
 	attrCause   = attribute.Key("latchkey.cause") // gone, renewal_failed, lease_ended, other
 	attrLock    = attribute.Key("latchkey.lock")
 )
 
+// lockKind is a primitive's latchkey.kind. Each spin variant follows its
+// pub/sub kind. An enum rather than a string built per call, so that naming
+// the kind costs nothing when metrics are off.
+type lockKind uint8
+
+const (
+	kindMutex lockKind = iota
+	kindSpinMutex
+	kindRead
+	kindSpinRead
+	kindWrite
+	kindSpinWrite
+	kindSemaphore
+	kindSpinSemaphore
+	numKinds
+)
+
+var kindNames = [numKinds]string{"mutex", "spin_mutex", "rwmutex_read", "spin_rwmutex_read",
+	"rwmutex_write", "spin_rwmutex_write", "semaphore", "spin_semaphore"}
+
+// spinIf is k's spin variant when spin is set.
+func (k lockKind) spinIf(spin bool) lockKind {
+	if spin {
+		return k + 1
+	}
+	return k
+}
+
+func (m *Mutex) metricKind() lockKind { return kindMutex.spinIf(m.spin) }
+
+// variant is what a measurement adds to the lock's attributes: nothing, an
+// outcome, whether it re-entered, or why a hold was lost.
+type variant uint8
+
+const (
+	plain variant = iota
+	outAcquired
+	outTimeout
+	outCancelled
+	outError
+	firstEntry
+	reentry
+	lostGone
+	lostRenewal
+	lostLease
+	lostOther
+	numVariants
+)
+
+var variantAttrs = [numVariants]attribute.KeyValue{
+	outAcquired:  attrOutcome.String("acquired"),
+	outTimeout:   attrOutcome.String("timeout"),
+	outCancelled: attrOutcome.String("cancelled"),
+	outError:     attrOutcome.String("error"),
+	firstEntry:   attrReentry.Bool(false),
+	reentry:      attrReentry.Bool(true),
+	lostGone:     attrCause.String("gone"),
+	lostRenewal:  attrCause.String("renewal_failed"),
+	lostLease:    attrCause.String("lease_ended"),
+	lostOther:    attrCause.String("other"),
+}
+
 // observer records one client's lock instruments and wait spans.
 type observer struct {
-	nameAttr  bool
+	nameAttr bool
+	// sets holds every attribute set a measurement can have when the lock
+	// name is not one of them: built once, so a measurement allocates none.
+	sets      [numKinds][numVariants]metric.MeasurementOption
 	wait      metric.Float64Histogram
 	hold      metric.Float64Histogram
 	acquired  metric.Int64Counter
 	contended metric.Int64Counter
 	lost      metric.Int64Counter
 	wakeups   metric.Int64Counter
+	forced    metric.Int64Counter
 	tracer    trace.Tracer // nil: no spans
 	meter     metric.Meter // nil: no metrics (passed to watchdog and notify)
 }
@@ -61,9 +127,9 @@ func newObserver(o Options) (*observer, error) {
 		mp = noop.NewMeterProvider()
 	}
 	m := mp.Meter(instrumentation)
-	var errs [6]error
+	var errs [7]error
 	ob.wait, errs[0] = m.Float64Histogram("latchkey.lock.wait.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from Lock or TryLock to its outcome (not re-entries), by outcome: acquired, timeout, cancelled, error."),
+		metric.WithDescription("Time from Lock or TryLock to its outcome (not re-entries), by outcome: acquired, timeout (TryLock's wait or the context's deadline ran out), cancelled (context cancelled, client closed), error."),
 		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 	ob.hold, errs[1] = m.Float64Histogram("latchkey.lock.hold.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from a grant to its last Unlock, or to its loss."),
@@ -76,38 +142,48 @@ func newObserver(o Options) (*observer, error) {
 		metric.WithDescription("Holds lost before their Unlock, by cause: gone (deleted or expired in Redis), renewal_failed, lease_ended, other."))
 	ob.wakeups, errs[5] = m.Int64Counter("latchkey.lock.wakeups.sent", metric.WithUnit("{message}"),
 		metric.WithDescription("Releases that woke a queued client (one message each); local handovers send none."))
+	ob.forced, errs[6] = m.Int64Counter("latchkey.lock.force_unlocks", metric.WithUnit("{lock}"),
+		metric.WithDescription("Locks this client deleted with ForceUnlock; their holders count them as lost (gone)."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("%w: creating latchkey's instruments: %w", ErrInvalidOptions, err)
+	}
+	if !ob.nameAttr {
+		for k := range numKinds {
+			for v := range numVariants {
+				ob.sets[k][v] = metric.WithAttributeSet(attribute.NewSet(attrList(k, "", false, v)...))
+			}
+		}
 	}
 	return ob, nil
 }
 
-// attrs are the attributes of a lock's instruments, plus extra.
-func (ob *observer) attrs(kind, name string, extra ...attribute.KeyValue) metric.MeasurementOption {
-	kv := make([]attribute.KeyValue, 0, 2+len(extra))
-	kv = append(kv, attrKind.String(kind))
-	if ob.nameAttr {
+// attrList is the attributes of a measurement of kind k, of the lock name
+// when withName is set, and of v.
+func attrList(k lockKind, name string, withName bool, v variant) []attribute.KeyValue {
+	kv := make([]attribute.KeyValue, 1, 3)
+	kv[0] = attrKind.String(kindNames[k])
+	if withName {
 		kv = append(kv, attrLock.String(name))
 	}
-	return metric.WithAttributes(append(kv, extra...)...)
-}
-
-// metricKind is a primitive's latchkey.kind: base, after "spin_" for a
-// spin variant.
-func metricKind(base string, spin bool) string {
-	if spin {
-		return "spin_" + base
+	if v != plain {
+		kv = append(kv, variantAttrs[v])
 	}
-	return base
+	return kv
 }
 
-func (m *Mutex) metricKind() string { return metricKind("mutex", m.spin) }
+// attrs are the attributes of a measurement on the lock name of kind k.
+func (ob *observer) attrs(k lockKind, name string, v variant) metric.MeasurementOption {
+	if !ob.nameAttr {
+		return ob.sets[k][v]
+	}
+	return metric.WithAttributes(attrList(k, name, true, v)...)
+}
 
 // acquireObs follows one Lock or TryLock (of any primitive) that is not a
 // re-entry.
 type acquireObs struct {
 	ob     *observer
-	kind   string
+	kind   lockKind
 	name   string
 	ctx    context.Context
 	start  time.Time
@@ -115,17 +191,18 @@ type acquireObs struct {
 	span   trace.Span // set at the first wait, when tracing
 }
 
-// begin starts following an acquire of the lock name of kind; nil when ob
+// begin starts following an acquire of the lock name of kind k; nil when ob
 // is.
-func (ob *observer) begin(ctx context.Context, kind, name string) *acquireObs {
+func (ob *observer) begin(ctx context.Context, k lockKind, name string) *acquireObs {
 	if ob == nil {
 		return nil
 	}
-	return &acquireObs{ob: ob, kind: kind, name: name, ctx: ctx, start: time.Now()}
+	return &acquireObs{ob: ob, kind: k, name: name, ctx: ctx, start: time.Now()}
 }
 
 // waiting marks the acquire as contended, and opens its span (from the
-// acquire's start) at its first wait: only waits are spans.
+// acquire's start) at its first wait: only waits are spans. A span is one
+// event, so the lock name is always among its attributes.
 func (a *acquireObs) waiting() {
 	if a == nil || a.waited {
 		return
@@ -133,8 +210,22 @@ func (a *acquireObs) waiting() {
 	a.waited = true
 	if a.ob.tracer != nil {
 		_, a.span = a.ob.tracer.Start(a.ctx, "latchkey.lock.wait", trace.WithTimestamp(a.start), trace.WithSpanKind(trace.SpanKindInternal),
-			trace.WithAttributes(attrKind.String(a.kind), attrLock.String(a.name)))
+			trace.WithAttributes(attrKind.String(kindNames[a.kind]), attrLock.String(a.name)))
 	}
+}
+
+// outcome classifies an acquire's result. A deadline that ends the wait
+// is a timeout like TryLock's: both mean the caller's time ran out.
+func outcome(ctx context.Context, err error) variant {
+	switch {
+	case err == nil:
+		return outAcquired
+	case errors.Is(err, errBusy), errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return outTimeout
+	case ctx.Err() != nil, errors.Is(err, ErrClosed):
+		return outCancelled
+	}
+	return outError
 }
 
 // end records the acquire's outcome.
@@ -142,27 +233,18 @@ func (a *acquireObs) end(ctx context.Context, err error) {
 	if a == nil {
 		return
 	}
-	outcome := "acquired"
-	switch {
-	case err == nil:
-	case errors.Is(err, errBusy):
-		outcome = "timeout"
-	case ctx.Err() != nil || errors.Is(err, ErrClosed):
-		outcome = "cancelled"
-	default:
-		outcome = "error"
-	}
-	elapsed := time.Since(a.start)
-	a.ob.wait.Record(context.Background(), elapsed.Seconds(), a.ob.attrs(a.kind, a.name, attrOutcome.String(outcome)))
+	out := outcome(ctx, err)
+	ob := a.ob
+	ob.wait.Record(context.Background(), time.Since(a.start).Seconds(), ob.attrs(a.kind, a.name, out))
 	if a.waited {
-		a.ob.contended.Add(context.Background(), 1, a.ob.attrs(a.kind, a.name))
+		ob.contended.Add(context.Background(), 1, ob.attrs(a.kind, a.name, plain))
 	}
 	if err == nil {
-		a.ob.acquired.Add(context.Background(), 1, a.ob.attrs(a.kind, a.name, attrReentry.Bool(false)))
+		ob.acquired.Add(context.Background(), 1, ob.attrs(a.kind, a.name, firstEntry))
 	}
 	if a.span != nil {
-		a.span.SetAttributes(attrOutcome.String(outcome))
-		if outcome == "error" {
+		a.span.SetAttributes(variantAttrs[out])
+		if out == outError {
 			a.span.SetStatus(codes.Error, err.Error())
 		}
 		a.span.End()
@@ -170,45 +252,53 @@ func (a *acquireObs) end(ctx context.Context, err error) {
 }
 
 // woke records a Mutex release that woke a queued client.
-func (ob *observer) woke(kind, name string) {
+func (ob *observer) woke(k lockKind, name string) {
 	if ob == nil {
 		return
 	}
-	ob.wakeups.Add(context.Background(), 1, ob.attrs(kind, name))
+	ob.wakeups.Add(context.Background(), 1, ob.attrs(k, name, plain))
+}
+
+// forceUnlocked records a ForceUnlock that deleted a lock.
+func (ob *observer) forceUnlocked(name string) {
+	if ob == nil {
+		return
+	}
+	ob.forced.Add(context.Background(), 1, ob.attrs(kindMutex, name, plain))
 }
 
 // reentered records a re-entry that succeeded.
-func (ob *observer) reentered(kind, name string) {
+func (ob *observer) reentered(k lockKind, name string) {
 	if ob == nil {
 		return
 	}
-	ob.acquired.Add(context.Background(), 1, ob.attrs(kind, name, attrReentry.Bool(true)))
+	ob.acquired.Add(context.Background(), 1, ob.attrs(k, name, reentry))
 }
 
 // ended records a hold's end: its duration, and its loss when cause is
 // not nil.
-func (ob *observer) ended(kind, name string, granted time.Time, cause error) {
+func (ob *observer) ended(k lockKind, name string, granted time.Time, cause error) {
 	if ob == nil {
 		return
 	}
-	ob.hold.Record(context.Background(), time.Since(granted).Seconds(), ob.attrs(kind, name))
+	ob.hold.Record(context.Background(), time.Since(granted).Seconds(), ob.attrs(k, name, plain))
 	if cause != nil {
-		ob.lost.Add(context.Background(), 1, ob.attrs(kind, name, attrCause.String(lossCause(cause))))
+		ob.lost.Add(context.Background(), 1, ob.attrs(k, name, lossCause(cause)))
 	}
 }
 
-// lossCause names why a hold was lost, for latchkey.lock.lost.
-func lossCause(cause error) string {
+// lossCause says why a hold was lost, for latchkey.lock.lost.
+func lossCause(cause error) variant {
 	var lease *leaseEndError
 	switch {
 	case errors.Is(cause, watchdog.ErrGone), errors.Is(cause, errFoundGone):
-		return "gone"
+		return lostGone
 	case errors.Is(cause, watchdog.ErrExpired):
-		return "renewal_failed"
+		return lostRenewal
 	case errors.As(cause, &lease):
-		return "lease_ended"
+		return lostLease
 	}
-	return "other"
+	return lostOther
 }
 
 // notifyMeter is the meter the hub records on; nil when metrics are off.

@@ -160,11 +160,11 @@ func (rw *RWMutex) room(write bool) string {
 }
 
 // metricKind is the side's latchkey.kind attribute.
-func (rw *RWMutex) metricKind(write bool) string {
+func (rw *RWMutex) metricKind(write bool) lockKind {
 	if write {
-		return metricKind("rwmutex_write", rw.spin)
+		return kindWrite.spinIf(rw.spin)
 	}
-	return metricKind("rwmutex_read", rw.spin)
+	return kindRead.spinIf(rw.spin)
 }
 
 func (rw *RWMutex) kind(write bool) string {

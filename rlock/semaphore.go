@@ -144,7 +144,7 @@ func (s *Semaphore) mismatch(recorded int64) error {
 // RWMutex.lock's.
 func (s *Semaphore) acquire(ctx context.Context, n int64, lo lockOptions, deadline time.Time, noWait bool) (_ context.Context, err error) {
 	c := s.c
-	kind := metricKind("semaphore", s.spin)
+	kind := kindSemaphore.spinIf(s.spin)
 	obs := c.obs.begin(ctx, kind, s.name)
 	defer func() { obs.end(ctx, err) }()
 	owner, sent := "", time.Time{}

@@ -25,7 +25,7 @@ type share struct {
 	kind string // "read lock", "write lock", "permits": for messages
 	// metric is its latchkey.kind attribute; granted, when it was granted
 	// (for the hold-time metric).
-	metric  string
+	metric  lockKind
 	granted time.Time
 	name    string
 	owner   string
