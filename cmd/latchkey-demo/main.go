@@ -3,13 +3,15 @@
 // first with the pub/sub Mutex and then with the polling SpinMutex, and the
 // demo compares their throughput, wait latency and the load they put on Redis.
 // Each worker records latchkey's OpenTelemetry metrics through the SDK and
-// serves them to Prometheus on a loopback port it prints; half-way through a
-// phase the demo takes a `latchkey list` of who holds the lock and how many
-// clients queue for it, and after it prints both.
+// serves them to Prometheus on a loopback port (-metrics; the URLs are
+// printed as the phase starts); half-way through a phase the demo takes a
+// `latchkey list` of who holds the lock and how many clients queue for it,
+// and after the phase it prints both, with a summary of the metrics read
+// back (wait p50/p99 from the histogram, locks lost, wake-ups).
 //
 // Usage (from the cmd module):
 //
-//	go run ./latchkey-demo [-addr 127.0.0.1:6379] [-procs 4] [-g 4] [-dur 10s] [-cs 1ms] [-lock demo]
+//	go run ./latchkey-demo [-addr 127.0.0.1:6379] [-procs 4] [-g 4] [-dur 10s] [-cs 1ms] [-lock demo] [-metrics 127.0.0.1:0]
 //
 // Without -addr it starts a throw-away Redis (REDIS_ADDR, or a redis-server
 // process; see internal/redistest). A Redis given with -addr
@@ -28,6 +30,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -53,62 +56,74 @@ type config struct {
 	addr, lock string
 	procs, g   int
 	dur, cs    time.Duration
+	metrics    string    // where worker 1 serves /metrics; the others on the ports after it
+	out        io.Writer // the report
 }
 
 func main() {
 	if childproc.Role() == workerRole {
 		os.Exit(workerMain())
 	}
-	os.Exit(run())
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run is main without os.Exit, so that deferred clean-up (children, Redis) runs.
-func run() int {
-	var cfg config
-	flag.StringVar(&cfg.addr, "addr", "", "use this Redis (host:port, loopback only; it is FLUSHALLed) instead of starting one")
-	flag.IntVar(&cfg.procs, "procs", 4, "worker processes")
-	flag.IntVar(&cfg.g, "g", 4, "goroutines per worker process")
-	flag.DurationVar(&cfg.dur, "dur", 10*time.Second, "duration of each phase")
-	flag.DurationVar(&cfg.cs, "cs", time.Millisecond, "critical section: how long each holder sleeps inside the lock")
-	flag.StringVar(&cfg.lock, "lock", "demo", "lock name")
-	flag.Parse()
-	if cfg.procs < 1 || cfg.g < 1 || cfg.dur <= 0 || cfg.cs < 0 || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "latchkey-demo: need -procs >= 1, -g >= 1, -dur > 0, -cs >= 0 and no arguments")
-		flag.Usage()
+// run is main without os.Exit, so that deferred clean-up (children, Redis)
+// runs: the report goes to stdout, errors and usage to stderr.
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg := config{out: stdout}
+	fs := flag.NewFlagSet("latchkey-demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.addr, "addr", "", "use this Redis (host:port, loopback only; it is FLUSHALLed) instead of starting one")
+	fs.IntVar(&cfg.procs, "procs", 4, "worker processes")
+	fs.IntVar(&cfg.g, "g", 4, "goroutines per worker process")
+	fs.DurationVar(&cfg.dur, "dur", 10*time.Second, "duration of each phase")
+	fs.DurationVar(&cfg.cs, "cs", time.Millisecond, "critical section: how long each holder sleeps inside the lock")
+	fs.StringVar(&cfg.lock, "lock", "demo", "lock name")
+	fs.StringVar(&cfg.metrics, "metrics", "127.0.0.1:0", "where worker 1 serves its OpenTelemetry metrics at /metrics (loopback only), worker n on the port n-1 after it; port 0: each a free port, printed")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if cfg.procs < 1 || cfg.g < 1 || cfg.dur <= 0 || cfg.cs < 0 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "latchkey-demo: need -procs >= 1, -g >= 1, -dur > 0, -cs >= 0 and no arguments")
+		fs.Usage()
+		return 2
+	}
+	if err := checkMetricsAddr(cfg.metrics, cfg.procs); err != nil {
+		fmt.Fprintln(stderr, "latchkey-demo:", err)
 		return 2
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	addr, closeRedis, err := getRedis(ctx, cfg.addr)
+	addr, closeRedis, err := getRedis(ctx, cfg.addr, stdout, stderr)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "latchkey-demo:", err)
+		fmt.Fprintln(stderr, "latchkey-demo:", err)
 		return 1
 	}
 	defer closeRedis()
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "latchkey-demo: connecting to Redis at %s: %v\n", addr, err)
+		fmt.Fprintf(stderr, "latchkey-demo: connecting to Redis at %s: %v\n", addr, err)
 		return 1
 	}
 	defer rc.Close()
 
-	fmt.Printf("%d processes × %d goroutines on lock %q, critical section %v, %v per phase\n\n", cfg.procs, cfg.g, cfg.lock, cfg.cs, cfg.dur)
+	fmt.Fprintf(stdout, "%d processes × %d goroutines on lock %q, critical section %v, %v per phase\n\n", cfg.procs, cfg.g, cfg.lock, cfg.cs, cfg.dur)
 	results := make([]*phaseResult, 0, len(phases))
 	for _, mode := range phases {
 		res, err := runPhase(ctx, rc, addr, cfg, mode)
 		if err != nil {
 			if ctx.Err() != nil {
-				fmt.Fprintln(os.Stderr, "\nlatchkey-demo: interrupted")
+				fmt.Fprintln(stderr, "\nlatchkey-demo: interrupted")
 				return 130
 			}
-			fmt.Fprintf(os.Stderr, "\nlatchkey-demo: phase %s: %v\n", mode, err)
+			fmt.Fprintf(stderr, "\nlatchkey-demo: phase %s: %v\n", mode, err)
 			return 1
 		}
-		printPhaseEnd(os.Stdout, res)
+		printPhaseEnd(stdout, res)
 		results = append(results, res)
 	}
-	printSummary(os.Stdout, cfg, results[0], results[1])
+	printSummary(stdout, cfg, results[0], results[1])
 	for _, r := range results {
 		if !r.ok() {
 			return 1
@@ -117,20 +132,46 @@ func run() int {
 	return 0
 }
 
+// loopback checks that addr is host:port with a loopback host. Names
+// other than localhost are not resolved, since DNS could point them
+// anywhere.
+func loopback(flagName, addr, why string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("-%s %q is not host:port: %w", flagName, addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("-%s %q is not a loopback address: %s, so it only uses 127.0.0.1, ::1 or localhost", flagName, addr, why)
+	}
+	return nil
+}
+
+// checkMetricsAddr checks -metrics: on loopback (nothing off this machine
+// needs the demo's metrics), with a port for each of procs workers.
+func checkMetricsAddr(addr string, procs int) error {
+	if err := loopback("metrics", addr, "the workers serve their metrics unauthenticated"); err != nil {
+		return err
+	}
+	last, err := workerMetricsAddr(addr, procs)
+	if err != nil {
+		return fmt.Errorf("-metrics %q: %w", addr, err)
+	}
+	_, port, _ := net.SplitHostPort(last)
+	if p, _ := strconv.Atoi(port); p < 0 || p > 65535 {
+		return fmt.Errorf("-metrics %q: %d workers need the ports up to %s", addr, procs, port)
+	}
+	return nil
+}
+
 // getRedis returns the address of the Redis to use and how to let go of it.
-func getRedis(ctx context.Context, addr string) (string, func(), error) {
+func getRedis(ctx context.Context, addr string, stdout, stderr io.Writer) (string, func(), error) {
 	if addr != "" {
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			return "", nil, fmt.Errorf("-addr %q is not host:port: %w", addr, err)
-		}
 		// The demo runs FLUSHALL and CONFIG RESETSTAT: refuse anything that
-		// could be a shared server. Names other than localhost are not
-		// resolved, since DNS could point them anywhere.
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return "", nil, fmt.Errorf("-addr %q is not a loopback address: the demo flushes the server, so it only uses a Redis on 127.0.0.1, ::1 or localhost", addr)
+		// could be a shared server.
+		if err := loopback("addr", addr, "the demo flushes the server"); err != nil {
+			return "", nil, err
 		}
-		fmt.Printf("redis: %s (from -addr)\n", addr)
+		fmt.Fprintf(stdout, "redis: %s (from -addr)\n", addr)
 		return addr, func() {}, nil
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -139,10 +180,10 @@ func getRedis(ctx context.Context, addr string) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	fmt.Printf("redis: %s (%s)\n", srv.Addr, srv.Kind)
+	fmt.Fprintf(stdout, "redis: %s (%s)\n", srv.Addr, srv.Kind)
 	return srv.Addr, func() {
 		if err := srv.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "latchkey-demo: stopping Redis:", err)
+			fmt.Fprintln(stderr, "latchkey-demo: stopping Redis:", err)
 		}
 	}, nil
 }
@@ -191,6 +232,7 @@ func spawn(ctx context.Context, cancel context.CancelCauseFunc, cfg config, p wo
 		c := &child{id: i + 1}
 		children = append(children, c)
 		p.ID = c.id
+		p.Metrics, _ = workerMetricsAddr(cfg.metrics, c.id) // checked by run
 		// The child reads its stdin until EOF, which comes when we exit
 		// however we die (even SIGKILL): it then stops instead of lingering.
 		proc, err := childproc.Start(ctx, childproc.Config{Role: workerRole, Params: p, Name: fmt.Sprintf("worker %d", c.id)})
@@ -236,22 +278,26 @@ func spawn(ctx context.Context, cancel context.CancelCauseFunc, cfg config, p wo
 func drive(ctx context.Context, rc rueidis.Client, cfg config, mode string, reports <-chan report) (*phaseResult, error) {
 	// Barrier: every worker is connected before any starts, so that they
 	// contend from the first acquisition. BLPOP with a short timeout keeps
-	// checking ctx, which a failing child cancels.
+	// checking ctx, which a failing child cancels. Each worker says it is
+	// ready with the URL of its /metrics.
 	deadline := time.Now().Add(time.Minute)
-	for ready := 0; ready < cfg.procs; {
+	var urls []string
+	for len(urls) < cfg.procs {
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("only %d of %d workers got ready within a minute", ready, cfg.procs)
+			return nil, fmt.Errorf("only %d of %d workers got ready within a minute", len(urls), cfg.procs)
 		}
 		v, err := rc.Do(ctx, rc.B().Blpop().Key(readyKey).Timeout(0.2).Build()).AsStrSlice()
 		switch {
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx)
 		case err == nil && len(v) == 2:
-			ready++
+			urls = append(urls, v[1])
 		case err != nil && !rueidis.IsRedisNil(err):
 			return nil, fmt.Errorf("waiting for workers: %w", err)
 		}
 	}
+	slices.Sort(urls)
+	fmt.Fprintf(cfg.out, "%s: the workers serve their OpenTelemetry metrics during the phase at %s\n", mode, strings.Join(urls, " "))
 	// Reset just before the start so that the phase's statistics are its own.
 	if err := rc.Do(ctx, rc.B().ConfigResetstat().Build()).Error(); err != nil {
 		return nil, fmt.Errorf("CONFIG RESETSTAT: %w", err)
@@ -261,7 +307,7 @@ func drive(ctx context.Context, rc rueidis.Client, cfg config, mode string, repo
 	if res.cpu0, err = redisinfo.CPU(ctx, rc); err != nil {
 		return nil, err
 	}
-	agg := newAggregator(os.Stdout, isTerminal(os.Stdout), res, cfg.procs, func() (int64, error) { return totalCommands(ctx, rc) })
+	agg := newAggregator(cfg.out, isTerminal(cfg.out), res, cfg.procs, func() (int64, error) { return totalCommands(ctx, rc) })
 	if err := agg.start(); err != nil {
 		return nil, err
 	}

@@ -3,17 +3,55 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/latchkey/latchkey/internal/childproc"
 	"github.com/latchkey/latchkey/internal/latency"
 )
 
+// TestMain is also the demo's worker when TestDemo re-executes this test
+// binary as one.
 func TestMain(m *testing.M) {
+	if childproc.Role() == workerRole {
+		os.Exit(workerMain())
+	}
 	goleak.VerifyTestMain(m)
+}
+
+// TestDemo runs the demo end to end, briefly: both phases succeed, each
+// says where its workers serve /metrics, and the OpenTelemetry summary
+// read back from them counts the acquisitions the demo counted itself.
+func TestDemo(t *testing.T) {
+	var out, errs bytes.Buffer
+	if code := run([]string{"-procs", "2", "-g", "2", "-dur", "1s"}, &out, &errs); code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errs.String())
+	}
+	report := out.String()
+	served := regexp.MustCompile(`(?m)^(pubsub|spin): the workers serve their OpenTelemetry metrics during the phase at http://127\.0\.0\.1:\d+/metrics http://127\.0\.0\.1:\d+/metrics$`)
+	if n := len(served.FindAllString(report, -1)); n != 2 {
+		t.Errorf("%d phases said where /metrics is served, want 2:\n%s", n, report)
+	}
+	counted := regexp.MustCompile(`(?m)^(pubsub|spin): counter \d+ = (\d+) acquisitions: exclusion OK$`).FindAllStringSubmatch(report, -1)
+	recorded := regexp.MustCompile(`(?m)^  holds +(\d+) acquisitions, \d+ re-entries, 0 locks lost;`).FindAllStringSubmatch(report, -1)
+	if len(counted) != 2 || len(recorded) != 2 {
+		t.Fatalf("want both phases' counts and metrics:\n%s", report)
+	}
+	for i := range counted {
+		if counted[i][2] != recorded[i][1] || counted[i][2] == "0" {
+			t.Errorf("%s: the demo counted %s acquisitions, latchkey.lock.acquisitions %s", counted[i][1], counted[i][2], recorded[i][1])
+		}
+	}
+	for _, want := range []string{"wait p99 (OTel, est.)", "locks lost (OTel)", "pubsub: `latchkey list` in mid-phase:"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report lacks %q:\n%s", want, report)
+		}
+	}
 }
 
 // waits is a histogram of waits given in µs.

@@ -34,7 +34,6 @@ type phaseResult struct {
 	cmdstats                     map[string]int64
 	cpu0, cpuSeconds             float64        // Redis' used_cpu_sys+used_cpu_user at the start, and its increase
 	metrics                      metricsSummary // the workers' latchkey_* metrics at their end
-	metricsURLs                  []string       // where the workers served them
 	listing                      string         // `latchkey list` in mid-phase
 }
 
@@ -98,9 +97,6 @@ func (a *aggregator) add(r report) error {
 	res.overlaps += r.Overlaps
 	res.errors += r.Errors
 	res.waits.Merge(r.Waits)
-	if r.MetricsURL != "" {
-		res.metricsURLs = append(res.metricsURLs, r.MetricsURL)
-	}
 	if r.Metrics != nil {
 		res.metrics.add(r.Metrics)
 	}
@@ -204,12 +200,26 @@ func printPhaseEnd(w io.Writer, r *phaseResult) {
 		parts = append(parts, "other "+fmtFloat(r.perAcq(float64(other)), 3))
 	}
 	fmt.Fprintf(w, "%s: Redis calls per acquisition (scripts' included): %s\n", r.mode, strings.Join(parts, ", "))
+	// Introspection: `latchkey list` as it was half-way through the phase.
 	if r.listing != "" {
 		fmt.Fprintf(w, "%s: `latchkey list` in mid-phase:\n%s", r.mode, r.listing)
 	}
-	m := r.metrics
-	fmt.Fprintf(w, "%s: OpenTelemetry metrics (%d latchkey_* series, served by each worker at %s): waits acquired %d, timed out %d, cancelled %d; contended %.0f; re-entries %.0f; locks lost %.0f; watchdog renewals %.0f; wake-ups received %.0f (unclaimed %.0f)\n\n",
-		r.mode, m.Series, strings.Join(r.metricsURLs, " "), m.Waits["acquired"], m.Waits["timeout"], m.Waits["cancelled"], m.Contended, m.Reentries, m.Lost, m.Renewals, m.Wakeups, m.Unclaimed)
+	printMetrics(w, r)
+	fmt.Fprintln(w)
+}
+
+// printMetrics is the phase's OpenTelemetry metrics, as the workers'
+// /metrics served them at the end.
+func printMetrics(w io.Writer, r *phaseResult) {
+	m := &r.metrics
+	acquired := m.Waits["acquired"]
+	fmt.Fprintf(w, "%s: OpenTelemetry metrics read back from the workers (%d latchkey_* series):\n", r.mode, m.Series)
+	fmt.Fprintf(w, "  waits      %d acquired, p50 ≈ %s, p99 ≈ %s (from the histogram's buckets); %d timed out, %d cancelled, %d errors; %.0f contended\n",
+		acquired, fmtQuantile(0.5, m.WaitBuckets, acquired), fmtQuantile(0.99, m.WaitBuckets, acquired),
+		m.Waits["timeout"], m.Waits["cancelled"], m.Waits["error"], m.Contended)
+	fmt.Fprintf(w, "  holds      %.0f acquisitions, %.0f re-entries, %.0f locks lost; watchdog renewals %.0f, failed %.0f\n",
+		m.Acquired, m.Reentries, m.Lost, m.Renewals, m.RenewalFailures)
+	fmt.Fprintf(w, "  wake-ups   %.0f sent, %.0f received, %.0f unclaimed\n", m.WakeupsSent, m.Wakeups, m.Unclaimed)
 }
 
 func printSummary(w io.Writer, cfg config, ps, sp *phaseResult) {
@@ -228,6 +238,13 @@ func printSummary(w io.Writer, cfg config, ps, sp *phaseResult) {
 	row("wait p50", func(r *phaseResult) string { return fmtWait(&r.waits, 50) })
 	row("wait p99", func(r *phaseResult) string { return fmtWait(&r.waits, 99) })
 	row("wait max", func(r *phaseResult) string { return fmtWait(&r.waits, 100) })
+	otelWait := func(q float64) func(r *phaseResult) string {
+		return func(r *phaseResult) string { return fmtQuantile(q, r.metrics.WaitBuckets, r.metrics.Waits["acquired"]) }
+	}
+	row("wait p50 (OTel, est.)", otelWait(0.5))
+	row("wait p99 (OTel, est.)", otelWait(0.99))
+	row("locks lost (OTel)", func(r *phaseResult) string { return fmtFloat(r.metrics.Lost, 0) })
+	row("wake-ups sent (OTel)", func(r *phaseResult) string { return fmtFloat(r.metrics.WakeupsSent, 0) })
 	row("Redis commands/acq", func(r *phaseResult) string { return fmtFloat(r.perAcq(float64(r.commands)), 2) })
 	row("Redis CPU µs/acq", func(r *phaseResult) string { return fmtFloat(r.perAcq(r.cpuSeconds*1e6), 1) })
 	row("attempts/acq", func(r *phaseResult) string { return fmtFloat(r.perAcq(float64(r.attempts)), 2) })
@@ -262,9 +279,13 @@ func totalCommands(ctx context.Context, rc rueidis.Client) (int64, error) {
 	return strconv.ParseInt(m["total_commands_processed"], 10, 64)
 }
 
-// isTerminal reports whether f is a character device: enough to decide
+// isTerminal reports whether w is a character device: enough to decide
 // between overwriting the live line and printing one line per second.
-func isTerminal(f *os.File) bool {
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -32,6 +32,7 @@ type workerParams struct {
 	Mode       string // "pubsub" or "spin"
 	Goroutines int
 	Dur, CS    time.Duration
+	Metrics    string // where to serve /metrics (host:port)
 }
 
 // report is one worker's activity during one second of a phase: Second k
@@ -46,10 +47,8 @@ type report struct {
 	Errors   int64              `json:"errors"`
 	Overlaps int64              `json:"overlaps"` // in-process exclusion failures
 	LastErr  string             `json:"last_error,omitempty"`
-	// MetricsURL, in the first report, is where the worker serves its
-	// metrics; Metrics, in the last, what they say at the end.
-	MetricsURL string          `json:"metrics_url,omitempty"`
-	Metrics    *metricsSummary `json:"metrics,omitempty"`
+	// Metrics, in the last report, is what its metrics say at the end.
+	Metrics *metricsSummary `json:"metrics,omitempty"`
 }
 
 // seconds is the number of reports per worker in a phase of length dur.
@@ -89,7 +88,7 @@ func work(p workerParams) error {
 		return err
 	}
 	defer rc.Close()
-	metrics, err := startMetrics()
+	metrics, err := startMetrics(p.Metrics)
 	if err != nil {
 		return err
 	}
@@ -109,7 +108,7 @@ func work(p workerParams) error {
 		return err
 	}
 
-	if err := rc.Do(ctx, rc.B().Rpush().Key(readyKey).Element("ready").Build()).Error(); err != nil {
+	if err := rc.Do(ctx, rc.B().Rpush().Key(readyKey).Element(metrics.URL).Build()).Error(); err != nil {
 		return fmt.Errorf("reporting ready: %w", err)
 	}
 	v, err := rc.Do(ctx, rc.B().Blpop().Key(goKey).Timeout(60).Build()).AsStrSlice()
@@ -156,9 +155,6 @@ func work(p workerParams) error {
 			<-done
 		}
 		r := st.take(p.ID, k)
-		if k == 1 {
-			r.MetricsURL = metrics.URL
-		}
 		if k == n {
 			s, err := metrics.Summary()
 			if err != nil {
