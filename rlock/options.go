@@ -132,9 +132,10 @@ type Options struct {
 
 	// MeterProvider, when set, receives latchkey's metrics: lock waits by
 	// outcome, hold times, acquisitions and re-entries, contention, locks
-	// lost by cause, watchdog renewals, failures and batch sizes, wake-ups
-	// sent, received and unclaimed, subscriptions open (docs/operations.md lists
-	// them). Nil, the default, records nothing and costs nothing.
+	// lost by cause, force-unlocks, watchdog renewals, failures and batch
+	// sizes, wake-ups sent, received and unclaimed, subscriptions open
+	// (docs/operations.md lists them). Nil, the default, records nothing
+	// and costs nothing.
 	MeterProvider metric.MeterProvider
 	// TracerProvider, when set, makes every Lock or TryLock that waits a
 	// span ("latchkey.lock.wait", from the call to its outcome). Nil, the
