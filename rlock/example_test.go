@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/latchkey/latchkey/rlock"
 )
@@ -624,4 +626,36 @@ func ExampleClient_Inspect() {
 	// Output:
 	// billing-worker 1 true 0
 	// report:monthly held by billing-worker
+}
+
+// Metrics and traces: give the client an OpenTelemetry MeterProvider and
+// TracerProvider, normally the SDK's, set up in main with the exporter you
+// use (sdkmetric.NewMeterProvider(sdkmetric.WithReader(prometheusExporter)),
+// sdktrace.NewTracerProvider(...)). latchkey imports the API only; the
+// API's no-op providers stand in for the SDK's here. Every Lock then
+// records latchkey.lock.* (docs/operations.md lists the instruments), and
+// a Lock that waits is a span "latchkey.lock.wait", a child of the span in
+// its context.
+func ExampleOptions_metrics() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	locks, err := rlock.NewClient(rc, rlock.Options{
+		MeterProvider:  metricnoop.NewMeterProvider(),
+		TracerProvider: tracenoop.NewTracerProvider(),
+		// Off by default: a metric attribute per lock name is a time series
+		// per name. Turn it on only for a few, fixed names.
+		MetricsLockName: true,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+
+	m := locks.Mutex("nightly-export")
+	lctx, err := m.Lock(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(m.Unlock(lctx))
+	// Output: <nil>
 }
