@@ -156,7 +156,7 @@ func TestMetricsAndTraces(t *testing.T) {
 		assert.EqualValues(t, 1, r.value("latchkey.lock.wait.duration", kind, outcome("acquired")))
 		assert.EqualValues(t, 1, r.value("latchkey.lock.contended", kind))
 		assert.EqualValues(t, 1, r.value("latchkey.lock.acquisitions", kind, attribute.Bool("latchkey.reentry", false)))
-		assert.GreaterOrEqual(t, r.value("latchkey.notify.wakeups.received", attribute.String("latchkey.kind", "one")), int64(1))
+		assert.GreaterOrEqual(t, r.value("latchkey.notify.wakeups.received", attribute.String("latchkey.wakeup", "one")), int64(1))
 		ended := spans.Ended()
 		require.Len(t, ended, 1, "one span: the one wait")
 		assert.Equal(t, "latchkey.lock.wait", ended[0].Name())

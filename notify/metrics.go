@@ -20,7 +20,7 @@ type meters struct {
 // be created (the hub then records nothing: metrics never stop a wait).
 func newMeters(h *Hub, m metric.Meter) *meters {
 	received, err1 := m.Int64Counter("latchkey.notify.wakeups.received", metric.WithUnit("{message}"),
-		metric.WithDescription("Wake-up messages received, by kind: one (wakes one waiter) or all (a broadcast)."))
+		metric.WithDescription("Wake-up messages received, by latchkey.wakeup: one (wakes one waiter) or all (a broadcast)."))
 	unclaimed, err2 := m.Int64Counter("latchkey.notify.wakeups.unclaimed", metric.WithUnit("{message}"),
 		metric.WithDescription("Wake-up messages dropped because one was already pending for the channel's waiters."))
 	subs, err3 := m.Int64ObservableGauge("latchkey.notify.subscriptions", metric.WithUnit("{channel}"),
@@ -35,9 +35,11 @@ func newMeters(h *Hub, m metric.Meter) *meters {
 	if err != nil {
 		return nil
 	}
-	kind := attribute.Key("latchkey.kind")
+	// Not latchkey.kind, which names a lock's primitive on rlock's
+	// instruments: a dashboard grouping by it would mix the two.
+	wakeup := attribute.Key("latchkey.wakeup")
 	return &meters{received: received, unclaimed: unclaimed, reg: reg,
-		one: metric.WithAttributes(kind.String("one")), all: metric.WithAttributes(kind.String("all"))}
+		one: metric.WithAttributes(wakeup.String("one")), all: metric.WithAttributes(wakeup.String("all"))}
 }
 
 func (ms *meters) receivedOne(claimed bool) {
