@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/latchkey/latchkey/rlock"
+	"github.com/latchkey/latchkey/watchdog"
 )
 
 // metricsReader reads what a client recorded, with the OTel SDK's manual
@@ -330,4 +331,24 @@ func (d *deadlineCtx) Err() error {
 	default:
 		return nil
 	}
+}
+
+// TestMetricsRenewalFailed: with Redis gone under a held lock, each renew
+// call fails and is counted, and when the lease runs out locally the hold
+// is lost with cause renewal_failed.
+func TestMetricsRenewalFailed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, tp := privateRedis(t)
+	r, _, observed := observe(t)
+	c := lockClient(t, tp, observed(rlock.Options{WatchdogTimeout: 600 * time.Millisecond, WatchdogInterval: 200 * time.Millisecond}))
+	lctx, err := c.Mutex(lockName(t)).Lock(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, r.value("latchkey.watchdog.leases"))
+	require.NoError(t, srv.Close())
+	requireLost(t, lctx, 10*time.Second, "the hold whose renewals fail")
+	require.ErrorIs(t, context.Cause(lctx), watchdog.ErrExpired)
+	assert.GreaterOrEqual(t, r.value("latchkey.watchdog.renewal.failures"), int64(1))
+	assert.EqualValues(t, 1, r.value("latchkey.lock.lost", attribute.String("latchkey.cause", "renewal_failed")))
+	assert.Zero(t, r.value("latchkey.watchdog.leases"))
 }
