@@ -2,7 +2,10 @@ package integration
 
 import (
 	"context"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/latchkey/latchkey/internal/redisinfo"
+	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/rlock"
 )
 
@@ -71,8 +76,8 @@ func TestInspect(t *testing.T) {
 		assert.Equal(t, token, h.Token)
 		assert.Equal(t, rlock.ClientInfo{ID: holder.ID(), Name: "worker-a", Host: host, PID: os.Getpid()}, h.Client)
 		assert.True(t, strings.HasPrefix(h.Owner, holder.ID()), "owner %q of client %s", h.Owner, holder.ID())
-		// Redis' clock is this machine's: the grant time lies in the Lock call.
-		assert.WithinRange(t, h.Since, before.Add(-time.Second), time.Now().Add(time.Second))
+		// The grant time is the holder's clock when it asked: in the Lock call.
+		assert.WithinRange(t, h.Since, before.Truncate(time.Millisecond), time.Now())
 		assert.Greater(t, info.LeaseLeft, time.Duration(0))
 		assert.LessOrEqual(t, info.LeaseLeft, 600*time.Millisecond)
 		require.Len(t, info.Waiters, 2)
@@ -139,22 +144,25 @@ func TestList(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, tp topology) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		base := lockName(t)
 		c := lockClient(t, tp, rlock.Options{ClientName: "lister"})
-		var names []string
+		names, pattern := namesOnEveryMaster(t, tp, 2)
+		var ms []*rlock.Mutex
 		var holds []context.Context
-		for _, suffix := range []string{"a", "b", "c", "d", "e", "f"} {
-			name := base + "-" + suffix
-			lctx, err := c.Mutex(name).Lock(ctx)
+		for i, name := range names {
+			m := c.Mutex(name)
+			if i == len(names)-1 {
+				m = c.SpinMutex(name) // grants through the same scripts
+			}
+			lctx, err := m.Lock(ctx)
 			require.NoError(t, err)
-			names, holds = append(names, name), append(holds, lctx)
+			ms, holds = append(ms, m), append(holds, lctx)
 		}
-		// Another client's lock outside the pattern.
+		// Another lock, outside the pattern.
 		other := lockName(t)
 		octx, err := c.Mutex(other).Lock(ctx)
 		require.NoError(t, err)
 
-		found, err := c.List(ctx, base+"-*")
+		found, err := c.List(ctx, pattern)
 		require.NoError(t, err)
 		var got []string
 		for _, info := range found {
@@ -165,10 +173,10 @@ func TestList(t *testing.T) {
 		}
 		assert.Equal(t, names, got)
 
-		for i, name := range names[:3] {
-			require.NoError(t, c.Mutex(name).Unlock(holds[i]))
+		for i := range 3 {
+			require.NoError(t, ms[i].Unlock(holds[i]))
 		}
-		found, err = c.List(ctx, base+"-*")
+		found, err = c.List(ctx, pattern)
 		require.NoError(t, err)
 		got = got[:0]
 		for _, info := range found {
@@ -183,10 +191,103 @@ func TestList(t *testing.T) {
 		_, err = rlock.NewClient(redisClient(t, tp), rlock.Options{ClientName: strings.Repeat("x", rlock.MaxClientNameLen+1)})
 		require.ErrorIs(t, err, rlock.ErrInvalidOptions)
 
-		for i, name := range names[3:] {
-			require.NoError(t, c.Mutex(name).Unlock(holds[3+i]))
+		for i := 3; i < len(ms); i++ {
+			require.NoError(t, ms[i].Unlock(holds[i]))
 		}
 		require.NoError(t, c.Mutex(other).Unlock(octx))
 		requireNoLeftovers(t, tp, append(names, other)...)
 	})
+}
+
+// TestListSkipsReplicas: on a Cluster with replicas, List scans each master
+// and no replica, and finds each lock once.
+func TestListSkipsReplicas(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, tp := replicatedCluster(t)
+	holder := lockClient(t, tp, rlock.Options{})
+	names, pattern := namesOnEveryMaster(t, tp, 1)
+	var holds []context.Context
+	for _, name := range names {
+		lctx, err := holder.Mutex(name).Lock(ctx)
+		require.NoError(t, err)
+		holds = append(holds, lctx)
+	}
+	// CLUSTER SLOTS names a replica only once the node asked has heard that
+	// it replicated something; the lister's rueidis client, which asks any
+	// node, must know the replicas for the test to mean anything.
+	admins := nodeClients(t, cl.NodeAddrs())
+	awaitCond(t, 30*time.Second, "CLUSTER SLOTS to list the replicas on every node", func() bool {
+		for _, admin := range admins {
+			ranges, err := admin.Do(ctx, admin.B().ClusterSlots().Build()).ToArray()
+			require.NoError(t, err)
+			for _, r := range ranges {
+				if f, err := r.ToArray(); err != nil || len(f) < 4 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	rc := redisClient(t, tp)
+	require.ElementsMatch(t, cl.NodeAddrs(), slices.Collect(maps.Keys(rc.Nodes())))
+	lister, err := rlock.NewClient(rc, rlock.Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, lister.Close()) }()
+	for _, admin := range admins {
+		require.NoError(t, admin.Do(ctx, admin.B().ConfigResetstat().Build()).Error())
+	}
+
+	found, err := lister.List(ctx, pattern)
+	require.NoError(t, err)
+	var got []string
+	for _, info := range found {
+		got = append(got, info.Name)
+	}
+	assert.Equal(t, names, got)
+	for i, master := range cl.Addrs {
+		calls, err := redisinfo.Commands(ctx, nodeClient(t, master))
+		require.NoError(t, err)
+		assert.Positive(t, calls["scan"], "master %s was not scanned", master)
+		for _, replica := range cl.ReplicaAddrs[i] {
+			calls, err := redisinfo.Commands(ctx, nodeClient(t, replica))
+			require.NoError(t, err)
+			assert.Zero(t, calls["scan"], "replica %s was scanned", replica)
+		}
+	}
+
+	for i, name := range names {
+		require.NoError(t, holder.Mutex(name).Unlock(holds[i]))
+	}
+	requireNoLeftovers(t, tp, names...)
+}
+
+// namesOnEveryMaster returns fresh lock names, sorted, perMaster of them
+// on each Cluster master (3*perMaster on standalone Redis), and a List
+// pattern that matches them and no other test's.
+func namesOnEveryMaster(t *testing.T, tp topology, perMaster int) ([]string, string) {
+	t.Helper()
+	base := lockName(t) + "-"
+	masters := map[int64]string{0: ""} // standalone: one server for every slot
+	want := 3 * perMaster
+	if tp.cluster {
+		masters = slotMasters(t, redisClient(t, tp))
+		want = perMaster * len(slices.Compact(slices.Sorted(maps.Values(masters))))
+	}
+	on := make(map[string]int)
+	var names []string
+	for i := 0; len(names) < want; i++ {
+		require.Less(t, i, 10000, "no names found on every master")
+		name := base + strconv.Itoa(i)
+		slot := int64(0)
+		if tp.cluster {
+			slot = int64(redistest.SlotOf(name))
+		}
+		if m := masters[slot]; on[m] < perMaster || !tp.cluster {
+			on[m]++
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names, base + "*"
 }

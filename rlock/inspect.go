@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -122,9 +124,9 @@ func lockInfo(name string, r luascripts.DescribeReply) LockInfo {
 
 // List finds the Mutexes whose names match pattern (Redis glob syntax; ""
 // means "*") that exist now, and inspects each, sorted by name. It SCANs
-// every node for "<prefix>:{<pattern>}" hashes (never KEYS), so its cost
-// grows with the number of keys in Redis, not with the locks found; use it
-// for operations, not on a hot path. A lock released between the SCAN and
+// the server, or every Cluster master, for "<prefix>:{<pattern>}" hashes
+// (never KEYS), so its cost grows with the number of keys in Redis, not
+// with the locks found; use it for operations, not on a hot path. A lock released between the SCAN and
 // its inspection is left out. Patterns must not contain braces.
 func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	if pattern == "" {
@@ -160,19 +162,19 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	return out, nil
 }
 
-// scan returns the names of the lock keys matching match on every node,
-// sorted, each once (a Cluster client's nodes may include replicas).
+// scan returns the names of the lock keys matching match on the nodes of
+// scanNodes, sorted, each once.
 func (c *Client) scan(ctx context.Context, match string) ([]string, error) {
-	nodes := map[string]rueidis.Client{"": c.rc}
-	if c.rc.Mode() == rueidis.ClientModeCluster {
-		nodes = c.rc.Nodes()
+	nodes, err := c.scanNodes(ctx)
+	if err != nil {
+		return nil, err
 	}
 	seen := make(map[string]bool)
 	for addr, node := range nodes {
 		for cursor := uint64(0); ; {
 			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Type("hash").Build()).AsScanEntry()
 			if err != nil {
-				return nil, fmt.Errorf("latchkey: list: SCAN %s: %w", addr, err)
+				return nil, scanError(addr, err)
 			}
 			for _, key := range e.Elements {
 				seen[key] = true
@@ -189,6 +191,69 @@ func (c *Client) scan(ctx context.Context, match string) ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+// scanError says which SCAN failed, and what to grant when the ACL refused
+// it.
+func scanError(addr string, err error) error {
+	where := "SCAN"
+	if addr != "" {
+		where += " on " + addr
+	}
+	if rerr, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(rerr.Error(), "NOPERM") {
+		return fmt.Errorf("latchkey: list: %s: %w (grant the Redis user +scan: see README.md, \"Running as a minimal Redis user\")", where, err)
+	}
+	return fmt.Errorf("latchkey: list: %s: %w", where, err)
+}
+
+// scanNodes returns the nodes List scans, by address: the client's one
+// server, or a Cluster's masters. A replica's keys are its master's, so
+// scanning it would only add work, and a replica that is down or still
+// syncing would fail the List. rueidis knows the nodes but not their roles,
+// so the masters come from CLUSTER SLOTS (which rueidis needs too); when
+// one of them is not among rueidis' nodes under the same address, every
+// node is scanned instead.
+func (c *Client) scanNodes(ctx context.Context) (map[string]rueidis.Client, error) {
+	if c.rc.Mode() != rueidis.ClientModeCluster {
+		return map[string]rueidis.Client{"": c.rc}, nil
+	}
+	nodes := c.rc.Nodes()
+	ranges, err := c.rc.Do(ctx, c.rc.B().ClusterSlots().Build()).ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("latchkey: list: CLUSTER SLOTS: %w", err)
+	}
+	masters := make(map[string]rueidis.Client)
+	for _, r := range ranges {
+		addr, ok := slotsMaster(r)
+		node, known := nodes[addr]
+		if !ok || !known {
+			return nodes, nil
+		}
+		masters[addr] = node
+	}
+	return masters, nil
+}
+
+// slotsMaster returns the address of the master in one range of a CLUSTER
+// SLOTS reply: {first slot, last slot, {host, port, ...}, replicas...}.
+func slotsMaster(r rueidis.RedisMessage) (string, bool) {
+	f, err := r.ToArray()
+	if err != nil || len(f) < 3 {
+		return "", false
+	}
+	node, err := f[2].ToArray()
+	if err != nil || len(node) < 2 {
+		return "", false
+	}
+	host, err := node[0].ToString()
+	if err != nil || host == "" || host == "?" { // the node does not know its address
+		return "", false
+	}
+	port, err := node[1].AsInt64()
+	if err != nil {
+		return "", false
+	}
+	return net.JoinHostPort(host, strconv.FormatInt(port, 10)), true
 }
 
 // globEscape quotes the glob characters of s for SCAN MATCH.

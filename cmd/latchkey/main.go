@@ -62,9 +62,10 @@
 // count, fencing token, how long it has been held, the lease left) and the
 // clients queued for it, oldest first; a free lock prints as "(free)".
 // list prints the same for every held lock whose name matches PATTERN
-// (Redis glob syntax, default "*"), found with SCAN on every node. Both
-// print a table, or JSON with --json, and exit 0, or 1 on an error. A
-// holder started by `latchkey run` is named after its command.
+// (Redis glob syntax, default "*"; no braces), found with SCAN on the
+// server or every Cluster master. Both print a table, or JSON with --json,
+// and exit 0, or 1 on an error. A holder started by `latchkey run` is named
+// after its command.
 package main
 
 import (
