@@ -27,8 +27,12 @@ import (
 //     user's permissions inside scripts too.
 //   - subscribe … sunsubscribe: waiting for unlock messages (sharded on
 //     Cluster, classic otherwise).
-//   - cluster|slots: rueidis reads the Cluster topology. (Redis 8 is asked
-//     CLUSTER SHARDS instead: add cluster|shards there.)
+//   - cluster|slots: rueidis reads the Cluster topology, and Client.List
+//     finds the masters with it. (Redis 8 is asked CLUSTER SHARDS instead:
+//     add cluster|shards there.)
+//   - scan: Client.List (latchkey list) walks the keys. ACL key patterns do
+//     not filter what SCAN returns, so it shows the names (not the values)
+//     of keys outside the prefix: a user that never lists may go without.
 //
 // HELLO and AUTH need no permission. rueidis' CLIENT SETINFO is refused on
 // Redis 7.2+ without client|setinfo, and rueidis ignores that. Client-side
@@ -42,6 +46,7 @@ var aclCommands = []string{
 	"hkeys", "hgetall", "hdel", "hlen", "zrank", "zrange", "zrangebyscore", "zcount", "zcard", "zscore",
 	"subscribe", "unsubscribe", "ssubscribe", "sunsubscribe",
 	"cluster|slots",
+	"scan",
 }
 
 // aclSetUser is the ACL SETUSER command for a user that may use latchkey
@@ -78,7 +83,7 @@ func TestACLCoversScripts(t *testing.T) {
 
 // TestMinimalACL runs every operation as a user that has only aclCommands,
 // on keys and channels under the prefix: TryLock, reentrant Lock, IsLocked,
-// HoldCount, TTL, a waiter that gives up (and leaves the queue), Unlock, a
+// HoldCount, TTL, Inspect, List, a waiter that gives up (and leaves the queue), Unlock, a
 // waiter woken by the unlock message, watchdog renewals, ForceUnlock, and a
 // count-down latch. Nothing may be refused, and the server's ACL log
 // must stay empty. Then the user must be refused a key, a channel and a
@@ -127,6 +132,14 @@ func testMinimalACL(t *testing.T, tp topology) {
 	ttl, err := m.TTL(ctx)
 	require.NoError(t, err)
 	require.Positive(t, ttl)
+	info, err := c.Inspect(ctx, name)
+	require.NoError(t, err)
+	require.Len(t, info.Holders, 1)
+	require.EqualValues(t, 2, info.Holders[0].Count)
+	listed, err := c.List(ctx, name)
+	require.NoError(t, err)
+	require.Len(t, listed, 1)
+	require.Equal(t, info.Holders, listed[0].Holders)
 
 	// A client that waits (queued), then gives up: it leaves the wait
 	// queue (the leave script) before it unsubscribes.

@@ -12,9 +12,9 @@ import (
 	"github.com/latchkey/latchkey/internal/redistest"
 )
 
-// TestTLSAndACL: run and force-unlock reach a TLS-only Redis through a
-// rediss:// URL, as the minimal ACL user of README.md's line, trusting the
-// test CA through SSL_CERT_FILE.
+// TestTLSAndACL: run, status, list and force-unlock reach a TLS-only Redis
+// through a rediss:// URL, as the minimal ACL user of README.md's line,
+// trusting the test CA through SSL_CERT_FILE.
 func TestTLSAndACL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -44,6 +44,13 @@ func TestTLSAndACL(t *testing.T) {
 	}
 	if err := admin.Do(ctx, admin.B().Hset().Key("latchkey:{tls}").FieldValue().FieldValue("someone", "1").Build()).Error(); err != nil {
 		t.Fatal(err)
+	}
+	// A hold without a holder record (not latchkey's grant) shows its owner.
+	if r := latchkeyEnv(t, env, "", "status", "--redis", url, "tls"); r.code != 0 || !strings.Contains(r.stdout, "someone") {
+		t.Errorf("status: exit %d, stdout %q, stderr %q; want 0, someone", r.code, r.stdout, r.stderr)
+	}
+	if r := latchkeyEnv(t, env, "", "list", "--redis", url); r.code != 0 || !strings.Contains(r.stdout, "tls") || !strings.Contains(r.stdout, "someone") {
+		t.Errorf("list: exit %d, stdout %q, stderr %q; want 0, tls held by someone", r.code, r.stdout, r.stderr)
 	}
 	if r := latchkeyEnv(t, env, "", "force-unlock", "--yes", "--redis", url, "tls"); r.code != 0 || !strings.Contains(r.stdout, "deleted") {
 		t.Errorf("force-unlock: exit %d, stdout %q, stderr %q; want 0, deleted", r.code, r.stdout, r.stderr)
