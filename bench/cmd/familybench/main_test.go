@@ -53,7 +53,14 @@ func TestEndToEnd(t *testing.T) {
 			}
 			for _, r := range v.Reps {
 				for _, kind := range sc.Kinds {
-					if o := r.Ops[kind]; o.Count == 0 || !(o.P50US <= o.P99US && o.P99US <= o.MaxUS) {
+					o := r.Ops[kind]
+					if o.Count == 0 && strings.HasPrefix(v.Name, "spin-") && o.MaxUS > 0 {
+						// Polling writers can starve behind readers for a
+						// whole short run (what the benchmark shows): their
+						// cut-off waits are recorded, their grants are not.
+						continue
+					}
+					if o.Count == 0 || !(o.P50US <= o.P99US && o.P99US <= o.MaxUS) {
 						t.Errorf("%s %s %s: %+v", sc.Name, v.Name, kind, o)
 					}
 				}

@@ -34,10 +34,10 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/internal/latency"
 	"github.com/latchkey/latchkey/internal/luascripts"
 	"github.com/latchkey/latchkey/internal/redisinfo"
+	"github.com/latchkey/latchkey/internal/redistest"
 )
 
 // variant is one lock+unlock implementation: cycle takes and releases key
