@@ -241,7 +241,9 @@ func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadlin
 			err = fmt.Errorf("%w: %q: the write hold was lost", ErrLockLost, rw.name)
 		}
 		if err != nil {
-			return nil, err
+			// The write hold's context may have ended under the call (its
+			// loss cancels it): say why, not how the call broke off.
+			return nil, ended(ctx, ctx, err)
 		}
 	} else if err := c.contend(ctx, ct, deadline, noWait); err != nil {
 		return nil, err
