@@ -43,7 +43,7 @@ var aclCommands = []string{
 	"evalsha", "eval",
 	"pttl", "hexists", "hincrby", "pexpire", "hget", "hset", "exists", "del",
 	"get", "set", "incr", "time", "zadd", "zrem", "zpopmin", "publish", "spublish",
-	"hkeys", "hgetall", "hdel", "hlen", "zrank", "zrange", "zrangebyscore", "zcount", "zcard", "zscore",
+	"hkeys", "hgetall", "hmget", "hdel", "hlen", "zrank", "zrange", "zrangebyscore", "zcount", "zcard", "zscore",
 	"subscribe", "unsubscribe", "ssubscribe", "sunsubscribe",
 	"cluster|slots",
 	"scan",
@@ -139,6 +139,8 @@ func testMinimalACL(t *testing.T, tp topology) {
 	listed, err := c.List(ctx, name)
 	require.NoError(t, err)
 	require.Len(t, listed, 1)
+	require.Len(t, listed[0].Holders, 1)
+	listed[0].Holders[0].LeaseLeft = info.Holders[0].LeaseLeft // read a moment later
 	require.Equal(t, info.Holders, listed[0].Holders)
 
 	// A client that waits (queued), then gives up: it leaves the wait
@@ -154,6 +156,11 @@ func testMinimalACL(t *testing.T, tp topology) {
 	}()
 	await(t, qatt.reached(waitKey(name), 1), 10*time.Second, "the quitter to wait")
 	requireQueued(t, admin, m.Key(), quitter.ID())
+	info, err = c.Inspect(ctx, name) // the queued clients' descriptions too
+	require.NoError(t, err)
+	require.Len(t, info.Waiters, 1)
+	require.Equal(t, quitter.ID(), info.Waiters[0].Client.ID)
+	require.NotZero(t, info.Waiters[0].Client.PID)
 	quit()
 	require.ErrorIs(t, recvErr(t, gaveUp, 10*time.Second, "the quitter to give up"), context.Canceled)
 	requireNotQueued(t, admin, m.Key(), quitter.ID())
@@ -208,6 +215,17 @@ func testMinimalACL(t *testing.T, tp topology) {
 		wrote <- err
 	}()
 	await(t, watt.reached(waitKey(name), 1), 10*time.Second, "the writer to wait")
+	rinfo, err := c.InspectRWMutex(ctx, name)
+	require.NoError(t, err)
+	require.Len(t, rinfo.Holders, 1)
+	require.Equal(t, rlock.ModeRead, rinfo.Holders[0].Mode)
+	require.Len(t, rinfo.Waiters, 1)
+	require.Equal(t, rlock.ModeWrite, rinfo.Waiters[0].Mode)
+	require.NotZero(t, rinfo.Waiters[0].Client.PID)
+	listed, err = c.List(ctx, name)
+	require.NoError(t, err)
+	require.Len(t, listed, 1)
+	require.Equal(t, rlock.KindRWMutex, listed[0].Kind)
 	require.NoError(t, rw.RUnlock(r2))
 	require.NoError(t, rw.RUnlock(r1))
 	require.NoError(t, recvErr(t, wrote, 10*time.Second, "the writer"))
@@ -219,6 +237,13 @@ func testMinimalACL(t *testing.T, tp topology) {
 	wc, got := queueAcquire(t, tp, name, rlock.Options{}, func(c *rlock.Client) (context.Context, error) {
 		return c.Semaphore(name, 2).Acquire(ctx, 1)
 	})
+	sinfo, err := c.InspectSemaphore(ctx, name)
+	require.NoError(t, err)
+	require.Len(t, sinfo.Holders, 1)
+	require.EqualValues(t, 2, sinfo.Holders[0].Permits)
+	require.Len(t, sinfo.Waiters, 1)
+	require.Equal(t, wc.ID(), sinfo.Waiters[0].Client.ID)
+	require.EqualValues(t, 1, sinfo.Waiters[0].Permits)
 	require.NoError(t, sem.Release(pctx))
 	wctx := recvAcquired(t, got, 10*time.Second, "the semaphore waiter woken")
 	free, err := sem.Available(ctx)

@@ -81,9 +81,15 @@ func TestInspect(t *testing.T) {
 		assert.Greater(t, info.LeaseLeft, time.Duration(0))
 		assert.LessOrEqual(t, info.LeaseLeft, 600*time.Millisecond)
 		require.Len(t, info.Waiters, 2)
-		assert.Equal(t, waiters[0].ID(), info.Waiters[0].Client)
-		assert.Equal(t, waiters[1].ID(), info.Waiters[1].Client)
+		for i, w := range waiters {
+			// Queued clients are described as holders are.
+			assert.Equal(t, rlock.ClientInfo{ID: w.ID(), Host: host, PID: os.Getpid()}, info.Waiters[i].Client)
+			assert.Empty(t, info.Waiters[i].Mode)
+			assert.Zero(t, info.Waiters[i].Permits)
+		}
 		assert.False(t, info.Waiters[1].Since.Before(info.Waiters[0].Since))
+		assert.Equal(t, rlock.KindMutex, info.Kind)
+		assert.Equal(t, info.LeaseLeft, h.LeaseLeft)
 
 		require.NoError(t, m.Unlock(rctx))
 		require.NoError(t, m.Unlock(lctx))
@@ -290,4 +296,181 @@ func namesOnEveryMaster(t *testing.T, tp topology, perMaster int) ([]string, str
 	}
 	slices.Sort(names)
 	return names, base + "*"
+}
+
+// TestInspectRWMutex: the write hold's record (token, client, re-entries),
+// the queued readers and writers in one order with their modes and
+// descriptions, the read holds' records after the handover, records kept
+// by renewals, and nothing left once all is released.
+func TestInspectRWMutex(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		name := lockName(t)
+		fast := rlock.Options{WatchdogTimeout: 600 * time.Millisecond, WatchdogInterval: 200 * time.Millisecond}
+		writerOpts, readerOpts := fast, fast
+		writerOpts.ClientName, readerOpts.ClientName = "writer-a", "reader-b"
+		a, b := lockClient(t, tp, writerOpts), lockClient(t, tp, readerOpts)
+		cw := lockClient(t, tp, rlock.Options{ClientName: "writer-c"})
+		watcher := lockClient(t, tp, rlock.Options{})
+		host, err := os.Hostname()
+		require.NoError(t, err)
+
+		before := time.Now()
+		wctx, err := a.RWMutex(name).Lock(ctx)
+		require.NoError(t, err)
+		wctx2, err := a.RWMutex(name).Lock(wctx) // re-entry
+		require.NoError(t, err)
+		token, err := a.RWMutex(name).Token(wctx)
+		require.NoError(t, err)
+		renewed := a.WatchdogStats().Renewed
+		awaitCond(t, 10*time.Second, "three renewals", func() bool { return a.WatchdogStats().Renewed >= renewed+3 })
+
+		// A reader queues, then a writer.
+		readerIn, writerIn := make(chan context.Context, 1), make(chan context.Context, 1)
+		go func() {
+			rctx, err := b.RWMutex(name).RLock(ctx)
+			assert.NoError(t, err)
+			readerIn <- rctx
+		}()
+		awaitWaiters(t, watcher.InspectRWMutex, name, 1)
+		go func() {
+			lctx, err := cw.RWMutex(name).Lock(ctx)
+			assert.NoError(t, err)
+			writerIn <- lctx
+		}()
+		awaitWaiters(t, watcher.InspectRWMutex, name, 2)
+
+		info, err := watcher.InspectRWMutex(ctx, name)
+		require.NoError(t, err)
+		assert.Equal(t, rlock.KindRWMutex, info.Kind)
+		require.Len(t, info.Holders, 1)
+		h := info.Holders[0]
+		assert.Equal(t, rlock.ModeWrite, h.Mode)
+		assert.EqualValues(t, 2, h.Count)
+		assert.Equal(t, token, h.Token)
+		assert.Equal(t, rlock.ClientInfo{ID: a.ID(), Name: "writer-a", Host: host, PID: os.Getpid()}, h.Client)
+		assert.WithinRange(t, h.Since, before.Truncate(time.Millisecond), time.Now())
+		assert.Greater(t, h.LeaseLeft, time.Duration(0))
+		assert.LessOrEqual(t, h.LeaseLeft, 600*time.Millisecond)
+		assert.Equal(t, h.LeaseLeft, info.LeaseLeft)
+		require.Len(t, info.Waiters, 2)
+		assert.Equal(t, 2, info.WaitersTotal)
+		assert.Equal(t, rlock.ModeRead, info.Waiters[0].Mode)
+		assert.Equal(t, rlock.ClientInfo{ID: b.ID(), Name: "reader-b", Host: host, PID: os.Getpid()}, info.Waiters[0].Client)
+		assert.Equal(t, rlock.ModeWrite, info.Waiters[1].Mode)
+		assert.Equal(t, "writer-c", info.Waiters[1].Client.Name)
+		assert.False(t, info.Waiters[1].Since.Before(info.Waiters[0].Since))
+
+		// The write release admits the reader queued before the writer.
+		require.NoError(t, a.RWMutex(name).Unlock(wctx2))
+		require.NoError(t, a.RWMutex(name).Unlock(wctx))
+		rctx := <-readerIn
+		renewed = b.WatchdogStats().Renewed
+		awaitCond(t, 10*time.Second, "three renewals", func() bool { return b.WatchdogStats().Renewed >= renewed+3 })
+		info, err = watcher.InspectRWMutex(ctx, name)
+		require.NoError(t, err)
+		require.Len(t, info.Holders, 1)
+		h = info.Holders[0]
+		assert.Equal(t, rlock.ModeRead, h.Mode)
+		assert.EqualValues(t, 1, h.Count)
+		assert.Zero(t, h.Token, "read holds have no token")
+		assert.Equal(t, "reader-b", h.Client.Name)
+		assert.Positive(t, h.LeaseLeft)
+		require.Len(t, info.Waiters, 1)
+		assert.Equal(t, rlock.ModeWrite, info.Waiters[0].Mode)
+
+		require.NoError(t, b.RWMutex(name).RUnlock(rctx))
+		lctx := <-writerIn
+		info, err = watcher.InspectRWMutex(ctx, name)
+		require.NoError(t, err)
+		require.Len(t, info.Holders, 1)
+		assert.Equal(t, "writer-c", info.Holders[0].Client.Name)
+		assert.Greater(t, info.Holders[0].Token, token)
+		assert.Empty(t, info.Waiters)
+		require.NoError(t, cw.RWMutex(name).Unlock(lctx))
+
+		free, err := watcher.InspectRWMutex(ctx, name)
+		require.NoError(t, err)
+		assert.False(t, free.Held())
+		assert.Zero(t, free.LeaseLeft)
+		requireNoLeftovers(t, tp, name)
+	})
+}
+
+// TestInspectSemaphore: holders with their permits and records, the size,
+// a queued client with the permits it wants; a lease's end takes its
+// holder's record along.
+func TestInspectSemaphore(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		name := lockName(t)
+		a := lockClient(t, tp, rlock.Options{ClientName: "sem-a"})
+		b := lockClient(t, tp, rlock.Options{ClientName: "sem-b"})
+		c := lockClient(t, tp, rlock.Options{ClientName: "sem-c"})
+		watcher := lockClient(t, tp, rlock.Options{})
+
+		actx, err := a.Semaphore(name, 3).Acquire(ctx, 2)
+		require.NoError(t, err)
+		bctx, err := b.Semaphore(name, 3).Acquire(ctx, 1, rlock.WithLease(time.Minute))
+		require.NoError(t, err)
+		in := make(chan context.Context, 1)
+		go func() {
+			cctx, err := c.Semaphore(name, 3).Acquire(ctx, 2)
+			assert.NoError(t, err)
+			in <- cctx
+		}()
+		awaitWaiters(t, watcher.InspectSemaphore, name, 1)
+
+		info, err := watcher.InspectSemaphore(ctx, name)
+		require.NoError(t, err)
+		assert.Equal(t, rlock.KindSemaphore, info.Kind)
+		assert.EqualValues(t, 3, info.Size)
+		require.Len(t, info.Holders, 2)
+		byName := map[string]rlock.Holder{}
+		for _, h := range info.Holders {
+			byName[h.Client.Name] = h
+			assert.EqualValues(t, 1, h.Count)
+			assert.Zero(t, h.Token)
+			assert.Empty(t, h.Mode)
+			assert.False(t, h.Since.IsZero())
+		}
+		assert.EqualValues(t, 2, byName["sem-a"].Permits)
+		assert.EqualValues(t, 1, byName["sem-b"].Permits)
+		assert.Greater(t, byName["sem-b"].LeaseLeft, 50*time.Second, "the fixed lease")
+		assert.Equal(t, byName["sem-b"].LeaseLeft, info.LeaseLeft, "the longest lease")
+		require.Len(t, info.Waiters, 1)
+		assert.EqualValues(t, 2, info.Waiters[0].Permits)
+		assert.Equal(t, "sem-c", info.Waiters[0].Client.Name)
+		assert.Equal(t, c.ID(), info.Waiters[0].Client.ID)
+
+		require.NoError(t, a.Semaphore(name, 3).Release(actx))
+		cctx := <-in
+		info, err = watcher.InspectSemaphore(ctx, name)
+		require.NoError(t, err)
+		require.Len(t, info.Holders, 2)
+		assert.Empty(t, info.Waiters)
+		require.NoError(t, b.Semaphore(name, 3).Release(bctx))
+		require.NoError(t, c.Semaphore(name, 3).Release(cctx))
+
+		// A lease's end takes the holder and its record.
+		_, err = a.Semaphore(name, 3).Acquire(ctx, 1, rlock.WithLease(300*time.Millisecond))
+		require.NoError(t, err)
+		requireNoLeftovers(t, tp, name)
+		free, err := watcher.InspectSemaphore(ctx, name)
+		require.NoError(t, err)
+		assert.False(t, free.Held())
+		assert.Zero(t, free.Size)
+	})
+}
+
+// awaitWaiters waits until inspect reports n clients queued for name.
+func awaitWaiters(t *testing.T, inspect func(context.Context, string) (rlock.LockInfo, error), name string, n int) {
+	t.Helper()
+	awaitCond(t, 10*time.Second, strconv.Itoa(n)+" queued clients", func() bool {
+		info, err := inspect(context.Background(), name)
+		require.NoError(t, err)
+		return info.WaitersTotal == n
+	})
 }

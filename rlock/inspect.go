@@ -16,16 +16,33 @@ import (
 	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
-// Introspection: who holds a Mutex, who waits for it (Inspect), and which
-// Mutexes exist (List). Each grant records its holder's ClientInfo, token
-// and request time in the key "<lock>:holder", written by the grant, renewed
-// with the lock and deleted with it (see docs/design.md, "Introspection").
+// Introspection: who holds a lock, who waits for it (Inspect,
+// InspectRWMutex, InspectSemaphore), and which locks exist (List). Each
+// grant records its holder's ClientInfo, token and request time beside the
+// hold, and each queued client its ClientInfo beside its queue entry: a
+// Mutex's record is the key "<lock>:holder", renewed with the lock; an
+// RWMutex's or a Semaphore's is a field of the hash that carries the hold's
+// own lease. Records go with what they describe (see docs/design.md,
+// "Introspection").
 
 // MaxInspectWaiters is the most queued clients Inspect and List return per
-// lock; LockInfo.WaitersTotal counts them all.
+// lock (per queue, for an RWMutex's readers and writers); LockInfo.WaitersTotal
+// counts them all.
 const MaxInspectWaiters = 100
 
-// ClientInfo describes the latchkey Client that made a grant.
+// Kind is the kind of lock a LockInfo describes.
+type Kind string
+
+// The kinds of lock Inspect and List describe. The spin variants share
+// their kind's keys, so they are the same kind.
+const (
+	KindMutex     Kind = "mutex"
+	KindRWMutex   Kind = "rwmutex"
+	KindSemaphore Kind = "semaphore"
+)
+
+// ClientInfo describes a latchkey Client: the one that made a grant, or
+// one that waits.
 type ClientInfo struct {
 	ID   string `json:"id"`             // the Client's ID
 	Name string `json:"name,omitempty"` // its Options.ClientName
@@ -47,34 +64,58 @@ func describeClient(id, name string) (string, error) {
 	return string(b), nil
 }
 
-// Holder is a hold on a Mutex.
+// Holder is a hold on a lock.
 type Holder struct {
 	Owner string // the hold's owner id
-	Count int64  // its hold count (re-entries included)
+	// Mode is an RWMutex hold's: ModeRead or ModeWrite; "" for other kinds.
+	Mode  string
+	Count int64 // its hold count (re-entries included); 1 for a Semaphore's
+	// Permits is a Semaphore holder's number of permits, else 0.
+	Permits int64
+	// LeaseLeft is this hold's remaining lease; -1 when it has no expiry.
+	LeaseLeft time.Duration
 	// Token, Since and Client come from the grant's record; they are zero
-	// when the lock has none (a lock written by something else).
+	// when the hold has none (one written by something else). Only a Mutex
+	// and an RWMutex's write hold have a Token.
 	Token  int64      // the grant's fencing token
 	Since  time.Time  // when the grant was asked for, by the holder's clock
 	Client ClientInfo // who was granted it
 }
 
-// Waiter is a client queued for a Mutex (one per client, however many of
-// its goroutines wait).
+// The modes of an RWMutex's holders and waiters.
+const (
+	ModeRead  = "read"
+	ModeWrite = "write"
+)
+
+// Waiter is a client queued for a lock (one per client and mode, however
+// many of its goroutines wait).
 type Waiter struct {
-	Client string    // the waiting Client's ID
+	// Client is the waiting Client: its ID always, the rest when it
+	// recorded them (latchkey clients of this version do).
+	Client ClientInfo
 	Since  time.Time // when it queued, by Redis' clock
+	// Mode is an RWMutex waiter's: ModeRead or ModeWrite; "" otherwise.
+	Mode string
+	// Permits is what a Semaphore waiter waits for, else 0.
+	Permits int64
 }
 
-// LockInfo is what Inspect found of a Mutex.
+// LockInfo is what Inspect found of a lock.
 type LockInfo struct {
 	Name    string
-	Holders []Holder // empty when the lock is free
-	// LeaseLeft is the holder's remaining lease: 0 when free, -1 when the
-	// key has no expiry.
-	LeaseLeft    time.Duration
-	Waiters      []Waiter // oldest first, at most MaxInspectWaiters
+	Kind    Kind
+	Holders []Holder // empty when the lock is free; a Mutex has one at most
+	// LeaseLeft is how long the lock stays held without a release: the
+	// longest of its holders' leases; 0 when free, -1 when a hold has no
+	// expiry.
+	LeaseLeft time.Duration
+	// Size is a Semaphore's number of permits (0 when nobody holds or
+	// waits), else 0.
+	Size         int64
+	Waiters      []Waiter // oldest first, at most MaxInspectWaiters (per mode)
 	WaitersTotal int      // how many clients are queued
-	// ReservedFor is the client a free lock is kept for, for the handoff
+	// ReservedFor is the client a free Mutex is kept for, for the handoff
 	// window after a release woke it; "" for none.
 	ReservedFor string
 }
@@ -98,36 +139,129 @@ func (c *Client) Inspect(ctx context.Context, name string) (LockInfo, error) {
 	return lockInfo(name, r), nil
 }
 
-func lockInfo(name string, r luascripts.DescribeReply) LockInfo {
-	info := LockInfo{Name: name, WaitersTotal: int(r.Queued), ReservedFor: r.Reserved}
-	switch {
-	case r.PTTL > 0:
-		info.LeaseLeft = time.Duration(r.PTTL) * time.Millisecond
-	case r.PTTL == -1:
-		info.LeaseLeft = -1
+// InspectRWMutex is Inspect for the RWMutex called name: its write hold
+// or its live read holds, and its queued readers and writers, oldest
+// first, each with its Mode.
+func (c *Client) InspectRWMutex(ctx context.Context, name string) (LockInfo, error) {
+	keys, err := lockKeys(c.opts.Prefix, name)
+	if err != nil {
+		return LockInfo{}, err
 	}
+	r, err := luascripts.RunRWDescribe(ctx, c.rc, luascripts.NewRWKeys(keys.Lock+":rw"), MaxInspectWaiters)
+	if err != nil {
+		return LockInfo{}, fmt.Errorf("latchkey: inspect RWMutex %q: %w", name, err)
+	}
+	return rwInfo(name, r), nil
+}
+
+// InspectSemaphore is Inspect for the Semaphore called name: its live
+// holders with their permits, its size, and its queued clients, oldest
+// first, with the permits each waits for.
+func (c *Client) InspectSemaphore(ctx context.Context, name string) (LockInfo, error) {
+	keys, err := lockKeys(c.opts.Prefix, name)
+	if err != nil {
+		return LockInfo{}, err
+	}
+	r, err := luascripts.RunSemDescribe(ctx, c.rc, luascripts.NewSemKeys(keys.Lock+":sem"), MaxInspectWaiters)
+	if err != nil {
+		return LockInfo{}, fmt.Errorf("latchkey: inspect Semaphore %q: %w", name, err)
+	}
+	return semInfo(name, r), nil
+}
+
+func lockInfo(name string, r luascripts.DescribeReply) LockInfo {
+	info := LockInfo{Name: name, Kind: KindMutex, ReservedFor: r.Reserved, LeaseLeft: leaseLeft(r.PTTL)}
 	for owner, n := range r.Counts {
-		h := Holder{Owner: owner, Count: n}
+		h := Holder{Owner: owner, Count: n, LeaseLeft: info.LeaseLeft}
 		if r.Record.Owner == owner {
-			h.Token, h.Since = r.Record.Token, r.Record.Since
-			// A record this version cannot parse still names the owner.
-			_ = json.Unmarshal([]byte(r.Record.About), &h.Client)
+			h.fromRecord(r.Record)
 		}
 		info.Holders = append(info.Holders, h)
 	}
 	sort.Slice(info.Holders, func(i, j int) bool { return info.Holders[i].Owner < info.Holders[j].Owner })
-	for _, q := range r.Queue {
-		info.Waiters = append(info.Waiters, Waiter{Client: q.Client, Since: q.Since})
-	}
+	info.addWaiters(r.Queue, "")
 	return info
 }
 
-// List finds the Mutexes whose names match pattern (Redis glob syntax; ""
-// means "*") that exist now, and inspects each, sorted by name. It SCANs
-// the server, or every Cluster master, for "<prefix>:{<pattern>}" hashes
-// (never KEYS), so its cost grows with the number of keys in Redis, not
-// with the locks found; use it for operations, not on a hot path. A lock released between the SCAN and
-// its inspection is left out. Patterns must not contain braces.
+func rwInfo(name string, r luascripts.RWDescribeReply) LockInfo {
+	info := LockInfo{Name: name, Kind: KindRWMutex}
+	info.addHolds(r.Writer, ModeWrite, false)
+	info.addHolds(r.Readers, ModeRead, false)
+	info.addWaiters(r.QueueW, ModeWrite)
+	info.addWaiters(r.QueueR, ModeRead)
+	// One order for both queues: the scripts admit by queueing time.
+	sort.SliceStable(info.Waiters, func(i, j int) bool { return info.Waiters[i].Since.Before(info.Waiters[j].Since) })
+	return info
+}
+
+func semInfo(name string, r luascripts.SemDescribeReply) LockInfo {
+	info := LockInfo{Name: name, Kind: KindSemaphore, Size: r.Size}
+	info.addHolds(r.Holders, "", true)
+	info.addWaiters(r.Queue, "")
+	return info
+}
+
+// leaseLeft converts a PTTL: -1 stays "no expiry", a missing key is 0.
+func leaseLeft(pttl int64) time.Duration {
+	switch {
+	case pttl > 0:
+		return time.Duration(pttl) * time.Millisecond
+	case pttl == -1:
+		return -1
+	}
+	return 0
+}
+
+// addHolds adds the holds of one mode (permits: a Semaphore's, whose
+// counts are permits), sorted by owner, and keeps LeaseLeft the longest.
+func (i *LockInfo) addHolds(holds []luascripts.Held, mode string, permits bool) {
+	first := len(i.Holders)
+	for _, hd := range holds {
+		h := Holder{Owner: hd.Owner, Mode: mode, Count: hd.Count, LeaseLeft: leaseLeft(hd.PTTL)}
+		if permits {
+			h.Count, h.Permits = 1, hd.Count
+		}
+		if hd.Record.Owner == hd.Owner {
+			h.fromRecord(hd.Record)
+		}
+		switch {
+		case i.LeaseLeft < 0:
+		case h.LeaseLeft < 0 || h.LeaseLeft > i.LeaseLeft:
+			i.LeaseLeft = h.LeaseLeft
+		}
+		i.Holders = append(i.Holders, h)
+	}
+	added := i.Holders[first:]
+	sort.Slice(added, func(a, b int) bool { return added[a].Owner < added[b].Owner })
+}
+
+func (h *Holder) fromRecord(r luascripts.Record) {
+	h.Token, h.Since = r.Token, r.Since
+	// A record this version cannot parse still names the owner.
+	_ = json.Unmarshal([]byte(r.About), &h.Client)
+}
+
+// addWaiters adds a queue's clients, in its order, with mode.
+func (i *LockInfo) addWaiters(q luascripts.QueueHead, mode string) {
+	i.WaitersTotal += int(q.Total)
+	for _, e := range q.Clients {
+		w := Waiter{Since: e.Since, Mode: mode}
+		if e.Want > 0 {
+			w.Permits = e.Want
+		}
+		_ = json.Unmarshal([]byte(e.About), &w.Client) // best effort, as a holder's
+		w.Client.ID = e.Client                         // the queue's word, whatever the description says
+		i.Waiters = append(i.Waiters, w)
+	}
+}
+
+// List finds the locks of every kind whose names match pattern (Redis glob
+// syntax; "" means "*") that are held now, and inspects each, sorted by
+// name, then kind. It SCANs the server, or every Cluster master, for the
+// hashes under "<prefix>:{<pattern>}" (never KEYS), so its cost grows with
+// the number of keys in Redis, not with the locks found; use it for
+// operations, not on a hot path. A lock released between the SCAN and its
+// inspection is left out. Patterns must not contain braces.
 func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	if pattern == "" {
 		pattern = "*"
@@ -135,41 +269,75 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	if len(pattern) > MaxNameLen || containsBrace(pattern) {
 		return nil, fmt.Errorf("%w: pattern %q must not contain braces (or be over %d bytes)", ErrInvalidName, pattern, MaxNameLen)
 	}
-	match := globEscape(c.opts.Prefix) + ":{" + pattern + "}"
-	names, err := c.scan(ctx, match)
+	found, err := c.scan(ctx, globEscape(c.opts.Prefix)+":{"+pattern+"}*")
 	if err != nil {
 		return nil, err
 	}
-	calls := make([]luascripts.Call, len(names))
-	for i, name := range names {
-		k := luascripts.NewKeys(c.opts.Prefix + ":{" + name + "}")
-		calls[i] = luascripts.Call{Keys: []string{k.Lock, k.Holder, k.Queue, k.Reservation}, Args: []string{fmt.Sprint(MaxInspectWaiters)}}
-	}
 	var out []LockInfo
-	for i, res := range luascripts.Describe.ExecMulti(ctx, c.rc, calls) {
-		v, err := res.ToArray()
-		if err != nil {
-			return nil, fmt.Errorf("latchkey: list: inspect %q: %w", names[i], err)
+	for _, kind := range []Kind{KindMutex, KindRWMutex, KindSemaphore} {
+		names := found[kind]
+		calls := make([]luascripts.Call, len(names))
+		script := luascripts.Describe
+		for i, name := range names {
+			base := c.opts.Prefix + ":{" + name + "}"
+			switch kind {
+			case KindMutex:
+				calls[i] = luascripts.DescribeCall(luascripts.NewKeys(base), MaxInspectWaiters)
+			case KindRWMutex:
+				script, calls[i] = luascripts.RWDescribe, luascripts.RWDescribeCall(luascripts.NewRWKeys(base+":rw"), MaxInspectWaiters)
+			case KindSemaphore:
+				script, calls[i] = luascripts.SemDescribe, luascripts.SemDescribeCall(luascripts.NewSemKeys(base+":sem"), MaxInspectWaiters)
+			}
 		}
-		r, err := luascripts.ParseDescribe(v)
-		if err != nil {
-			return nil, fmt.Errorf("latchkey: list: inspect %q: %w", names[i], err)
-		}
-		if info := lockInfo(names[i], r); info.Held() {
-			out = append(out, info)
+		for i, res := range script.ExecMulti(ctx, c.rc, calls) {
+			info, err := describedInfo(kind, names[i], res)
+			if err != nil {
+				return nil, fmt.Errorf("latchkey: list: inspect %s %q: %w", kind, names[i], err)
+			}
+			if info.Held() {
+				out = append(out, info)
+			}
 		}
 	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
-// scan returns the names of the lock keys matching match on the nodes of
-// scanNodes, sorted, each once.
-func (c *Client) scan(ctx context.Context, match string) ([]string, error) {
+// describedInfo parses one describe reply of kind's script.
+func describedInfo(kind Kind, name string, res rueidis.RedisResult) (LockInfo, error) {
+	v, err := res.ToArray()
+	if err != nil {
+		return LockInfo{}, err
+	}
+	switch kind {
+	case KindRWMutex:
+		r, err := luascripts.ParseRWDescribe(v)
+		return rwInfo(name, r), err
+	case KindSemaphore:
+		r, err := luascripts.ParseSemDescribe(v)
+		return semInfo(name, r), err
+	}
+	r, err := luascripts.ParseDescribe(v)
+	return lockInfo(name, r), err
+}
+
+// kindSuffixes tells a lock's kind by what follows "<prefix>:{<name>}" in
+// the key of a hash that exists while the lock is held.
+var kindSuffixes = map[string]Kind{"": KindMutex, ":rw:w": KindRWMutex, ":rw:rd": KindRWMutex, ":sem:h": KindSemaphore}
+
+// scan returns the names of the locks whose hashes match match on the
+// nodes of scanNodes, by kind, sorted, each once.
+func (c *Client) scan(ctx context.Context, match string) (map[Kind][]string, error) {
 	nodes, err := c.scanNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	seen := make(map[string]bool)
+	type lock struct {
+		kind Kind
+		name string
+	}
+	seen := make(map[lock]bool)
+	base := len(c.opts.Prefix) + len(":{")
 	for addr, node := range nodes {
 		for cursor := uint64(0); ; {
 			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Type("hash").Build()).AsScanEntry()
@@ -177,20 +345,25 @@ func (c *Client) scan(ctx context.Context, match string) ([]string, error) {
 				return nil, scanError(addr, err)
 			}
 			for _, key := range e.Elements {
-				seen[key] = true
+				// Names hold no brace, so the first '}' ends the name.
+				end := strings.IndexByte(key[base:], '}')
+				if kind, ok := kindSuffixes[key[base+end+1:]]; ok && end >= 0 {
+					seen[lock{kind, key[base : base+end]}] = true
+				}
 			}
 			if cursor = e.Cursor; cursor == 0 {
 				break
 			}
 		}
 	}
-	names := make([]string, 0, len(seen))
-	base := len(c.opts.Prefix) + len(":{")
-	for key := range seen {
-		names = append(names, key[base:len(key)-1])
+	out := make(map[Kind][]string)
+	for l := range seen {
+		out[l.kind] = append(out[l.kind], l.name)
 	}
-	sort.Strings(names)
-	return names, nil
+	for _, names := range out {
+		sort.Strings(names)
+	}
+	return out, nil
 }
 
 // scanError says which SCAN failed, and what to grant when the ACL refused

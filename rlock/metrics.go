@@ -251,12 +251,12 @@ func (a *acquireObs) end(ctx context.Context, err error) {
 	}
 }
 
-// woke records a Mutex release that woke a queued client.
-func (ob *observer) woke(k lockKind, name string) {
-	if ob == nil {
+// woke records a release that woke n queued clients (one message each).
+func (ob *observer) woke(k lockKind, name string, n int64) {
+	if ob == nil || n <= 0 {
 		return
 	}
-	ob.wakeups.Add(context.Background(), 1, ob.attrs(k, name, plain))
+	ob.wakeups.Add(context.Background(), n, ob.attrs(k, name, plain))
 }
 
 // forceUnlocked records a ForceUnlock that deleted a lock.

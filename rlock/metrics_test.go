@@ -25,7 +25,7 @@ func TestObserverOff(t *testing.T) {
 			a.waiting()
 			a.end(ctx, nil)
 			ob.reentered(k, "name")
-			ob.woke(k, "name")
+			ob.woke(k, "name", 1)
 			ob.forceUnlocked("name")
 			ob.ended(k, "name", time.Time{}, errFoundGone)
 		})

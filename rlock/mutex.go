@@ -269,7 +269,7 @@ func (m *Mutex) releaseLast(h *hold) error {
 		return fmt.Errorf("%w: %q was lost before Unlock", ErrNotHeld, m.name)
 	}
 	if r.Woke {
-		m.c.obs.woke(m.metricKind(), m.name)
+		m.c.obs.woke(m.metricKind(), m.name, 1)
 	}
 	return nil
 }

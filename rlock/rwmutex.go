@@ -207,7 +207,7 @@ func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadlin
 		try: func(ctx context.Context, queued bool) (bool, time.Duration, error) {
 			owner, sent = c.newOwner(), time.Now()
 			r, err := luascripts.RunRWAcquire(ctx, c.rc, rw.keys, write, luascripts.RWAcquireArgs{
-				Owner: owner, Lease: c.lease(lo), Client: c.id, Queued: queued, Writer: writer, Wake: c.wake, Sync: c.opts.sync(),
+				Owner: owner, Lease: c.lease(lo), Client: c.id, Queued: queued, Writer: writer, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
 			})
 			if hook := c.opts.OnAttempt; hook != nil {
 				hook(rw.name, r.Granted && err == nil)
@@ -270,16 +270,24 @@ func (rw *RWMutex) failed(owner string, write bool, err error) error {
 
 // undo takes back a grant that a call of unknown outcome may have made.
 func (rw *RWMutex) undo(owner string, write bool) error {
-	_, err := rw.c.runReleaseCall(rw.name, func(ctx context.Context, _ bool) (int64, error) {
-		return luascripts.RunRWUnlock(ctx, rw.c.rc, rw.keys, luascripts.RWUnlockArgs{Owner: owner, Write: write, Count: 1, Wake: rw.c.wake, Retry: true})
-	})
+	_, err := rw.unlockCall(luascripts.RWUnlockArgs{Owner: owner, Write: write, Count: 1, Retry: true})
 	return err
 }
 
 // release drops one of owner's holds, whose count is count.
 func (rw *RWMutex) release(owner string, write bool, count int64) (int64, error) {
+	return rw.unlockCall(luascripts.RWUnlockArgs{Owner: owner, Write: write, Count: count, Sync: rw.c.opts.sync()})
+}
+
+// unlockCall runs RWUnlock with a, and again, marked a retry, after a
+// call of unknown outcome. The wake-ups it sends are counted.
+func (rw *RWMutex) unlockCall(a luascripts.RWUnlockArgs) (int64, error) {
+	a.Wake = rw.c.wake
 	return rw.c.runReleaseCall(rw.name, func(ctx context.Context, retry bool) (int64, error) {
-		return luascripts.RunRWUnlock(ctx, rw.c.rc, rw.keys, luascripts.RWUnlockArgs{Owner: owner, Write: write, Count: count, Wake: rw.c.wake, Retry: retry, Sync: rw.c.opts.sync()})
+		a.Retry = a.Retry || retry
+		left, woken, err := luascripts.RunRWUnlock(ctx, rw.c.rc, rw.keys, a)
+		rw.c.obs.woke(rw.metricKind(a.Write), rw.name, woken)
+		return left, err
 	})
 }
 
@@ -316,9 +324,7 @@ func (rw *RWMutex) reenter(ctx context.Context, lv *shareLevel, write bool) (con
 		}
 		// The re-entry may have counted: take it back if so (the release
 		// script, told it may be a retry, changes nothing otherwise).
-		_, undoErr := c.runReleaseCall(rw.name, func(ctx context.Context, _ bool) (int64, error) {
-			return luascripts.RunRWUnlock(ctx, c.rc, rw.keys, luascripts.RWUnlockArgs{Owner: s.owner, Write: write, Count: s.count + 1, Wake: c.wake, Retry: true})
-		})
+		_, undoErr := rw.unlockCall(luascripts.RWUnlockArgs{Owner: s.owner, Write: write, Count: s.count + 1, Retry: true})
 		err = c.unknownOutcome(rw.name, err, undoErr)
 		if !transient(ctx, err) || undoErr != nil {
 			return nil, ended(ctx, ctx, err)

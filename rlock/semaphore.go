@@ -144,7 +144,7 @@ func (s *Semaphore) mismatch(recorded int64) error {
 // RWMutex.lock's.
 func (s *Semaphore) acquire(ctx context.Context, n int64, lo lockOptions, deadline time.Time, noWait bool) (_ context.Context, err error) {
 	c := s.c
-	kind := kindSemaphore.spinIf(s.spin)
+	kind := s.metricKind()
 	obs := c.obs.begin(ctx, kind, s.name)
 	defer func() { obs.end(ctx, err) }()
 	owner, sent := "", time.Time{}
@@ -159,7 +159,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, lo lockOptions, deadli
 		try: func(ctx context.Context, queued bool) (bool, time.Duration, error) {
 			owner, sent = c.newOwner(), time.Now()
 			r, err := luascripts.RunSemAcquire(ctx, c.rc, s.keys, luascripts.SemAcquireArgs{
-				Owner: owner, Permits: n, Size: s.size, Lease: c.lease(lo), Client: c.id, Queued: queued, Wake: c.wake, Sync: c.opts.sync(),
+				Owner: owner, Permits: n, Size: s.size, Lease: c.lease(lo), Client: c.id, Queued: queued, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
 			})
 			if hook := c.opts.OnAttempt; hook != nil {
 				hook(s.name, r.Granted && err == nil)
@@ -199,6 +199,8 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, lo lockOptions, deadli
 	return pctx, err
 }
 
+func (s *Semaphore) metricKind() lockKind { return kindSemaphore.spinIf(s.spin) }
+
 // failed handles an acquire call's error as RWMutex.failed does.
 func (s *Semaphore) failed(owner string, err error) error {
 	if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, luascripts.ErrUnexpectedReply) {
@@ -219,7 +221,9 @@ func (s *Semaphore) releaseCall(owner string, undo bool) (int64, error) {
 		if !undo {
 			a.Sync = s.c.opts.sync()
 		}
-		return luascripts.RunSemRelease(ctx, s.c.rc, s.keys, a)
+		status, woken, err := luascripts.RunSemRelease(ctx, s.c.rc, s.keys, a)
+		s.c.obs.woke(s.metricKind(), s.name, woken)
+		return status, err
 	})
 }
 

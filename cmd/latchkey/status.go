@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -22,22 +23,32 @@ func status(args, env []string, std stdio, list bool) int {
 	if list {
 		sub, synopsis = "list", "[--json] [flags] [PATTERN]"
 	}
+	if !list {
+		synopsis = "[--json] [--kind K] [flags] NAME"
+	}
 	fs := newFlags(sub, synopsis, env, std, &c)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	kind := string(rlock.KindMutex)
+	if !list {
+		fs.StringVar(&kind, "kind", kind, "the kind of lock NAME is: mutex (what run takes), rwmutex or semaphore")
+	}
 	if code := parse(fs, args, std); code >= 0 {
 		return code
 	}
+	inspectKind, known := inspectors[rlock.Kind(kind)]
 	switch {
 	case !list && fs.NArg() != 1:
 		return usageError(fs, "want one NAME, after the flags")
 	case list && fs.NArg() > 1:
 		return usageError(fs, "one PATTERN at most, after the flags")
+	case !known:
+		return usageError(fs, "--kind %q: want mutex, rwmutex or semaphore", kind)
 	}
 	return inspect(c, std, func(ctx context.Context, locks *rlock.Client) ([]rlock.LockInfo, error) {
 		if list {
 			return locks.List(ctx, fs.Arg(0))
 		}
-		info, err := locks.Inspect(ctx, fs.Arg(0))
+		info, err := inspectKind(locks, ctx, fs.Arg(0))
 		return []rlock.LockInfo{info}, err
 	}, func(infos []rlock.LockInfo) error {
 		if !*asJSON {
@@ -52,6 +63,13 @@ func status(args, env []string, std stdio, list bool) int {
 		}
 		return writeJSON(std.out, out)
 	})
+}
+
+// inspectors inspect one lock of each kind.
+var inspectors = map[rlock.Kind]func(*rlock.Client, context.Context, string) (rlock.LockInfo, error){
+	rlock.KindMutex:     (*rlock.Client).Inspect,
+	rlock.KindRWMutex:   (*rlock.Client).InspectRWMutex,
+	rlock.KindSemaphore: (*rlock.Client).InspectSemaphore,
 }
 
 // inspect connects, reads with read and prints with print.
@@ -79,74 +97,126 @@ func inspect(c common, std stdio, read func(context.Context, *rlock.Client) ([]r
 // waiters, and "free" for a lock nobody holds.
 func writeTable(w io.Writer, infos []rlock.LockInfo, waiters bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tHOLDER\tHOST\tPID\tHOLDS\tTOKEN\tHELD FOR\tLEASE LEFT\tWAITING")
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tHOST\tPID\tHOLDS\tTOKEN\tHELD FOR\tLEASE LEFT\tWAITING")
 	now := time.Now()
 	for _, info := range infos {
 		if !info.Held() {
-			fmt.Fprintf(tw, "%s\t(free)\t\t\t\t\t\t\t%d\n", info.Name, info.WaitersTotal)
+			fmt.Fprintf(tw, "%s\t%s\t(free)\t\t\t\t\t\t\t%d\n", info.Name, info.Kind, info.WaitersTotal)
 		}
 		for _, h := range info.Holders {
-			who := h.Client.Name
-			if who == "" {
-				who = h.Client.ID
-			}
-			if who == "" {
-				who = h.Owner
-			}
 			held := "-"
 			if !h.Since.IsZero() {
 				held = now.Sub(h.Since).Round(time.Millisecond).String()
 			}
 			lease := "no expiry"
-			if info.LeaseLeft >= 0 {
-				lease = info.LeaseLeft.String()
+			if h.LeaseLeft >= 0 {
+				lease = h.LeaseLeft.String()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%d\n", info.Name, who, h.Client.Host, h.Client.PID, h.Count, h.Token, held, lease, info.WaitersTotal)
+			token := "-"
+			if h.Token > 0 {
+				token = strconv.FormatInt(h.Token, 10)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\n", info.Name, kindOf(info.Kind, h.Mode), who(h.Client, h.Owner),
+				h.Client.Host, h.Client.PID, holds(h), token, held, lease, info.WaitersTotal)
 		}
 		if waiters {
 			for i, q := range info.Waiters {
-				fmt.Fprintf(tw, "  waiting %d:\t%s\t\t\t\t\t%s\t\t\n", i+1, q.Client, now.Sub(q.Since).Round(time.Millisecond))
+				what := ""
+				switch {
+				case q.Mode != "":
+					what = "to " + q.Mode
+				case q.Permits > 0:
+					what = fmt.Sprintf("for %d permits", q.Permits)
+				}
+				fmt.Fprintf(tw, "  waiting %d:\t%s\t%s\t%s\t%s\t\t\t%s\t\t\n", i+1, what, who(q.Client, ""), q.Client.Host, pid(q.Client.PID),
+					now.Sub(q.Since).Round(time.Millisecond))
 			}
 		}
 	}
 	return tw.Flush()
 }
 
+// who names a client: by its ClientName, else its ID, else the owner id.
+func who(c rlock.ClientInfo, owner string) string {
+	switch {
+	case c.Name != "":
+		return c.Name
+	case c.ID != "":
+		return c.ID
+	}
+	return owner
+}
+
+func pid(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+// kindOf is the table's KIND: an RWMutex hold's mode beside its kind.
+func kindOf(k rlock.Kind, mode string) string {
+	if mode != "" {
+		return string(k) + "/" + mode
+	}
+	return string(k)
+}
+
+// holds is the table's HOLDS: the hold count, or a Semaphore's permits.
+func holds(h rlock.Holder) string {
+	if h.Permits > 0 {
+		return strconv.FormatInt(h.Permits, 10) + " permits"
+	}
+	return strconv.FormatInt(h.Count, 10)
+}
+
 // lockOut is a lock in --json output.
 type lockOut struct {
 	Name         string      `json:"name"`
+	Kind         rlock.Kind  `json:"kind"`
 	Held         bool        `json:"held"`
 	Holders      []holderOut `json:"holders"`
 	LeaseLeftMS  int64       `json:"lease_left_ms"` // -1: no expiry
+	Size         int64       `json:"size,omitempty"`
 	Waiters      []waiterOut `json:"waiters"`
 	WaitersTotal int         `json:"waiters_total"`
 	ReservedFor  string      `json:"reserved_for,omitempty"`
 }
 
 type holderOut struct {
-	Owner  string           `json:"owner"`
-	Count  int64            `json:"count"`
-	Token  int64            `json:"token"`
-	Since  time.Time        `json:"since"`
-	Client rlock.ClientInfo `json:"client"`
+	Owner       string           `json:"owner"`
+	Mode        string           `json:"mode,omitempty"`
+	Count       int64            `json:"count"`
+	Permits     int64            `json:"permits,omitempty"`
+	Token       int64            `json:"token"`
+	Since       time.Time        `json:"since"`
+	LeaseLeftMS int64            `json:"lease_left_ms"` // -1: no expiry
+	Client      rlock.ClientInfo `json:"client"`
 }
 
 type waiterOut struct {
-	Client string    `json:"client"`
-	Since  time.Time `json:"since"`
+	Client  rlock.ClientInfo `json:"client"`
+	Since   time.Time        `json:"since"`
+	Mode    string           `json:"mode,omitempty"`
+	Permits int64            `json:"permits,omitempty"`
+}
+
+func millis(d time.Duration) int64 {
+	if d < 0 {
+		return -1
+	}
+	return d.Milliseconds()
 }
 
 func lockJSON(info rlock.LockInfo) lockOut {
-	out := lockOut{Name: info.Name, Held: info.Held(), Holders: []holderOut{}, Waiters: []waiterOut{},
-		LeaseLeftMS: info.LeaseLeft.Milliseconds(), WaitersTotal: info.WaitersTotal, ReservedFor: info.ReservedFor}
-	if info.LeaseLeft < 0 {
-		out.LeaseLeftMS = -1
-	}
+	out := lockOut{Name: info.Name, Kind: info.Kind, Held: info.Held(), Holders: []holderOut{}, Waiters: []waiterOut{},
+		LeaseLeftMS: millis(info.LeaseLeft), Size: info.Size, WaitersTotal: info.WaitersTotal, ReservedFor: info.ReservedFor}
 	for _, h := range info.Holders {
-		out.Holders = append(out.Holders, holderOut{Owner: h.Owner, Count: h.Count, Token: h.Token, Since: h.Since, Client: h.Client})
+		out.Holders = append(out.Holders, holderOut{Owner: h.Owner, Mode: h.Mode, Count: h.Count, Permits: h.Permits, Token: h.Token,
+			Since: h.Since, LeaseLeftMS: millis(h.LeaseLeft), Client: h.Client})
 	}
 	for _, q := range info.Waiters {
-		out.Waiters = append(out.Waiters, waiterOut{Client: q.Client, Since: q.Since})
+		out.Waiters = append(out.Waiters, waiterOut{Client: q.Client, Since: q.Since, Mode: q.Mode, Permits: q.Permits})
 	}
 	return out
 }

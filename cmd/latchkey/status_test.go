@@ -61,7 +61,7 @@ func TestStatusAndList(t *testing.T) {
 	host, _ := os.Hostname()
 	if !st.Held || len(st.Holders) != 1 || st.Holders[0].Client.PID != holder.Process.Pid || st.Holders[0].Client.Host != host ||
 		!strings.HasPrefix(st.Holders[0].Client.Name, "latchkey run sh -c") || st.Holders[0].Token <= 0 || st.Holders[0].Count != 1 ||
-		st.LeaseLeftMS <= 0 || len(st.Waiters) != 1 || st.Waiters[0].Client != c.ID() {
+		st.LeaseLeftMS <= 0 || len(st.Waiters) != 1 || st.Waiters[0].Client.ID != c.ID() {
 		t.Errorf("status --json: %+v", st)
 	}
 

@@ -10,7 +10,8 @@
 -- ARGV[3]  the caller's client id
 -- ARGV[4]  "1" if the caller waits for a wake-up: refused, its client is
 --          queued; granted, it is taken off the queue. "0" otherwise.
--- ARGV[5]  the caller's client description, for the holder record
+-- ARGV[5]  the caller's client description, for the holder record and,
+--          when it queues, the queue's description hash
 --
 -- Returns {1, 1, token} when granted (token: the grant's fencing token, one
 -- more than any before), or {0, pttl} when refused: pttl is how long the
@@ -40,13 +41,13 @@ if pttl == -2 then
   redis.call('hset', lock, owner, 1)
   redis.call('pexpire', lock, lease)
   if waiter then
-    redis.call('zrem', queue, client)
+    dequeue(queue, client)
   end
   local token = redis.call('incr', fence)
   describe(record, owner, token, ARGV[5], lease)
   return {1, 1, token}
 end
 if waiter then
-  enqueue(queue, client, math.max(pttl, 0) + 10000)
+  enqueue(queue, client, math.max(pttl, 0) + 10000, ARGV[5])
 end
 return {0, pttl}

@@ -6,16 +6,15 @@
 -- KEYS[4]  reservation          (see queue.lua)
 -- ARGV[1]  the most queued clients to return (> 0)
 --
--- Returns {pttl, {owner, count, ...}, record, {client, queued at (us), ...},
--- queued, reserved}: pttl is the lock's (-2: no lock, -1: no expiry),
--- record "" when there is none, the oldest ARGV[1] queued clients and how
--- many are queued in all, reserved the client the free lock waits for, or "".
+-- Returns {pttl, {owner, count, ...}, record, queue, reserved}: pttl is the
+-- lock's (-2: no lock, -1: no expiry), record "" when there is none, queue
+-- queue_head's description of the oldest ARGV[1] queued clients (see
+-- queue.lua), reserved the client the free lock waits for, or "".
 local lock, record, queue, reservation = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 return {
   redis.call('pttl', lock),
   redis.call('hgetall', lock),
   redis.call('get', record) or '',
-  redis.call('zrange', queue, 0, tonumber(ARGV[1]) - 1, 'WITHSCORES'),
-  redis.call('zcard', queue),
+  queue_head(queue, tonumber(ARGV[1])),
   redis.call('get', reservation) or '',
 }

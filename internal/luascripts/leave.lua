@@ -15,7 +15,7 @@
 -- Returns 1 when the lock was reserved for the client (the reservation is
 -- gone, and the next client was woken if the lock is free), else 0.
 local lock, channel, queue, reservation, client = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
-redis.call('zrem', queue, client)
+dequeue(queue, client)
 if redis.call('get', reservation) ~= client then
   return 0
 end

@@ -12,15 +12,41 @@
 -- that the goroutine that just released cannot barge in before the wake-up
 -- arrives.
 
+-- Each queue has a description hash "<queue>:d" {client id -> the client's
+-- description}, so that Inspect can say who waits, not just which id: a
+-- client's field is written when it joins the queue and deleted when it
+-- leaves it (dequeue; every script takes clients off a queue through it),
+-- and the hash has the queue's expiry, so it outlives neither.
+
 -- enqueue puts client at the back of queue unless it is already queued (NX:
 -- it keeps its place), and keeps the queue at least ttl ms, so that it
 -- outlives every waiter's TTL-bounded wait but not an abandoned lock.
-local function enqueue(queue, client, ttl)
+-- about is the caller's "<ms>|<description>" (record.lua), or nil: its
+-- description is kept in the description hash.
+local function enqueue(queue, client, ttl, about)
   local now = redis.call('time')
-  redis.call('zadd', queue, 'NX', now[1] * 1000000 + now[2], client)
-  if redis.call('pttl', queue) < ttl then
+  local added = redis.call('zadd', queue, 'NX', now[1] * 1000000 + now[2], client) == 1
+  local extended = redis.call('pttl', queue) < ttl
+  if extended then
     redis.call('pexpire', queue, ttl)
   end
+  local d = queue .. ':d'
+  if added and about then
+    local bar = string.find(about, '|', 1, true)
+    if bar then
+      redis.call('hset', d, client, string.sub(about, bar + 1))
+    end
+  end
+  if added or extended then
+    redis.call('pexpire', d, redis.call('pttl', queue))
+  end
+end
+
+-- dequeue takes client off queue and drops its description. It returns 1
+-- when the client was queued, else 0.
+local function dequeue(queue, client)
+  redis.call('hdel', queue .. ':d', client)
+  return redis.call('zrem', queue, client)
 end
 
 -- wake publishes to the oldest queued client that still listens and
@@ -39,6 +65,7 @@ local function wake(queue, channel, reservation, spec)
     if head[1] == nil then
       return nil
     end
+    redis.call('hdel', queue .. ':d', head[1])
     if redis.call(publish, channel .. ':' .. head[1], 'unlock') > 0 then
       if window > 0 then
         redis.call('set', reservation, head[1], 'PX', window)
@@ -46,4 +73,19 @@ local function wake(queue, channel, reservation, spec)
       return head[1]
     end
   end
+end
+
+-- queue_head describes queue for Inspect: {{client, queued at (us), ...},
+-- total, {description or false, ...}} for the oldest max clients.
+local function queue_head(queue, max)
+  local head = redis.call('zrange', queue, 0, max - 1, 'WITHSCORES')
+  local ids = {}
+  for i = 1, #head, 2 do
+    ids[#ids + 1] = head[i]
+  end
+  local descs = {}
+  if #ids > 0 then
+    descs = redis.call('hmget', queue .. ':d', unpack(ids))
+  end
+  return {head, redis.call('zcard', queue), descs}
 end

@@ -25,10 +25,10 @@ var (
 )
 
 // The RWMutex scripts; those that queue or wake clients start with the
-// queue.lua and rwqueue.lua preludes.
+// queue.lua and rwqueue.lua preludes, those that grant with record.lua's.
 var (
-	RWRead    = New("rwread", queueSrc+rwQueueSrc+rwReadSrc)
-	RWWrite   = New("rwwrite", queueSrc+rwQueueSrc+rwWriteSrc)
+	RWRead    = New("rwread", queueSrc+recordSrc+rwQueueSrc+rwReadSrc)
+	RWWrite   = New("rwwrite", queueSrc+recordSrc+rwQueueSrc+rwWriteSrc)
 	RWReenter = New("rwreenter", rwReenterSrc)
 	RWUnlock  = New("rwunlock", queueSrc+rwQueueSrc+rwUnlockSrc)
 	RWLeave   = New("rwleave", queueSrc+rwQueueSrc+rwLeaveSrc)
@@ -69,7 +69,8 @@ type RWAcquireArgs struct {
 	Queued bool          // queue the client if refused, dequeue it if granted
 	Writer string        // RWRead only: the write owner the caller holds, or ""
 	Wake   Wake
-	Sync   Sync // replicas to acknowledge a grant
+	Sync   Sync   // replicas to acknowledge a grant
+	About  string // the caller's client description, for the grant's record
 }
 
 // RWAcquireReply is the reply of RWRead and RWWrite.
@@ -94,10 +95,10 @@ func RunRWAcquire(ctx context.Context, c rueidis.Client, k RWKeys, write bool, a
 	var notSynced error
 	if write {
 		res, notSynced = RWWrite.ExecSync(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW, k.Fence},
-			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.flavour()}, a.Sync)
+			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.flavour(), recordAbout(a.About)}, a.Sync)
 	} else {
 		res, notSynced = RWRead.ExecSync(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW},
-			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Writer, a.Wake.flavour()}, a.Sync)
+			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Writer, a.Wake.flavour(), recordAbout(a.About)}, a.Sync)
 	}
 	v, err := res.AsIntSlice()
 	if err != nil {
@@ -137,23 +138,24 @@ type RWUnlockArgs struct {
 }
 
 // RunRWUnlock runs RWUnlock: the holds left, or -1 when the owner did not
-// hold with that count. A release a.Sync's replicas did not acknowledge is
-// returned with a *NotReplicatedError beside it: it ran.
-func RunRWUnlock(ctx context.Context, c rueidis.Client, k RWKeys, a RWUnlockArgs) (int64, error) {
+// hold with that count, and how many queued clients the release woke. A
+// release a.Sync's replicas did not acknowledge is returned with a
+// *NotReplicatedError beside it: it ran.
+func RunRWUnlock(ctx context.Context, c rueidis.Client, k RWKeys, a RWUnlockArgs) (left, woken int64, err error) {
 	side := "r"
 	if a.Write {
 		side = "w"
 	}
 	res, notSynced := RWUnlock.ExecSync(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW},
 		[]string{k.Base, a.Owner, side, strconv.FormatInt(a.Count, 10), a.Wake.flavour(), flag(a.Retry)}, a.Sync)
-	n, err := res.AsInt64()
-	if err == nil && n < -1 {
-		err = unexpected("rwunlock", n)
+	v, err := res.AsIntSlice()
+	if err != nil {
+		return 0, 0, err
 	}
-	if err == nil {
-		err = notSynced
+	if len(v) != 2 || v[0] < -1 || v[1] < 0 {
+		return 0, 0, unexpected("rwunlock", v)
 	}
-	return n, err
+	return v[0], v[1], notSynced
 }
 
 // RunRWLeave runs RWLeave for client's reader (write false) or writer entry.

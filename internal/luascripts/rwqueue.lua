@@ -29,7 +29,8 @@ end
 -- rw_wake tells the clients whom a free write side can now admit: every
 -- reader queued before the first queued writer, or, when there is none
 -- and no reader holds (nreaders 0), that writer. spec is "p" or "s"
--- (PUBLISH or SPUBLISH). A client that no longer listens is dropped.
+-- (PUBLISH or SPUBLISH). A client that no longer listens is dropped. It
+-- returns how many clients it woke.
 local function rw_wake(base, spec, nreaders)
   local publish = 'publish'
   if string.sub(spec, 1, 1) == 's' then
@@ -46,18 +47,21 @@ local function rw_wake(base, spec, nreaders)
     if redis.call(publish, base .. ':ch:r:' .. client, 'unlock') > 0 then
       woken = woken + 1
     else
-      redis.call('zrem', qr, client)
+      dequeue(qr, client)
     end
   end
   if woken > 0 or nreaders > 0 then
-    return
+    return woken
   end
   while true do
     local w = redis.call('zrange', qw, 0, 0)
-    if w[1] == nil or redis.call(publish, base .. ':ch:w:' .. w[1], 'unlock') > 0 then
-      return
+    if w[1] == nil then
+      return 0
     end
-    redis.call('zrem', qw, w[1])
+    if redis.call(publish, base .. ':ch:w:' .. w[1], 'unlock') > 0 then
+      return 1
+    end
+    dequeue(qw, w[1])
   end
 end
 

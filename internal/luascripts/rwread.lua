@@ -7,6 +7,7 @@
 -- ARGV[5]  "1" to queue the client if refused (and dequeue it if granted)
 -- ARGV[6]  the write owner the caller holds, or "": a writer may always read
 -- ARGV[7]  wake spec, "p" or "s"
+-- ARGV[8]  the caller's "<ms>|<client description>" (record.lua)
 --
 -- Refused while another owner writes, and while a writer queued before the
 -- caller (or any writer, for a caller not queued) waits: writers come first.
@@ -37,7 +38,7 @@ if not writes then
 end
 if pttl ~= -2 then
   if queued then
-    enqueue(qr, client, math.max(pttl, 0) + 10000)
+    enqueue(qr, client, math.max(pttl, 0) + 10000, ARGV[8])
   end
   return {0, pttl}
 end
@@ -45,9 +46,9 @@ redis.call('hincrby', readers, owner, 1)
 if redis.call('pttl', readers) < lease then
   redis.call('pexpire', readers, lease)
 end
-redis.call('hset', readers .. ':' .. owner, owner, 1)
+redis.call('hset', readers .. ':' .. owner, owner, 1, '#rec', record_of(owner, 0, ARGV[8]))
 redis.call('pexpire', readers .. ':' .. owner, lease)
 if queued then
-  redis.call('zrem', qr, client)
+  dequeue(qr, client)
 end
 return {1}

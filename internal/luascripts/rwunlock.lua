@@ -9,9 +9,10 @@
 -- ARGV[5]  wake spec, "p" or "s"
 -- ARGV[6]  "1" if an earlier call with these arguments may have run
 --
--- Returns the holds left (0: released; the lock's waiters were woken as
--- rw_wake says), or -1 when the owner does not hold with that count:
--- nothing changed. Idempotent for a retry, as release.lua.
+-- Returns {left, woken}: the holds left (0: released; the lock's waiters
+-- were woken as rw_wake says, woken of them), or {-1, 0} when the owner
+-- does not hold with that count: nothing changed. Idempotent for a retry,
+-- as release.lua.
 local w, readers = KEYS[1], KEYS[2]
 local base, owner, side, n, retry = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[6] == '1'
 local left
@@ -19,9 +20,15 @@ if side == 'w' then
   -- No DEL: the hash goes with its last field, and a retry must not
   -- delete a write hold someone took since.
   left = release_count(w, owner, n, retry)
+  -- The record goes with the owner's last hold: it is the owner's only
+  -- when it names the owner (a retry may find a newer writer's).
+  local rec = left == 0 and redis.call('hget', w, '#rec')
+  if rec and string.sub(rec, 1, #owner + 1) == owner .. '|' then
+    redis.call('hdel', w, '#rec')
+  end
 else
   if redis.call('exists', readers .. ':' .. owner) == 0 and not retry then
-    return -1
+    return {-1, 0}
   end
   left = release_count(readers, owner, n, retry)
   if left == 0 and n == 1 then
@@ -29,10 +36,10 @@ else
   end
 end
 if left ~= 0 or n ~= 1 or redis.call('exists', w) == 1 then
-  return left
+  return {left, 0}
 end
 local nreaders = redis.call('hlen', readers)
 if side == 'w' or nreaders == 0 then
-  rw_wake(base, ARGV[5], nreaders)
+  return {0, rw_wake(base, ARGV[5], nreaders)}
 end
-return 0
+return {0, 0}

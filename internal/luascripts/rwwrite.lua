@@ -7,6 +7,7 @@
 -- ARGV[3]  lease in ms (> 0)    ARGV[4]  the caller's client id
 -- ARGV[5]  "1" to queue the client if refused (and dequeue it if granted)
 -- ARGV[6]  wake spec, "p" or "s"
+-- ARGV[7]  the caller's "<ms>|<client description>" (record.lua)
 --
 -- Granted when nobody writes, no reader holds, and no client queued before
 -- the caller (any client, for a caller not queued) waits.
@@ -39,13 +40,14 @@ else
 end
 if pttl ~= -2 then
   if queued then
-    enqueue(qw, client, math.max(pttl, 0) + 10000)
+    enqueue(qw, client, math.max(pttl, 0) + 10000, ARGV[7])
   end
   return {0, pttl}
 end
-redis.call('hset', w, owner, 1)
+local token = redis.call('incr', fence)
+redis.call('hset', w, owner, 1, '#rec', record_of(owner, token, ARGV[7]))
 redis.call('pexpire', w, lease)
 if queued then
-  redis.call('zrem', qw, client)
+  dequeue(qw, client)
 end
-return {1, redis.call('incr', fence)}
+return {1, token}

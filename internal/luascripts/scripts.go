@@ -58,7 +58,7 @@ var (
 	Renew       = New("renew", renewSrc)
 	ForceUnlock = New("forceunlock", queueSrc+forceUnlockSrc)
 	Inspect     = New("inspect", inspectSrc)
-	Describe    = New("describe", describeSrc)
+	Describe    = New("describe", queueSrc+describeSrc)
 
 	// The count-down latch's scripts (latch.go).
 	LatchSet       = New("latchset", latchSetSrc)
@@ -70,9 +70,9 @@ var (
 // commands they call are in the documented grant.
 func All() []*Script {
 	return []*Script{Acquire, Reenter, Release, Leave, Renew, ForceUnlock, Inspect, Describe,
-		RWRead, RWWrite, RWReenter, RWUnlock, RWLeave,
+		RWRead, RWWrite, RWReenter, RWUnlock, RWLeave, RWDescribe,
 		LatchSet, LatchCountDown, LatchRead,
-		SemAcquire, SemRelease, SemLeave, SemAvailable}
+		SemAcquire, SemRelease, SemLeave, SemAvailable, SemDescribe}
 }
 
 // Script is one Lua script with its SHA-1 computed once.

@@ -7,6 +7,7 @@
 -- ARGV[5]  lease in ms (> 0)    ARGV[6]  the caller's client id
 -- ARGV[7]  "1" to queue the client if refused (and dequeue it if granted)
 -- ARGV[8]  wake spec, "p" or "s"
+-- ARGV[9]  the caller's "<ms>|<client description>" (record.lua)
 --
 -- Granted by semqueue.lua's grant rule. A request refused only because of
 -- queued clients, while permits are free, first prods the queue (which
@@ -39,7 +40,7 @@ elseif held + n + ahead > size then
 end
 if pttl ~= -2 then
   if queued then
-    enqueue(q, client, math.max(pttl, 0) + 10000)
+    enqueue(q, client, math.max(pttl, 0) + 10000, ARGV[9])
     redis.call('hset', qn, client, n, '#size', size)
     redis.call('pexpire', qn, redis.call('pttl', q))
   end
@@ -49,7 +50,7 @@ redis.call('hset', h, owner, n, '#size', size)
 if redis.call('pttl', h) < lease then
   redis.call('pexpire', h, lease)
 end
-redis.call('hset', h .. ':' .. owner, owner, n)
+redis.call('hset', h .. ':' .. owner, owner, n, '#rec', record_of(owner, 0, ARGV[9]))
 redis.call('pexpire', h .. ':' .. owner, lease)
 if mine then
   sem_dequeue(q, qn, client)

@@ -23,9 +23,9 @@ var (
 )
 
 // The Semaphore scripts; each starts with the queue.lua and semqueue.lua
-// preludes.
+// preludes, and the acquire with record.lua's.
 var (
-	SemAcquire   = New("semacquire", queueSrc+semQueueSrc+semAcquireSrc)
+	SemAcquire   = New("semacquire", queueSrc+recordSrc+semQueueSrc+semAcquireSrc)
 	SemRelease   = New("semrelease", queueSrc+semQueueSrc+semReleaseSrc)
 	SemLeave     = New("semleave", queueSrc+semQueueSrc+semLeaveSrc)
 	SemAvailable = New("semavailable", queueSrc+semQueueSrc+semAvailableSrc)
@@ -61,7 +61,8 @@ type SemAcquireArgs struct {
 	Client  string // the caller's client id
 	Queued  bool   // queue the client if refused, dequeue it if granted
 	Wake    Wake
-	Sync    Sync // replicas to acknowledge a grant
+	Sync    Sync   // replicas to acknowledge a grant
+	About   string // the caller's client description, for the grant's record
 }
 
 // SemAcquireReply is SemAcquire's reply.
@@ -79,7 +80,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // acknowledge is returned with a *NotReplicatedError beside it.
 func RunSemAcquire(ctx context.Context, c rueidis.Client, k SemKeys, a SemAcquireArgs) (SemAcquireReply, error) {
 	res, notSynced := SemAcquire.ExecSync(ctx, c, k.all(), []string{k.Base, a.Owner, itoa(a.Permits), itoa(a.Size),
-		Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.flavour()}, a.Sync)
+		Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.flavour(), recordAbout(a.About)}, a.Sync)
 	v, err := res.AsIntSlice()
 	if err != nil {
 		return SemAcquireReply{}, err
@@ -105,19 +106,20 @@ type SemReleaseArgs struct {
 }
 
 // RunSemRelease runs SemRelease: 0 when released, -1 when the owner held
-// no permits. A release a.Sync's replicas did not acknowledge is returned
-// with a *NotReplicatedError beside it: it ran.
-func RunSemRelease(ctx context.Context, c rueidis.Client, k SemKeys, a SemReleaseArgs) (int64, error) {
+// no permits, and how many queued clients it woke. A release a.Sync's
+// replicas did not acknowledge is returned with a *NotReplicatedError
+// beside it: it ran.
+func RunSemRelease(ctx context.Context, c rueidis.Client, k SemKeys, a SemReleaseArgs) (status, woken int64, err error) {
 	res, notSynced := SemRelease.ExecSync(ctx, c, k.all(),
 		[]string{k.Base, a.Owner, itoa(a.Size), a.Wake.flavour(), flag(a.Retry)}, a.Sync)
-	n, err := res.AsInt64()
-	if err == nil && n != 0 && n != -1 {
-		err = unexpected("semrelease", n)
+	v, err := res.AsIntSlice()
+	if err != nil {
+		return 0, 0, err
 	}
-	if err == nil {
-		err = notSynced
+	if len(v) != 2 || (v[0] != 0 && v[0] != -1) || v[1] < 0 {
+		return 0, 0, unexpected("semrelease", v)
 	}
-	return n, err
+	return v[0], v[1], notSynced
 }
 
 // RunSemLeave runs SemLeave for client; it reports whether client was queued.

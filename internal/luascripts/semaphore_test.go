@@ -63,7 +63,7 @@ func (f semFixture) acquireLease(owner, client string, n int64, queued bool, l t
 
 func (f semFixture) release(owner string, retry bool) int64 {
 	f.t.Helper()
-	n, err := luascripts.RunSemRelease(f.t.Context(), f.c, f.k, luascripts.SemReleaseArgs{Owner: owner, Size: f.size, Wake: f.wake, Retry: retry})
+	n, _, err := luascripts.RunSemRelease(f.t.Context(), f.c, f.k, luascripts.SemReleaseArgs{Owner: owner, Size: f.size, Wake: f.wake, Retry: retry})
 	require.NoError(f.t, err)
 	return n
 }
@@ -111,7 +111,10 @@ func TestSemAcquireRelease(t *testing.T) {
 	require.True(t, f.acquire("A", "a", 2, false).Granted)
 	require.True(t, f.acquire("B", "b", 1, false).Granted)
 	assert.Equal(t, map[string]string{"A": "2", "B": "1", "#size": "3"}, hgetall(t, f.c, f.k.Holders))
-	assert.Equal(t, map[string]string{"A": "2"}, hgetall(t, f.c, f.k.Holder("A")))
+	own := hgetall(t, f.c, f.k.Holder("A"))
+	assert.Equal(t, "2", own["A"])
+	assert.Regexp(t, `^A\|0\|[0-9]+\|$`, own["#rec"], "the grant's record: owner, no token, time, no description")
+	assert.Len(t, own, 2)
 	between(t, pttl(t, f.c, f.k.Holder("A")), lease-time.Second, lease, "the holder's own lease")
 	assert.Zero(t, f.available())
 

@@ -71,7 +71,7 @@ end
 -- sem_dequeue takes client off the queue, and B:qn with the last one. It
 -- returns 1 when the client was queued.
 local function sem_dequeue(q, qn, client)
-  local removed = redis.call('zrem', q, client)
+  local removed = dequeue(q, client)
   redis.call('hdel', qn, client)
   if redis.call('exists', q) == 0 then
     redis.call('del', qn)
@@ -85,26 +85,28 @@ end
 -- that does not fit. That one is told too: a publish is the only way to
 -- learn whether it still listens, and a dead client must not block the
 -- queue. A client nobody listens for is dropped. spec is "p" or "s"
--- (PUBLISH or SPUBLISH).
+-- (PUBLISH or SPUBLISH). It returns how many clients it told.
 local function sem_wake(base, spec, free, stop)
   local publish = 'publish'
   if string.sub(spec, 1, 1) == 's' then
     publish = 'spublish'
   end
   local q, qn = base .. ':q', base .. ':qn'
-  local used = 0
+  local used, told = 0, 0
   for _, client in ipairs(redis.call('zrange', q, 0, -1)) do
     if client == stop then
-      return
+      return told
     end
     local want = tonumber(redis.call('hget', qn, client)) or 1
     if redis.call(publish, base .. ':ch:' .. client, 'unlock') > 0 then
+      told = told + 1
       if used + want > free then
-        return
+        return told
       end
       used = used + want
     else
       sem_dequeue(q, qn, client)
     end
   end
+  return told
 end

@@ -7,9 +7,10 @@
 -- ARGV[3]  the caller's size    ARGV[4]  wake spec, "p" or "s"
 -- ARGV[5]  "1" if an earlier call with these arguments may have run
 --
--- Returns 0 when released, -1 when the owner held nothing (its hold had
--- lapsed: its leftovers are cleared). A retry that finds the owner wholly
--- gone takes it for its own earlier run and returns 0.
+-- Returns {status, woken}: status 0 when released, -1 when the owner held
+-- nothing (its hold had lapsed: its leftovers are cleared), and how many
+-- queued clients were told. A retry that finds the owner wholly gone takes
+-- it for its own earlier run and reports 0.
 local h, q, qn = KEYS[1], KEYS[2], KEYS[3]
 local base, owner, spec, retry = ARGV[1], ARGV[2], ARGV[4], ARGV[5] == '1'
 local own = h .. ':' .. owner
@@ -23,7 +24,8 @@ redis.call('hdel', h, owner)
 local size = sem_size(h, qn) or tonumber(ARGV[3])
 local held = sem_held(h)
 sem_settle(h)
+local woken = 0
 if size > held then
-  sem_wake(base, spec, size - held, nil)
+  woken = sem_wake(base, spec, size - held, nil)
 end
-return result
+return {result, woken}
