@@ -205,6 +205,70 @@ func TestList(t *testing.T) {
 	})
 }
 
+// TestListFamily: List finds every kind of lock, a Mutex and an RWMutex
+// of one name apart, sorted by name and then kind, each described as
+// Inspect describes it; and none once all are released.
+func TestListFamily(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c := lockClient(t, tp, rlock.Options{ClientName: "family"})
+		names, pattern := namesOnEveryMaster(t, tp, 1)
+		require.GreaterOrEqual(t, len(names), 3)
+		both, reads, sem := names[0], names[1], names[2]
+
+		mctx, err := c.Mutex(both).Lock(ctx)
+		require.NoError(t, err)
+		wctx, err := c.RWMutex(both).Lock(ctx)
+		require.NoError(t, err)
+		r1, err := c.RWMutex(reads).RLock(ctx)
+		require.NoError(t, err)
+		r2, err := c.SpinRWMutex(reads).RLock(ctx) // the spin variant shares the keys
+		require.NoError(t, err)
+		pctx, err := c.Semaphore(sem, 5).Acquire(ctx, 3)
+		require.NoError(t, err)
+
+		found, err := c.List(ctx, pattern)
+		require.NoError(t, err)
+		type entry struct {
+			name  string
+			kind  rlock.Kind
+			modes []string
+		}
+		var got []entry
+		for _, info := range found {
+			e := entry{name: info.Name, kind: info.Kind}
+			for _, h := range info.Holders {
+				e.modes = append(e.modes, h.Mode)
+				assert.Equal(t, "family", h.Client.Name, "%s %s", info.Kind, info.Name)
+				assert.Positive(t, h.LeaseLeft)
+			}
+			got = append(got, e)
+			if info.Kind == rlock.KindSemaphore {
+				assert.EqualValues(t, 5, info.Size)
+				require.Len(t, info.Holders, 1)
+				assert.EqualValues(t, 3, info.Holders[0].Permits)
+			}
+		}
+		assert.Equal(t, []entry{
+			{both, rlock.KindMutex, []string{""}},
+			{both, rlock.KindRWMutex, []string{rlock.ModeWrite}},
+			{reads, rlock.KindRWMutex, []string{rlock.ModeRead, rlock.ModeRead}},
+			{sem, rlock.KindSemaphore, []string{""}},
+		}, got)
+
+		require.NoError(t, c.Mutex(both).Unlock(mctx))
+		require.NoError(t, c.RWMutex(both).Unlock(wctx))
+		require.NoError(t, c.RWMutex(reads).RUnlock(r1))
+		require.NoError(t, c.SpinRWMutex(reads).RUnlock(r2))
+		require.NoError(t, c.Semaphore(sem, 5).Release(pctx))
+		found, err = c.List(ctx, pattern)
+		require.NoError(t, err)
+		assert.Empty(t, found)
+		requireNoLeftovers(t, tp, names...)
+	})
+}
+
 // TestListSkipsReplicas: on a Cluster with replicas, List scans each master
 // and no replica, and finds each lock once.
 func TestListSkipsReplicas(t *testing.T) {

@@ -308,6 +308,77 @@ func TestMetricsFamily(t *testing.T) {
 	})
 }
 
+// TestMetricsFamilyWakeups: an RWMutex's and a Semaphore's releases count
+// every client they wake: a write release wakes each client with readers
+// queued before the next writer, the last read release one writer, a
+// Semaphore release as many clients as the freed permits serve.
+func TestMetricsFamilyWakeups(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, _, observed := observe(t)
+		c := lockClient(t, tp, observed(rlock.Options{}))
+		name := lockName(t)
+		kind := func(k string) attribute.KeyValue { return attribute.String("latchkey.kind", k) }
+		// queue starts one acquire in each of n fresh clients, waits until
+		// all n are queued, and returns a channel that yields each release
+		// error once its acquire is in and released.
+		queue := func(inspect func(context.Context, string) (rlock.LockInfo, error), name string, n int,
+			acquire func(*rlock.Client) (release func() error, err error)) <-chan error {
+			done := make(chan error, n)
+			for range n {
+				w := lockClient(t, tp, rlock.Options{})
+				go func() {
+					release, err := acquire(w)
+					if err == nil {
+						err = release()
+					}
+					done <- err
+				}()
+			}
+			awaitWaiters(t, inspect, name, n)
+			return done
+		}
+		drain := func(ch <-chan error, n int) {
+			for range n {
+				require.NoError(t, recvErr(t, ch, 10*time.Second, "a woken client"))
+			}
+		}
+
+		wctx, err := c.RWMutex(name).Lock(ctx)
+		require.NoError(t, err)
+		readers := queue(c.InspectRWMutex, name, 2, func(w *rlock.Client) (func() error, error) {
+			rctx, err := w.RWMutex(name).RLock(ctx)
+			return func() error { return w.RWMutex(name).RUnlock(rctx) }, err
+		})
+		require.NoError(t, c.RWMutex(name).Unlock(wctx))
+		drain(readers, 2)
+		assert.EqualValues(t, 2, r.value("latchkey.lock.wakeups.sent", kind("rwmutex_write")), "one message to each reader's client")
+
+		rctx, err := c.RWMutex(name).RLock(ctx)
+		require.NoError(t, err)
+		writer := queue(c.InspectRWMutex, name, 1, func(w *rlock.Client) (func() error, error) {
+			lctx, err := w.RWMutex(name).Lock(ctx)
+			return func() error { return w.RWMutex(name).Unlock(lctx) }, err
+		})
+		require.NoError(t, c.RWMutex(name).RUnlock(rctx))
+		drain(writer, 1)
+		assert.EqualValues(t, 1, r.value("latchkey.lock.wakeups.sent", kind("rwmutex_read")))
+
+		sname := name + "-sem"
+		pctx, err := c.Semaphore(sname, 2).Acquire(ctx, 2)
+		require.NoError(t, err)
+		permits := queue(c.InspectSemaphore, sname, 2, func(w *rlock.Client) (func() error, error) {
+			p, err := w.Semaphore(sname, 2).Acquire(ctx, 1)
+			return func() error { return w.Semaphore(sname, 2).Release(p) }, err
+		})
+		require.NoError(t, c.Semaphore(sname, 2).Release(pctx))
+		drain(permits, 2)
+		assert.EqualValues(t, 2, r.value("latchkey.lock.wakeups.sent", kind("semaphore")), "two permits freed serve two clients")
+		requireNoLeftovers(t, tp, name, sname)
+	})
+}
+
 // deadlineCtx is a context whose deadline passes when the test calls
 // expire, rather than at some instant a loaded machine may reach first.
 type deadlineCtx struct {

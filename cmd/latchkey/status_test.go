@@ -98,3 +98,54 @@ func TestStatusAndList(t *testing.T) {
 		t.Errorf("list a{b: exit %d, stderr %q; want 1", r.code, r.stderr)
 	}
 }
+
+// TestStatusKinds: status --kind inspects an RWMutex or a Semaphore, list
+// shows every kind with its modes and permits, and a bad --kind is a usage
+// error.
+func TestStatusKinds(t *testing.T) {
+	c := locks(t)
+	ctx := context.Background()
+	name := lockName(t)
+	rctx, err := c.RWMutex(name).RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.RWMutex(name).RUnlock(rctx) }()
+	pctx, err := c.Semaphore(name, 4).Acquire(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Semaphore(name, 4).Release(pctx) }()
+
+	var st lockOut
+	r := latchkey(t, "", "status", "--json", "--kind", "rwmutex", name)
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || r.code != 0 {
+		t.Fatalf("status --kind rwmutex: exit %d, %v in %q, stderr %q", r.code, err, r.stdout, r.stderr)
+	}
+	if st.Kind != "rwmutex" || len(st.Holders) != 1 || st.Holders[0].Mode != "read" || st.Holders[0].Client.ID != c.ID() || st.Holders[0].LeaseLeftMS <= 0 {
+		t.Errorf("status --kind rwmutex: %+v", st)
+	}
+	r = latchkey(t, "", "status", "--kind", "semaphore", name)
+	if r.code != 0 || !strings.Contains(r.stdout, "semaphore") || !strings.Contains(r.stdout, "3 permits") {
+		t.Errorf("status --kind semaphore: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = latchkey(t, "", "status", name) // the Mutex of that name: free
+	if r.code != 0 || !strings.Contains(r.stdout, "(free)") {
+		t.Errorf("status of the free Mutex: exit %d, stdout %q", r.code, r.stdout)
+	}
+	var all []lockOut
+	r = latchkey(t, "", "list", "--json", name)
+	if err := json.Unmarshal([]byte(r.stdout), &all); err != nil || r.code != 0 {
+		t.Fatalf("list --json: exit %d, %v, %q", r.code, err, r.stdout)
+	}
+	if len(all) != 2 || all[0].Kind != "rwmutex" || all[1].Kind != "semaphore" || all[1].Size != 4 || all[1].Holders[0].Permits != 3 {
+		t.Errorf("list --json: %+v", all)
+	}
+	r = latchkey(t, "", "list", name)
+	if r.code != 0 || !strings.Contains(r.stdout, "rwmutex/read") || !strings.Contains(r.stdout, "3 permits") {
+		t.Errorf("list: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if r := latchkey(t, "", "status", "--kind", "flock", name); r.code != exitUsage || !strings.Contains(r.stderr, "--kind") {
+		t.Errorf("status --kind flock: exit %d, stderr %q; want %d", r.code, r.stderr, exitUsage)
+	}
+}

@@ -33,7 +33,7 @@ local function enqueue(queue, client, ttl, about)
   local d = queue .. ':d'
   if added and about then
     local bar = string.find(about, '|', 1, true)
-    if bar then
+    if bar and bar < #about then
       redis.call('hset', d, client, string.sub(about, bar + 1))
     end
   end

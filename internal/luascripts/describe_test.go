@@ -1,0 +1,126 @@
+package luascripts_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
+)
+
+// describedQueue returns the description hash of queue: what the scripts
+// keep of each queued client for Inspect.
+func describedQueue(t *testing.T, c rueidis.Client, queue string) map[string]string {
+	t.Helper()
+	return hgetall(t, c, queue+":d")
+}
+
+// TestQueueDescriptions: a client that queues with a description has it
+// kept beside its entry, with the queue's expiry, and every way off a
+// queue takes it along: a grant, leaving, and being dropped by a wake-up
+// nobody listens for, for each primitive's queues. A client that gives
+// none stores nothing.
+func TestQueueDescriptions(t *testing.T) {
+	c := standaloneClient(t)
+	ctx := t.Context()
+	wake := luascripts.Wake{}
+	t.Run("Mutex", func(t *testing.T) {
+		k := newKeys(t, c)
+		take(t, c, k, "holder")
+		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "w1", Lease: lease, Client: "c1", Waiter: true, About: `{"id":"c1"}`})
+		require.False(t, r.Acquired)
+		acquire(t, c, k, luascripts.AcquireArgs{Owner: "w2", Lease: lease, Client: "c2", Waiter: true})
+		assert.Equal(t, map[string]string{"c1": `{"id":"c1"}`}, describedQueue(t, c, k.Queue), "c2 gave no description")
+		assert.Equal(t, expireAt(t, c, k.Queue), expireAt(t, c, k.Queue+":d"))
+		d, err := luascripts.RunDescribe(ctx, c, k, 10)
+		require.NoError(t, err)
+		require.Len(t, d.Queue.Clients, 2)
+		assert.Equal(t, `{"id":"c1"}`, d.Queue.Clients[0].About)
+		assert.Empty(t, d.Queue.Clients[1].About)
+
+		// Nobody listens for c1: the release's wake-up drops it, and c2.
+		_, err = luascripts.RunRelease(ctx, c, k, luascripts.ReleaseArgs{Owner: "holder", Count: 1, Wake: wake})
+		require.NoError(t, err)
+		assert.False(t, exists(t, c, k.Queue))
+		assert.False(t, exists(t, c, k.Queue+":d"), "a dropped client's description stayed")
+
+		take(t, c, k, "holder2")
+		acquire(t, c, k, luascripts.AcquireArgs{Owner: "w3", Lease: lease, Client: "c3", Waiter: true, About: "1|c3"})
+		acquire(t, c, k, luascripts.AcquireArgs{Owner: "w4", Lease: lease, Client: "c4", Waiter: true, About: "1|c4"})
+		_, err = luascripts.RunLeave(ctx, c, k, "c3", wake)
+		require.NoError(t, err)
+		assert.Equal(t, map[string]string{"c4": "1|c4"}, describedQueue(t, c, k.Queue), "leave")
+		do(t, c, c.B().Del().Key(k.Lock).Build())
+		require.True(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "w5", Lease: lease, Client: "c4", Waiter: true, About: "1|c4"}).Acquired)
+		assert.False(t, exists(t, c, k.Queue+":d"), "a granted client's description stayed")
+	})
+	t.Run("RWMutex", func(t *testing.T) {
+		k := luascripts.NewRWKeys("latchkey:{" + uniqueTag(t) + "}:rw")
+		t.Cleanup(func() { // t.Context() has ended by then
+			assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Write, k.Readers, k.QueueR, k.QueueW, k.QueueR+":d", k.QueueW+":d", k.Fence).Build()).Error())
+		})
+		rw := func(write bool, owner, client string, queued bool) luascripts.RWAcquireReply {
+			t.Helper()
+			r, err := luascripts.RunRWAcquire(ctx, c, k, write, luascripts.RWAcquireArgs{
+				Owner: owner, Lease: lease, Client: client, Queued: queued, Wake: wake, About: `{"id":"` + client + `"}`})
+			require.NoError(t, err)
+			return r
+		}
+		require.True(t, rw(true, "w", "cw", false).Granted)
+		require.False(t, rw(false, "r1", "cr1", true).Granted)
+		require.False(t, rw(true, "w2", "cw2", true).Granted)
+		assert.Equal(t, map[string]string{"cr1": `{"id":"cr1"}`}, describedQueue(t, c, k.QueueR))
+		assert.Equal(t, map[string]string{"cw2": `{"id":"cw2"}`}, describedQueue(t, c, k.QueueW))
+		d, err := luascripts.RunRWDescribe(ctx, c, k, 10)
+		require.NoError(t, err)
+		require.Len(t, d.Writer, 1)
+		assert.Equal(t, "w", d.Writer[0].Record.Owner)
+		assert.Positive(t, d.Writer[0].Record.Token)
+		assert.Equal(t, `{"id":"cw"}`, d.Writer[0].Record.About)
+		require.Len(t, d.QueueR.Clients, 1)
+		require.Len(t, d.QueueW.Clients, 1)
+
+		// The write release wakes cr1, nobody listens: dropped.
+		left, woken, err := luascripts.RunRWUnlock(ctx, c, k, luascripts.RWUnlockArgs{Owner: "w", Write: true, Count: 1, Wake: wake})
+		require.NoError(t, err)
+		assert.Zero(t, left)
+		assert.Zero(t, woken, "nobody listened")
+		assert.False(t, exists(t, c, k.QueueR+":d"), "a dropped reader's description stayed")
+		assert.False(t, exists(t, c, k.Write), "the write record outlived the hold")
+		require.NoError(t, luascripts.RunRWLeave(ctx, c, k, "cw2", true, wake))
+		assert.False(t, exists(t, c, k.QueueW+":d"), "a writer that left kept its description")
+	})
+	t.Run("Semaphore", func(t *testing.T) {
+		f := newSem(t, c, []string{standaloneAddr}, false, 1)
+		t.Cleanup(func() { assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(f.k.Queue+":d").Build()).Error()) })
+		sem := func(owner, client string) luascripts.SemAcquireReply {
+			t.Helper()
+			r, err := luascripts.RunSemAcquire(ctx, c, f.k, luascripts.SemAcquireArgs{
+				Owner: owner, Permits: 1, Size: 1, Lease: lease, Client: client, Queued: true, Wake: wake, About: `{"id":"` + client + `"}`})
+			require.NoError(t, err)
+			if r.Granted {
+				*f.owners = append(*f.owners, owner)
+			}
+			return r
+		}
+		require.True(t, sem("a", "ca").Granted)
+		require.False(t, sem("b", "cb").Granted)
+		assert.Equal(t, map[string]string{"cb": `{"id":"cb"}`}, describedQueue(t, c, f.k.Queue))
+		d, err := luascripts.RunSemDescribe(ctx, c, f.k, 10)
+		require.NoError(t, err)
+		require.Len(t, d.Holders, 1)
+		assert.Equal(t, `{"id":"ca"}`, d.Holders[0].Record.About)
+		require.Len(t, d.Queue.Clients, 1)
+		assert.EqualValues(t, 1, d.Queue.Clients[0].Want)
+		assert.EqualValues(t, 1, d.Size)
+
+		status, woken, err := luascripts.RunSemRelease(ctx, c, f.k, luascripts.SemReleaseArgs{Owner: "a", Size: 1, Wake: wake})
+		require.NoError(t, err)
+		assert.Zero(t, status)
+		assert.Zero(t, woken, "nobody listened")
+		assert.False(t, exists(t, c, f.k.Queue+":d"), "a dropped client's description stayed")
+	})
+}
