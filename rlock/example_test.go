@@ -628,6 +628,54 @@ func ExampleClient_Inspect() {
 	// report:monthly held by billing-worker
 }
 
+// The family's holds are recorded too: InspectRWMutex gives each hold and
+// each waiter its mode, InspectSemaphore each holder's permits, and List
+// finds every kind, a Mutex and an RWMutex of one name apart.
+func ExampleClient_InspectRWMutex() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	locks, _ := rlock.NewClient(rc, rlock.Options{ClientName: "indexer"})
+	defer locks.Close()
+	ctx := context.Background()
+
+	rw := locks.RWMutex("catalog")
+	rctx, err := rw.RLock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rw.RUnlock(rctx)
+	pool := locks.Semaphore("catalog", 4)
+	pctx, err := pool.Acquire(ctx, 3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Release(pctx)
+
+	info, err := locks.InspectRWMutex(ctx, "catalog")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(info.Kind, info.Holders[0].Mode, info.Holders[0].Client.Name)
+	sem, err := locks.InspectSemaphore(ctx, "catalog")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(sem.Kind, sem.Holders[0].Permits, "of", sem.Size)
+
+	held, err := locks.List(ctx, "catalog")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, l := range held {
+		fmt.Println(l.Name, l.Kind)
+	}
+	// Output:
+	// rwmutex read indexer
+	// semaphore 3 of 4
+	// catalog rwmutex
+	// catalog semaphore
+}
+
 // Metrics and traces: give the client an OpenTelemetry MeterProvider and
 // TracerProvider, normally the SDK's, set up in main with the exporter you
 // use (sdkmetric.NewMeterProvider(sdkmetric.WithReader(prometheusExporter)),

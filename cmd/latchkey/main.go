@@ -6,7 +6,7 @@
 //
 //	latchkey run [--wait D] [--lease D] [--grace D] [--watchdog-timeout D] [--redis URL] [--prefix P] NAME [--] CMD [ARG...]
 //	latchkey force-unlock [--yes] [--redis URL] [--prefix P] NAME
-//	latchkey status [--json] [--redis URL] [--prefix P] NAME
+//	latchkey status [--json] [--kind K] [--redis URL] [--prefix P] NAME
 //	latchkey list [--json] [--redis URL] [--prefix P] [PATTERN]
 //
 // Flags take one dash or two; -h after a subcommand describes its flags.
@@ -61,11 +61,14 @@
 // status prints who holds the lock NAME (client name, host, pid, hold
 // count, fencing token, how long it has been held, the lease left) and the
 // clients queued for it, oldest first; a free lock prints as "(free)".
-// list prints the same for every held lock whose name matches PATTERN
-// (Redis glob syntax, default "*"; no braces), found with SCAN on the
-// server or every Cluster master. Both print a table, or JSON with --json,
-// and exit 0, or 1 on an error. A holder started by `latchkey run` is named
-// after its command.
+// NAME is a Mutex, the kind run takes, unless --kind says rwmutex (holds
+// and waiters then have a mode, read or write) or semaphore (holders show
+// their permits, waiters what they wait for). list prints the same for
+// every held lock of every kind whose name matches PATTERN (Redis glob
+// syntax, default "*"; no braces), found with SCAN on the server or every
+// Cluster master. Both print a table, or JSON with --json, and exit 0, 1 on
+// an error, or 2 on a usage error. A holder or waiter started by `latchkey
+// run` is named after its command.
 package main
 
 import (
@@ -99,7 +102,7 @@ const (
 const usage = `Usage:
   latchkey run [flags] NAME [--] CMD [ARG...]
                              run CMD while holding the lock NAME
-  latchkey status [--json] [flags] NAME
+  latchkey status [--json] [--kind K] [flags] NAME
                              who holds the lock NAME, and who waits
   latchkey list [--json] [flags] [PATTERN]
                              the held locks whose names match PATTERN
