@@ -379,6 +379,82 @@ func TestMetricsFamilyWakeups(t *testing.T) {
 	})
 }
 
+// TestMetricsLatch: a CountDownLatch's Await records its wait under kind
+// countdown_latch, contended only when it slept, as a span when it slept,
+// and never as an acquisition or a hold; the CountDown that reaches zero
+// counts a wake-up sent only when a client was subscribed to hear it.
+func TestMetricsLatch(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, spans, observed := observe(t)
+		att := newAttempts()
+		c := lockClient(t, tp, att.options(observed(rlock.Options{})))
+		name := lockName(t)
+		l := c.CountDownLatch(name)
+		// other counts down from another process and records apart.
+		other := lockClient(t, tp, rlock.Options{}).CountDownLatch(name)
+		kind := attribute.String("latchkey.kind", "countdown_latch")
+		outcome := func(o string) attribute.KeyValue { return attribute.String("latchkey.outcome", o) }
+		const wait = "latchkey.lock.wait.duration"
+
+		// A zero that nobody hears wakes nobody.
+		setCount(t, ctx, l, 1)
+		require.NoError(t, l.CountDown(ctx))
+		assert.Zero(t, r.value("latchkey.lock.wakeups.sent"))
+
+		// Open: the Await returns at once, uncontended, and makes no span.
+		require.NoError(t, l.Await(ctx))
+		assert.EqualValues(t, 1, r.value(wait, kind, outcome("acquired")))
+		assert.Zero(t, r.value("latchkey.lock.contended"))
+		assert.Empty(t, spans.Ended())
+
+		// As Lock, a context ended before the call is refused before any
+		// I/O, and that is no wait.
+		expired, stop := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+		defer stop()
+		require.ErrorIs(t, l.Await(expired), context.DeadlineExceeded)
+		assert.EqualValues(t, 1, r.value(wait))
+
+		// Contended: an Await sleeps through two CountDowns; the last, by
+		// c, reaches c's own subscription.
+		setCount(t, ctx, l, 2)
+		results := startAwaiters(t, ctx, att, []*rlock.CountDownLatch{l}, 1, nil)
+		require.NoError(t, other.CountDown(ctx))
+		require.NoError(t, l.CountDown(ctx))
+		require.NoError(t, collect(t, results, 1, 20*time.Second, "the zero")[0].err)
+		assert.EqualValues(t, 2, r.value(wait, kind, outcome("acquired")))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.contended", kind))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.wakeups.sent", kind))
+		ended := spans.Ended()
+		require.Len(t, ended, 1, "one span: the one wait")
+		assert.Equal(t, "latchkey.lock.wait", ended[0].Name())
+		assert.Subset(t, ended[0].Attributes(), []attribute.KeyValue{kind, attribute.String("latchkey.lock", name), outcome("acquired")})
+
+		// Timed out: the context's deadline passes while the Await sleeps.
+		setCount(t, ctx, l, 1)
+		dctx := newDeadlineCtx(ctx)
+		results = startAwaiters(t, dctx, att, []*rlock.CountDownLatch{l}, 1, nil)
+		dctx.expire()
+		require.ErrorIs(t, collect(t, results, 1, 20*time.Second, "the deadline")[0].err, context.DeadlineExceeded)
+		assert.EqualValues(t, 1, r.value(wait, kind, outcome("timeout")))
+		assert.EqualValues(t, 2, r.value("latchkey.lock.contended", kind))
+		ended = spans.Ended()
+		require.Len(t, ended, 2, "a span per wait")
+		assert.Contains(t, ended[1].Attributes(), outcome("timeout"))
+
+		// Nothing is held: no acquisition, no hold, no lease.
+		assert.Zero(t, r.value("latchkey.lock.acquisitions"))
+		assert.Zero(t, r.value("latchkey.lock.hold.duration"))
+		assert.Zero(t, r.value("latchkey.watchdog.leases"))
+		assert.EqualValues(t, 3, r.value(wait), "the three Awaits that got past their checks")
+		assert.Zero(t, r.withKey("latchkey.lock"), "the latch name is no metric attribute unless asked for")
+
+		require.NoError(t, other.CountDown(ctx))
+		requireNoLeftovers(t, tp, name)
+	})
+}
+
 // deadlineCtx is a context whose deadline passes when the test calls
 // expire, rather than at some instant a loaded machine may reach first.
 type deadlineCtx struct {

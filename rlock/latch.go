@@ -87,8 +87,12 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err := l.check(ctx); err != nil {
 		return err
 	}
-	if _, err := luascripts.RunLatchCountDown(ctx, l.c.rc, l.keys, l.c.wake.Sharded, notify.WakeAllPayload); err != nil {
+	st, err := luascripts.RunLatchCountDown(ctx, l.c.rc, l.keys, l.c.wake.Sharded, notify.WakeAllPayload)
+	if err != nil {
 		return fmt.Errorf("latchkey: count down latch %q: %w", l.name, err)
+	}
+	if st == luascripts.CountDownWoke {
+		l.c.obs.woke(kindCountDownLatch, l.name, 1)
 	}
 	return nil
 }
@@ -108,13 +112,17 @@ func (l *CountDownLatch) Count(ctx context.Context) (int64, error) {
 // first, and ErrClosed when the client is closed. It waits on a pub/sub
 // subscription shared by this client's Awaits of the latch (no polling);
 // transient Redis errors (a dropped connection) are retried until ctx ends.
-func (l *CountDownLatch) Await(ctx context.Context) error {
+func (l *CountDownLatch) Await(ctx context.Context) (err error) {
 	if err := l.check(ctx); err != nil {
 		return err
 	}
 	if l.c.isClosed() {
 		return ErrClosed
 	}
+	// Recorded as a lock's wait is, but never as an acquisition or a hold:
+	// nothing is held once the latch is open.
+	obs := l.c.obs.begin(ctx, kindCountDownLatch, l.name)
+	defer func() { obs.endWait(ctx, err) }()
 	// Close ends the wait, and the reads too.
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -160,6 +168,7 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 		default:
 			return ended(ctx, cctx, err)
 		}
+		obs.waiting()
 		if hook := l.c.opts.OnWait; hook != nil {
 			hook(l.name)
 		}

@@ -33,8 +33,8 @@ const (
 )
 
 // lockKind is a primitive's latchkey.kind. Each spin variant follows its
-// pub/sub kind. An enum rather than a string built per call, so that naming
-// the kind costs nothing when metrics are off.
+// pub/sub kind; a CountDownLatch has none. An enum rather than a string
+// built per call, so that naming the kind costs nothing when metrics are off.
 type lockKind uint8
 
 const (
@@ -46,11 +46,12 @@ const (
 	kindSpinWrite
 	kindSemaphore
 	kindSpinSemaphore
+	kindCountDownLatch // Await's wait, and the zero's wake-up; no holds
 	numKinds
 )
 
 var kindNames = [numKinds]string{"mutex", "spin_mutex", "rwmutex_read", "spin_rwmutex_read",
-	"rwmutex_write", "spin_rwmutex_write", "semaphore", "spin_semaphore"}
+	"rwmutex_write", "spin_rwmutex_write", "semaphore", "spin_semaphore", "countdown_latch"}
 
 // spinIf is k's spin variant when spin is set.
 func (k lockKind) spinIf(spin bool) lockKind {
@@ -129,7 +130,7 @@ func newObserver(o Options) (*observer, error) {
 	m := mp.Meter(instrumentation)
 	var errs [7]error
 	ob.wait, errs[0] = m.Float64Histogram("latchkey.lock.wait.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from Lock or TryLock to its outcome (not re-entries), by outcome: acquired, timeout (TryLock's wait or the context's deadline ran out), cancelled (context cancelled, client closed), error."),
+		metric.WithDescription("Time from Lock or TryLock (not re-entries), or a latch's Await, to its outcome: acquired (for Await: the count reached zero), timeout (TryLock's wait or the context's deadline ran out), cancelled (context cancelled, client closed), error."),
 		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 	ob.hold, errs[1] = m.Float64Histogram("latchkey.lock.hold.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from a grant to its last Unlock, or to its loss."),
@@ -137,11 +138,11 @@ func newObserver(o Options) (*observer, error) {
 	ob.acquired, errs[2] = m.Int64Counter("latchkey.lock.acquisitions", metric.WithUnit("{acquisition}"),
 		metric.WithDescription("Locks acquired, re-entries (latchkey.reentry=true) included."))
 	ob.contended, errs[3] = m.Int64Counter("latchkey.lock.contended", metric.WithUnit("{acquisition}"),
-		metric.WithDescription("Lock and TryLock calls that had to wait (the lock was busy at their first try), whatever their outcome."))
+		metric.WithDescription("Lock and TryLock calls that had to wait (the lock was busy at their first try), and Awaits that did (the latch was set), whatever their outcome."))
 	ob.lost, errs[4] = m.Int64Counter("latchkey.lock.lost", metric.WithUnit("{hold}"),
 		metric.WithDescription("Holds lost before their Unlock, by cause: gone (deleted or expired in Redis), renewal_failed, lease_ended, other."))
 	ob.wakeups, errs[5] = m.Int64Counter("latchkey.lock.wakeups.sent", metric.WithUnit("{message}"),
-		metric.WithDescription("Releases that woke a queued client (one message each); local handovers send none."))
+		metric.WithDescription("Releases that woke a queued client, and latch count-downs whose zero reached a subscribed client (one message each); local handovers send none."))
 	ob.forced, errs[6] = m.Int64Counter("latchkey.lock.force_unlocks", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks this client deleted with ForceUnlock; their holders count them as lost (gone)."))
 	if err := errors.Join(errs[:]...); err != nil {
@@ -180,7 +181,7 @@ func (ob *observer) attrs(k lockKind, name string, v variant) metric.Measurement
 }
 
 // acquireObs follows one Lock or TryLock (of any primitive) that is not a
-// re-entry.
+// re-entry, or one Await of a latch.
 type acquireObs struct {
 	ob     *observer
 	kind   lockKind
@@ -228,8 +229,20 @@ func outcome(ctx context.Context, err error) variant {
 	return outError
 }
 
-// end records the acquire's outcome.
+// end records the acquire's outcome, and the acquisition when it succeeded.
 func (a *acquireObs) end(ctx context.Context, err error) {
+	if a == nil {
+		return
+	}
+	if err == nil {
+		a.ob.acquired.Add(context.Background(), 1, a.ob.attrs(a.kind, a.name, firstEntry))
+	}
+	a.endWait(ctx, err)
+}
+
+// endWait records the wait's outcome, its contention and its span only: an
+// Await ends with it, since it acquires nothing that a hold could follow.
+func (a *acquireObs) endWait(ctx context.Context, err error) {
 	if a == nil {
 		return
 	}
@@ -238,9 +251,6 @@ func (a *acquireObs) end(ctx context.Context, err error) {
 	ob.wait.Record(context.Background(), time.Since(a.start).Seconds(), ob.attrs(a.kind, a.name, out))
 	if a.waited {
 		ob.contended.Add(context.Background(), 1, ob.attrs(a.kind, a.name, plain))
-	}
-	if err == nil {
-		ob.acquired.Add(context.Background(), 1, ob.attrs(a.kind, a.name, firstEntry))
 	}
 	if a.span != nil {
 		a.span.SetAttributes(variantAttrs[out])
@@ -251,7 +261,8 @@ func (a *acquireObs) end(ctx context.Context, err error) {
 	}
 }
 
-// woke records a release that woke n queued clients (one message each).
+// woke records n queued clients woken (one message each) by a release, or
+// by a latch's zero that reached a subscribed client.
 func (ob *observer) woke(k lockKind, name string, n int64) {
 	if ob == nil || n <= 0 {
 		return

@@ -24,6 +24,7 @@ func TestObserverOff(t *testing.T) {
 			a := ob.begin(ctx, k, "name")
 			a.waiting()
 			a.end(ctx, nil)
+			a.endWait(ctx, nil)
 			ob.reentered(k, "name")
 			ob.woke(k, "name", 1)
 			ob.forceUnlocked("name")

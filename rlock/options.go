@@ -130,15 +130,15 @@ type Options struct {
 	// or not (Error). Nil, the default, is silent.
 	Logger *slog.Logger
 
-	// MeterProvider, when set, receives latchkey's metrics: lock waits by
-	// outcome, hold times, acquisitions and re-entries, contention, locks
+	// MeterProvider, when set, receives latchkey's metrics: lock waits and
+	// CountDownLatch Awaits by outcome, hold times, acquisitions and re-entries, contention, locks
 	// lost by cause, force-unlocks, watchdog renewals, failures and batch
 	// sizes, wake-ups sent, received and unclaimed, subscriptions open
 	// (docs/operations.md lists them). Nil, the default, records nothing
 	// and costs nothing.
 	MeterProvider metric.MeterProvider
-	// TracerProvider, when set, makes every Lock or TryLock that waits a
-	// span ("latchkey.lock.wait", from the call to its outcome). Nil, the
+	// TracerProvider, when set, makes every Lock, TryLock or Await that
+	// waits a span ("latchkey.lock.wait", from the call to its outcome). Nil, the
 	// default, traces nothing.
 	TracerProvider trace.TracerProvider
 	// MetricsLockName adds the lock's name to the metrics' attributes.

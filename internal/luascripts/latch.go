@@ -41,12 +41,15 @@ type CountDownStatus int64
 // Count-down outcomes.
 const (
 	CountDownNoLatch  CountDownStatus = -1 // there was no latch: nothing changed
-	CountDownReleased CountDownStatus = 0  // this call reached zero: deleted, and published
+	CountDownReleased CountDownStatus = 0  // this call reached zero: deleted, and published to nobody
 	CountDownCounting CountDownStatus = 1  // a count is left
+	CountDownWoke     CountDownStatus = 2  // as CountDownReleased, and the message reached a subscribed client
 )
 
 // RunLatchCountDown runs the latchcountdown script, which publishes payload
 // on the latch's channel (SPUBLISH when sharded) when the count reaches zero.
+// The publish's receiver count says whether the zero woke anyone
+// (CountDownWoke): cheap, and what the wake-up metric needs.
 func RunLatchCountDown(ctx context.Context, c rueidis.Client, k LatchKeys, sharded bool, payload string) (CountDownStatus, error) {
 	mode := "p"
 	if sharded {
@@ -56,7 +59,7 @@ func RunLatchCountDown(ctx context.Context, c rueidis.Client, k LatchKeys, shard
 	switch {
 	case err != nil:
 		return 0, err
-	case n < -1 || n > 1:
+	case n < -1 || n > 2:
 		return 0, unexpected("latchcountdown", n)
 	}
 	return CountDownStatus(n), nil

@@ -104,7 +104,7 @@ func TestLatchCountDown(t *testing.T) {
 			assert.Equal(t, luascripts.LatchState{Count: 1, Round: "r1"}, readLatch(t, c, k))
 			l.quiet(t)
 
-			assert.Equal(t, luascripts.CountDownReleased, countDown(t, c, k, mode.sharded))
+			assert.Equal(t, luascripts.CountDownWoke, countDown(t, c, k, mode.sharded))
 			l.expect(t, notify.WakeAllPayload)
 			assert.False(t, exists(t, c, k.Latch), "deleted at zero")
 			assert.Equal(t, luascripts.LatchState{}, readLatch(t, c, k))
@@ -114,14 +114,20 @@ func TestLatchCountDown(t *testing.T) {
 
 			// Zero lets the latch be set again.
 			require.True(t, latchSet(t, c, k, 1, "r2"))
-			assert.Equal(t, luascripts.CountDownReleased, countDown(t, c, k, mode.sharded))
+			assert.Equal(t, luascripts.CountDownWoke, countDown(t, c, k, mode.sharded))
 			l.expect(t, notify.WakeAllPayload)
 
 			// A hash without a count (not one latchset writes) ends at once.
 			do(t, c, c.B().Hset().Key(k.Latch).FieldValue().FieldValue("round", "x").Build())
-			assert.Equal(t, luascripts.CountDownReleased, countDown(t, c, k, mode.sharded))
+			assert.Equal(t, luascripts.CountDownWoke, countDown(t, c, k, mode.sharded))
 			l.expect(t, notify.WakeAllPayload)
 			assert.False(t, exists(t, c, k.Latch))
+
+			// A zero that nobody listens for says so.
+			quiet := newLatchKeys(t, c)
+			require.True(t, latchSet(t, c, quiet, 1, "r"))
+			assert.Equal(t, luascripts.CountDownReleased, countDown(t, c, quiet, mode.sharded))
+			assert.False(t, exists(t, c, quiet.Latch), "deleted at zero")
 		})
 	}
 }
@@ -179,7 +185,7 @@ func TestClusterLatch(t *testing.T) {
 		require.True(t, latchSet(t, c, k, 2, "r"))
 		assert.Equal(t, luascripts.CountDownCounting, countDown(t, c, k, true))
 		l.quiet(t)
-		assert.Equal(t, luascripts.CountDownReleased, countDown(t, c, k, true))
+		assert.Equal(t, luascripts.CountDownWoke, countDown(t, c, k, true), "the listener on the slot's master counts")
 		l.expect(t, notify.WakeAllPayload)
 		assert.False(t, exists(t, c, k.Latch))
 	}

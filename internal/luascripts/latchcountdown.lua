@@ -7,10 +7,11 @@
 -- ARGV[2]  the broadcast payload, which wakes every waiter of the channel in
 --          each subscribed client (notify.WakeAllPayload)
 --
--- Returns 1 when a count is left, 0 when this call reached zero (the latch
--- is deleted and ARGV[2] published once on KEYS[2]), -1 when there was no
--- latch (nothing changed, nothing published). Not the count left: Lua turns
--- integers into doubles, which are exact only up to 2^53.
+-- Returns 1 when a count is left, 0 or 2 when this call reached zero (the
+-- latch is deleted and ARGV[2] published once on KEYS[2]): 2 when the
+-- publish reached a subscribed client, 0 when nobody listened; -1 when
+-- there was no latch (nothing changed, nothing published). Not the count
+-- left: Lua turns integers into doubles, which are exact only up to 2^53.
 local latch, channel = KEYS[1], KEYS[2]
 if redis.call('exists', latch) == 0 then
   return -1
@@ -24,5 +25,7 @@ local publish = 'publish'
 if ARGV[1] == 's' then
   publish = 'spublish'
 end
-redis.call(publish, channel, ARGV[2])
+if redis.call(publish, channel, ARGV[2]) > 0 then
+  return 2
+end
 return 0
