@@ -26,9 +26,11 @@
 local function enqueue(queue, client, ttl, about)
   local now = redis.call('time')
   local added = redis.call('zadd', queue, 'NX', now[1] * 1000000 + now[2], client) == 1
-  local extended = redis.call('pttl', queue) < ttl
+  local left = redis.call('pttl', queue)
+  local extended = left < ttl
   if extended then
     redis.call('pexpire', queue, ttl)
+    left = ttl
   end
   local d = queue .. ':d'
   if added and about then
@@ -38,7 +40,7 @@ local function enqueue(queue, client, ttl, about)
     end
   end
   if added or extended then
-    redis.call('pexpire', d, redis.call('pttl', queue))
+    redis.call('pexpire', d, left)
   end
 end
 
