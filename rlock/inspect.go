@@ -128,45 +128,46 @@ func (i LockInfo) Held() bool { return len(i.Holders) > 0 }
 // client, the lease left, and the queued clients in order. A lock nobody
 // holds or waits for is a LockInfo with no Holders.
 func (c *Client) Inspect(ctx context.Context, name string) (LockInfo, error) {
-	keys, err := lockKeys(c.opts.Prefix, name)
-	if err != nil {
-		return LockInfo{}, err
-	}
-	r, err := luascripts.RunDescribe(ctx, c.rc, keys, MaxInspectWaiters)
-	if err != nil {
-		return LockInfo{}, fmt.Errorf("latchkey: inspect %q: %w", name, err)
-	}
-	return lockInfo(name, r), nil
+	return c.inspect(ctx, KindMutex, name)
 }
 
 // InspectRWMutex is Inspect for the RWMutex called name: its write hold
 // or its live read holds, and its queued readers and writers, oldest
 // first, each with its Mode.
 func (c *Client) InspectRWMutex(ctx context.Context, name string) (LockInfo, error) {
-	keys, err := lockKeys(c.opts.Prefix, name)
-	if err != nil {
-		return LockInfo{}, err
-	}
-	r, err := luascripts.RunRWDescribe(ctx, c.rc, luascripts.NewRWKeys(keys.Lock+":rw"), MaxInspectWaiters)
-	if err != nil {
-		return LockInfo{}, fmt.Errorf("latchkey: inspect RWMutex %q: %w", name, err)
-	}
-	return rwInfo(name, r), nil
+	return c.inspect(ctx, KindRWMutex, name)
 }
 
 // InspectSemaphore is Inspect for the Semaphore called name: its live
 // holders with their permits, its size, and its queued clients, oldest
 // first, with the permits each waits for.
 func (c *Client) InspectSemaphore(ctx context.Context, name string) (LockInfo, error) {
+	return c.inspect(ctx, KindSemaphore, name)
+}
+
+func (c *Client) inspect(ctx context.Context, kind Kind, name string) (LockInfo, error) {
 	keys, err := lockKeys(c.opts.Prefix, name)
 	if err != nil {
 		return LockInfo{}, err
 	}
-	r, err := luascripts.RunSemDescribe(ctx, c.rc, luascripts.NewSemKeys(keys.Lock+":sem"), MaxInspectWaiters)
+	script, call := describeCall(kind, keys)
+	info, err := describedInfo(kind, name, script.Exec(ctx, c.rc, call.Keys, call.Args))
 	if err != nil {
-		return LockInfo{}, fmt.Errorf("latchkey: inspect Semaphore %q: %w", name, err)
+		return LockInfo{}, fmt.Errorf("latchkey: inspect %s %q: %w", kind, name, err)
 	}
-	return semInfo(name, r), nil
+	return info, nil
+}
+
+// describeCall is the script that describes a lock of kind whose Mutex
+// keys are keys, and its call.
+func describeCall(kind Kind, keys luascripts.Keys) (*luascripts.Script, luascripts.Call) {
+	switch kind {
+	case KindRWMutex:
+		return luascripts.RWDescribe, luascripts.RWDescribeCall(rwKeys(keys), MaxInspectWaiters)
+	case KindSemaphore:
+		return luascripts.SemDescribe, luascripts.SemDescribeCall(semKeys(keys), MaxInspectWaiters)
+	}
+	return luascripts.Describe, luascripts.DescribeCall(keys, MaxInspectWaiters)
 }
 
 func lockInfo(name string, r luascripts.DescribeReply) LockInfo {
@@ -276,18 +277,9 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	var out []LockInfo
 	for _, kind := range []Kind{KindMutex, KindRWMutex, KindSemaphore} {
 		names := found[kind]
-		calls := make([]luascripts.Call, len(names))
-		script := luascripts.Describe
+		script, calls := luascripts.Describe, make([]luascripts.Call, len(names))
 		for i, name := range names {
-			base := c.opts.Prefix + ":{" + name + "}"
-			switch kind {
-			case KindMutex:
-				calls[i] = luascripts.DescribeCall(luascripts.NewKeys(base), MaxInspectWaiters)
-			case KindRWMutex:
-				script, calls[i] = luascripts.RWDescribe, luascripts.RWDescribeCall(luascripts.NewRWKeys(base+":rw"), MaxInspectWaiters)
-			case KindSemaphore:
-				script, calls[i] = luascripts.SemDescribe, luascripts.SemDescribeCall(luascripts.NewSemKeys(base+":sem"), MaxInspectWaiters)
-			}
+			script, calls[i] = describeCall(kind, luascripts.NewKeys(c.opts.Prefix+":{"+name+"}"))
 		}
 		for i, res := range script.ExecMulti(ctx, c.rc, calls) {
 			info, err := describedInfo(kind, names[i], res)

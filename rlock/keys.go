@@ -18,6 +18,11 @@ func lockKeys(prefix, name string) (luascripts.Keys, error) {
 	return luascripts.NewKeys(prefix + ":{" + name + "}"), nil
 }
 
+// rwKeys and semKeys are the keys of the RWMutex and the Semaphore that
+// share a lock's name (and so its hash tag) with the Mutex whose keys are k.
+func rwKeys(k luascripts.Keys) luascripts.RWKeys   { return luascripts.NewRWKeys(k.Lock + ":rw") }
+func semKeys(k luascripts.Keys) luascripts.SemKeys { return luascripts.NewSemKeys(k.Lock + ":sem") }
+
 func validateName(name string) error {
 	switch {
 	case name == "":

@@ -61,7 +61,7 @@ func (c *Client) SpinRWMutex(name string) *RWMutex {
 
 func (c *Client) newRWMutex(name string, spin bool) *RWMutex {
 	keys, err := lockKeys(c.opts.Prefix, name)
-	return &RWMutex{c: c, name: name, keys: luascripts.NewRWKeys(keys.Lock + ":rw"), spin: spin, err: err}
+	return &RWMutex{c: c, name: name, keys: rwKeys(keys), spin: spin, err: err}
 }
 
 // Name is the lock's name.

@@ -66,7 +66,7 @@ func (c *Client) newSemaphore(name string, size int64, spin bool) *Semaphore {
 	if err == nil && size < 1 {
 		err = fmt.Errorf("%w: semaphore %q: size %d must be at least 1", ErrInvalidArgument, name, size)
 	}
-	return &Semaphore{c: c, name: name, size: size, keys: luascripts.NewSemKeys(keys.Lock + ":sem"), spin: spin, err: err}
+	return &Semaphore{c: c, name: name, size: size, keys: semKeys(keys), spin: spin, err: err}
 }
 
 // Name is the semaphore's name.

@@ -1,7 +1,6 @@
 package luascripts
 
 import (
-	"context"
 	_ "embed"
 	"fmt"
 	"strconv"
@@ -94,39 +93,6 @@ func RWDescribeCall(k RWKeys, maxQueue int) Call {
 // SemDescribeCall is semdescribe's call for k.
 func SemDescribeCall(k SemKeys, maxQueue int) Call {
 	return Call{Keys: k.all(), Args: []string{strconv.Itoa(maxQueue)}}
-}
-
-// RunDescribe runs the describe script, returning at most maxQueue queued
-// clients.
-func RunDescribe(ctx context.Context, c rueidis.Client, k Keys, maxQueue int) (DescribeReply, error) {
-	call := DescribeCall(k, maxQueue)
-	v, err := Describe.Exec(ctx, c, call.Keys, call.Args).ToArray()
-	if err != nil {
-		return DescribeReply{}, err
-	}
-	return ParseDescribe(v)
-}
-
-// RunRWDescribe runs rwdescribe, returning at most maxQueue clients of
-// each queue.
-func RunRWDescribe(ctx context.Context, c rueidis.Client, k RWKeys, maxQueue int) (RWDescribeReply, error) {
-	call := RWDescribeCall(k, maxQueue)
-	v, err := RWDescribe.Exec(ctx, c, call.Keys, call.Args).ToArray()
-	if err != nil {
-		return RWDescribeReply{}, err
-	}
-	return ParseRWDescribe(v)
-}
-
-// RunSemDescribe runs semdescribe, returning at most maxQueue queued
-// clients.
-func RunSemDescribe(ctx context.Context, c rueidis.Client, k SemKeys, maxQueue int) (SemDescribeReply, error) {
-	call := SemDescribeCall(k, maxQueue)
-	v, err := SemDescribe.Exec(ctx, c, call.Keys, call.Args).ToArray()
-	if err != nil {
-		return SemDescribeReply{}, err
-	}
-	return ParseSemDescribe(v)
 }
 
 // ParseDescribe reads describe.lua's reply.

@@ -18,6 +18,14 @@ func describedQueue(t *testing.T, c rueidis.Client, queue string) map[string]str
 	return hgetall(t, c, queue+":d")
 }
 
+// describe runs one of the Inspect scripts.
+func describe(t *testing.T, c rueidis.Client, s *luascripts.Script, call luascripts.Call) []rueidis.RedisMessage {
+	t.Helper()
+	v, err := s.Exec(t.Context(), c, call.Keys, call.Args).ToArray()
+	require.NoError(t, err)
+	return v
+}
+
 // TestQueueDescriptions: a client that queues with a description has it
 // kept beside its entry, with the queue's expiry, and every way off a
 // queue takes it along: a grant, leaving, and being dropped by a wake-up
@@ -35,7 +43,7 @@ func TestQueueDescriptions(t *testing.T) {
 		acquire(t, c, k, luascripts.AcquireArgs{Owner: "w2", Lease: lease, Client: "c2", Waiter: true})
 		assert.Equal(t, map[string]string{"c1": `{"id":"c1"}`}, describedQueue(t, c, k.Queue), "c2 gave no description")
 		assert.Equal(t, expireAt(t, c, k.Queue), expireAt(t, c, k.Queue+":d"))
-		d, err := luascripts.RunDescribe(ctx, c, k, 10)
+		d, err := luascripts.ParseDescribe(describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10)))
 		require.NoError(t, err)
 		require.Len(t, d.Queue.Clients, 2)
 		assert.Equal(t, `{"id":"c1"}`, d.Queue.Clients[0].About)
@@ -74,7 +82,7 @@ func TestQueueDescriptions(t *testing.T) {
 		require.False(t, rw(true, "w2", "cw2", true).Granted)
 		assert.Equal(t, map[string]string{"cr1": `{"id":"cr1"}`}, describedQueue(t, c, k.QueueR))
 		assert.Equal(t, map[string]string{"cw2": `{"id":"cw2"}`}, describedQueue(t, c, k.QueueW))
-		d, err := luascripts.RunRWDescribe(ctx, c, k, 10)
+		d, err := luascripts.ParseRWDescribe(describe(t, c, luascripts.RWDescribe, luascripts.RWDescribeCall(k, 10)))
 		require.NoError(t, err)
 		require.Len(t, d.Writer, 1)
 		assert.Equal(t, "w", d.Writer[0].Record.Owner)
@@ -109,7 +117,7 @@ func TestQueueDescriptions(t *testing.T) {
 		require.True(t, sem("a", "ca").Granted)
 		require.False(t, sem("b", "cb").Granted)
 		assert.Equal(t, map[string]string{"cb": `{"id":"cb"}`}, describedQueue(t, c, f.k.Queue))
-		d, err := luascripts.RunSemDescribe(ctx, c, f.k, 10)
+		d, err := luascripts.ParseSemDescribe(describe(t, c, luascripts.SemDescribe, luascripts.SemDescribeCall(f.k, 10)))
 		require.NoError(t, err)
 		require.Len(t, d.Holders, 1)
 		assert.Equal(t, `{"id":"ca"}`, d.Holders[0].Record.About)
