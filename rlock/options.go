@@ -147,9 +147,9 @@ type Options struct {
 	MetricsLockName bool
 
 	// ClientName names this client in what each grant records about its
-	// holder (ClientInfo, read by Inspect, List and `latchkey status`),
-	// beside the host name and the process id. Default "": none. At most
-	// MaxClientNameLen bytes.
+	// holder, and each queue entry about its waiter (ClientInfo, read by
+	// Inspect, List and `latchkey status`), beside the host name and the
+	// process id. Default "": none. At most MaxClientNameLen bytes.
 	ClientName string
 
 	// OnAttempt, when set, is called after every run of the acquire script
