@@ -25,7 +25,7 @@ func (w *Watchdog) loop() {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
-	backoff := retryMin
+	backoff := luascripts.Backoff{Min: retryMin, Max: w.opts.Interval}
 	for {
 		renew := false
 		select {
@@ -41,10 +41,9 @@ func (w *Watchdog) loop() {
 		if renew {
 			retry.Stop()
 			if w.tick() {
-				retry.Reset(backoff)
-				backoff = min(backoff*2, w.opts.Interval)
+				retry.Reset(backoff.Next())
 			} else {
-				backoff = retryMin
+				backoff.Reset()
 			}
 		}
 		next := w.expire(time.Now())
@@ -136,7 +135,7 @@ func (w *Watchdog) tick() (failed bool) {
 	ctx, cancel := context.WithDeadline(w.ctx, minTime(now.Add(w.opts.Interval), earliest))
 	defer cancel()
 	sent := time.Now()
-	results, acks := luascripts.Renew.ExecMultiSync(ctx, w.client, calls, w.opts.Sync)
+	results, acks := luascripts.Renew.ExecMultiSync(ctx, w.client, calls, w.sync)
 
 	var gone []*Entry
 	var failures []failure

@@ -36,19 +36,11 @@ func IsTryAgain(err error) bool {
 // untilNotTryAgain calls send until its first result is something other
 // than TRYAGAIN or ctx ends, and returns its last results.
 func untilNotTryAgain[T any](ctx context.Context, send func() T, first func(T) error) T {
-	backoff := tryAgainMin
+	backoff := Backoff{Min: tryAgainMin, Max: tryAgainMax}
 	for {
 		out := send()
-		if !IsTryAgain(first(out)) {
+		if !IsTryAgain(first(out)) || !backoff.Sleep(ctx) {
 			return out
 		}
-		timer := time.NewTimer(backoff)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return out
-		}
-		backoff = min(2*backoff, tryAgainMax)
 	}
 }
