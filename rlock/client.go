@@ -17,8 +17,8 @@ import (
 
 // Client hands out lock handles that coordinate through one rueidis client.
 // It owns one notify hub (this client's wake-up subscriptions), one watchdog
-// (one goroutine renewing every lock taken without a lease) and one gate per
-// lock its goroutines want (gate.go). A Client is safe for concurrent use;
+// (one goroutine renewing every lock taken without a lease) and one turn per
+// side of a lock its goroutines want (turn.go). A Client is safe for concurrent use;
 // create one per process and Close it when done.
 type Client struct {
 	rc    rueidis.Client
@@ -35,16 +35,14 @@ type Client struct {
 	// and every contender's Redis call watches it.
 	closing context.Context
 	close   context.CancelCauseFunc
-	// contenders counts goroutines that hold a gate's baton without holding
+	// contenders counts goroutines that hold a turn's baton without holding
 	// the lock: Close waits for them to take their client off the queues.
 	contenders sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool
-	gates  map[string]*gate    // by lock key
-	holds  map[*hold]struct{}  // live holds, whose contexts Close ends
-	rooms  map[string]*room    // RWMutex and Semaphore waits (room.go)
-	shares map[*share]struct{} // their live holds, whose contexts Close ends
+	turns  map[string]*turn   // by side (turn.go)
+	holds  map[*hold]struct{} // live holds, whose contexts Close ends
 }
 
 // NewClient returns a Client over rc, which stays the caller's: Close does not
@@ -101,10 +99,8 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 		wd:      wd,
 		closing: closing,
 		close:   cancel,
-		gates:   make(map[string]*gate),
+		turns:   make(map[string]*turn),
 		holds:   make(map[*hold]struct{}),
-		rooms:   make(map[string]*room),
-		shares:  make(map[*share]struct{}),
 	}, nil
 }
 
@@ -135,8 +131,8 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	holds, shares := c.holds, c.shares
-	c.holds, c.shares = make(map[*hold]struct{}), make(map[*share]struct{})
+	holds := c.holds
+	c.holds = make(map[*hold]struct{})
 	c.mu.Unlock()
 
 	c.close(ErrClosed)
@@ -145,9 +141,6 @@ func (c *Client) Close() error {
 	c.hub.Close()
 	for h := range holds {
 		h.endLevels(ErrClosed)
-	}
-	for s := range shares {
-		s.endLevels(ErrClosed)
 	}
 	return nil
 }
@@ -175,11 +168,6 @@ func (c *Client) Mutex(name string) *Mutex {
 // have a long tail and a waiter can starve (make demo shows both).
 func (c *Client) SpinMutex(name string) *Mutex {
 	return c.newMutex(name, true)
-}
-
-func (c *Client) newMutex(name string, spin bool) *Mutex {
-	keys, err := lockKeys(c.opts.Prefix, name)
-	return &Mutex{c: c, name: name, keys: keys, inbox: keys.Inbox(c.id), spin: spin, err: err}
 }
 
 // ForceUnlock deletes the lock called name whoever holds it and wakes a

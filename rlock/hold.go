@@ -9,19 +9,24 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/latchkey/latchkey/internal/luascripts"
 	"github.com/latchkey/latchkey/watchdog"
 )
 
-// hold is one owner's hold on one lock: the local mirror of its field in
-// the lock hash. Each Lock of the owner (the first, then re-entries through
-// its contexts) adds a level with a context of its own; each Unlock ends one.
+// hold is one owner's hold on one side of a lock, whatever the primitive:
+// the local mirror of its field in Redis. Each Lock of the owner (the
+// first, then re-entries through its contexts) adds a level with a context
+// of its own; each Unlock ends one, and the last releases the hold.
 type hold struct {
-	m       *Mutex
-	g       *gate
+	sd      *side
+	t       *turn     // the turn an exclusive hold keeps; nil for other sides
 	owner   string    // never reused: each new owner gets a fresh id
 	token   int64     // the grant's fencing token; re-entries share it
 	lease   bool      // kept by a fixed lease rather than the watchdog
 	granted time.Time // for the hold-time metric
+	// base is the context the grant was given: what outlives every level
+	// (a writer's read hold derives from it, to outlive the write hold).
+	base context.Context
 
 	// io serialises the owner's calls to Redis (re-entries and releases),
 	// so that count always equals the owner's count in Redis and a call
@@ -31,14 +36,15 @@ type hold struct {
 
 	// Guarded by Client.mu.
 	levels []*level
-	baton  bool  // this hold has its gate's baton, to pass on when it ends
+	baton  bool  // this hold has its turn's baton, to pass on when it ends
 	done   bool  // the last level was unlocked
 	lost   error // why the hold was lost (ErrLockLost), once it was
 
-	// The keeper: a watchdog entry, or the timer of a fixed lease. Set
-	// once at the grant; stopped before the last release.
-	wd     *watchdog.Entry
-	expiry *time.Timer
+	// The keeper: watchdog entries (one per group of kept keys), or the
+	// timer of a fixed lease. Set once at the grant; stopped before the
+	// last release.
+	entries []*watchdog.Entry
+	expiry  *time.Timer
 	// Of a fixed lease: its local deadline (unix ns) and why its contexts
 	// end then. Extend moves both; level contexts read the deadline.
 	deadline     atomic.Int64
@@ -59,43 +65,72 @@ type levelKey struct {
 	key string
 }
 
-// carried returns the level that ctx carries for m's lock, if any.
-func (m *Mutex) carried(ctx context.Context) *level {
-	lv, _ := ctx.Value(levelKey{m.c, m.keys.Lock}).(*level)
+// carried returns the level that ctx carries for the side key, if any.
+func (c *Client) carried(ctx context.Context, key string) *level {
+	lv, _ := ctx.Value(levelKey{c, key}).(*level)
 	return lv
 }
 
-// newHold registers a fresh grant to owner with a count of one. The hold
-// starts with its gate's baton.
-func (m *Mutex) newHold(g *gate, owner string, token int64, lo lockOptions) *hold {
-	h := &hold{m: m, g: g, owner: owner, token: token, lease: lo.leaseSet, count: 1, baton: true}
-	if m.c.obs != nil {
+// adopt registers a fresh grant t with a count of one. An exclusive hold
+// starts with its turn's baton.
+func (c *Client) adopt(sd *side, tn *turn, t try, lo lockOptions) *hold {
+	h := &hold{sd: sd, t: tn, owner: t.owner, token: t.token, lease: lo.leaseSet, count: 1, baton: tn != nil}
+	if c.obs != nil {
 		h.granted = time.Now()
 	}
-	m.c.mu.Lock()
-	m.c.holds[h] = struct{}{}
-	m.c.mu.Unlock()
+	c.mu.Lock()
+	c.holds[h] = struct{}{}
+	c.mu.Unlock()
 	return h
+}
+
+// newHold turns grant t into a hold with its first level, derived from
+// parent, and starts its keeper. The lease runs from t.sent, when the
+// grant's request left.
+func (c *Client) newHold(parent context.Context, sd *side, tn *turn, t try, lo lockOptions) (context.Context, error) {
+	h := c.adopt(sd, tn, t, lo)
+	h.base = parent
+	if c.isClosed() {
+		// Close ended every hold's context; this one would be born ended.
+		_ = h.releaseLast() // a failed release expires within its lease
+		return nil, ErrClosed
+	}
+	if h.lease {
+		h.setLease(t.sent, lo.lease)
+	}
+	lctx, err := h.addLevel(parent)
+	h.keep(t.sent)
+	return lctx, err
 }
 
 // keep starts h's keeper, once its first level exists: a lease already
 // over when the grant's reply arrived then ends that level like any later
-// loss, rather than racing its creation. The lease runs from sent, when the
-// grant's request left, and the holder is told a drift margin before it
-// can lapse.
+// loss, rather than racing its creation. The holder is told a drift
+// margin before the lease can lapse.
 func (h *hold) keep(sent time.Time) {
-	if !h.lease {
-		h.wd = h.m.c.wd.Add(h.m.keys.Lock, h.owner, sent, h.lose, h.m.keys.Holder)
+	c := h.sd.c
+	if h.lease {
+		timer := time.AfterFunc(time.Until(h.localDeadline()), func() { h.lose(-1, h.expiredCause.Load()) })
+		c.mu.Lock()
+		h.expiry = timer
+		c.mu.Unlock()
 		return
 	}
-	h.expiry = time.AfterFunc(time.Until(h.localDeadline()), func() { h.lose(h.expiredCause.Load()) })
+	groups := h.sd.keep(h.owner)
+	entries := make([]*watchdog.Entry, 0, len(groups))
+	for i, g := range groups {
+		entries = append(entries, c.wd.Add(g[0], h.owner, sent, func(cause error) { h.lose(i, cause) }, g[1:]...))
+	}
+	c.mu.Lock()
+	h.entries = entries
+	c.mu.Unlock()
 }
 
 // setLease fixes a leased hold's local deadline, which every level's
 // context carries as its deadline: a drift margin before a lease sent at
 // sent runs out in Redis.
 func (h *hold) setLease(sent time.Time, lease time.Duration) {
-	h.expiredCause.Store(&leaseEndError{name: h.m.name, lease: lease})
+	h.expiredCause.Store(&leaseEndError{name: h.sd.name, what: h.sd.what, lease: lease})
 	h.deadline.Store(sent.Add(lease - watchdog.DriftMargin(lease)).UnixNano())
 }
 
@@ -118,15 +153,24 @@ func (c leaseCtx) Deadline() (time.Time, bool) {
 	return d, true
 }
 
-// stopKeeper stops renewing (or timing) h. After it returns, the keeper
-// will not report a loss: a renewal that found the key just released would
-// otherwise report one for a normal Unlock.
-func (h *hold) stopKeeper() {
-	if h.wd != nil {
-		h.wd.Stop()
+// stopKeeper stops renewing (or timing) h, except entry skip (the one whose
+// loss callback is running: its Stop would wait for itself; -1 for none).
+// After it returns, the keeper will not report a loss: a renewal that found
+// the key just released would otherwise report one for a normal Unlock.
+// Call it without Client.mu: Stop waits for a loss callback in progress,
+// which takes Client.mu.
+func (h *hold) stopKeeper(skip int) {
+	c := h.sd.c
+	c.mu.Lock()
+	entries, expiry := h.entries, h.expiry
+	c.mu.Unlock()
+	for i, e := range entries {
+		if i != skip {
+			e.Stop()
+		}
 	}
-	if h.expiry != nil {
-		h.expiry.Stop()
+	if expiry != nil {
+		expiry.Stop()
 	}
 }
 
@@ -134,13 +178,13 @@ func (h *hold) stopKeeper() {
 // its message only when asked: every leased grant makes one, few are read.
 type leaseEndError struct {
 	name  string
-	what  string // "" for a Mutex; "read lock", "write lock", "permits"
+	what  string // the side: "lock", "read lock", "write lock", "permits"
 	lease time.Duration
 }
 
 func (e *leaseEndError) Error() string {
 	its := "its"
-	if e.what != "" {
+	if e.what != "lock" {
 		its = "its " + e.what + "'"
 	}
 	return fmt.Sprintf("%v: %q: %s lease of %v is about to run out (take a longer lease, or omit WithLease to have the watchdog renew it)", ErrLockLost, e.name, its, e.lease)
@@ -152,9 +196,9 @@ func (e *leaseEndError) Unwrap() error { return ErrLockLost }
 // the level, and ended by the matching Unlock or when the hold is lost. A
 // fixed lease's local deadline is also the context's deadline (leaseCtx).
 func (h *hold) addLevel(parent context.Context) (context.Context, error) {
-	c := h.m.c
+	c := h.sd.c
 	lv := &level{h: h}
-	ctx := context.WithValue(parent, levelKey{c, h.m.keys.Lock}, lv)
+	ctx := context.WithValue(parent, levelKey{c, h.sd.key}, lv)
 	ctx, lv.cancel = context.WithCancelCause(ctx)
 	if h.lease {
 		ctx = leaseCtx{Context: ctx, h: h}
@@ -177,15 +221,149 @@ func (h *hold) addLevel(parent context.Context) (context.Context, error) {
 		// The lease ran out before this level was made (a grant whose
 		// reply came late): the context is born ended, as a context made
 		// with a past deadline would be, not when the timer gets to it.
-		h.lose(h.expiredCause.Load())
+		h.lose(-1, h.expiredCause.Load())
 	}
 	return ctx, nil
+}
+
+// reenter takes one more hold for the owner of lv. It never waits for
+// anyone: the owner holds the side already. A call whose outcome is
+// unknown is undone and retried until ctx ends. Lease options do not
+// apply: the hold keeps the lease, or the watchdog, it has.
+func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) {
+	sd, c := h.sd, h.sd.c
+	h.io.Lock()
+	defer h.io.Unlock()
+	if lost := h.lostOrDone(); lost != nil {
+		return nil, lost
+	}
+	retry := c.retryBackoff()
+	for {
+		n, err := sd.reenter(ctx, h.owner)
+		if hook := c.opts.OnAttempt; hook != nil {
+			hook(sd.name, err == nil && n > 0)
+		}
+		switch {
+		case err == nil && n == 0:
+			h.stopKeeper(-1)
+			h.lose(-1, fmt.Errorf("%q: the %s %w", sd.name, sd.what, errFoundGone))
+			return nil, h.lostOrDone()
+		case err == nil:
+			h.count = n
+			c.obs.reentered(sd.metric, sd.name)
+			return h.addLevel(ctx)
+		case luascripts.Classify(err) == luascripts.Permanent:
+			return nil, fmt.Errorf("latchkey: re-enter the %s %q: %w", sd.what, sd.name, err)
+		}
+		// The outcome is unknown: take back the hold it may have added.
+		undoErr := sd.undo(h.owner, h.count+1)
+		err = c.unknownOutcome(sd.name, err, undoErr)
+		if !transient(ctx, err) || undoErr != nil {
+			return nil, ended(ctx, ctx, err)
+		}
+		if !sleep(ctx, c.closing, retry.Next()) {
+			return nil, ended(ctx, ctx, withLast(ctxErr(ctx), err))
+		}
+	}
+}
+
+// unlock ends lv, the caller's level: the last level releases the hold
+// (handing it over, for an exclusive side with a local waiter), any other
+// drops one hold. A level already unlocked, or a hold lost before, is
+// ErrNotHeld.
+func (h *hold) unlock(lv *level) error {
+	sd := h.sd
+	h.io.Lock()
+	defer h.io.Unlock()
+	if h.lease && !time.Now().Before(h.localDeadline()) {
+		// The lease's local deadline passed: the hold is lost whether or
+		// not its timer has run yet. Without this, an Unlock racing that
+		// timer (say, right after the context's own deadline fired)
+		// would release or report the loss depending on which ran first.
+		h.lose(-1, h.expiredCause.Load())
+	}
+	ok, lost := h.takeLevel(lv)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %q: this %s level was already unlocked", ErrNotHeld, sd.name, sd.what)
+	case lost != nil:
+		lv.cancel(lost)
+		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
+	}
+	if h.count <= 1 {
+		err := h.releaseLast()
+		if errors.Is(err, ErrLockLost) {
+			lv.cancel(err)
+		}
+		lv.cancel(nil)
+		return err
+	}
+	defer lv.cancel(nil)
+	r, err := sd.runRelease(release{owner: h.owner, count: h.count, sync: true})
+	switch {
+	case err != nil && !errors.Is(err, ErrNotReplicated):
+		// Most likely it ran (Redis was reachable a moment ago); if not,
+		// the last release finds a count it does not expect, reports
+		// ErrNotHeld, and the hold expires within its lease.
+		h.count--
+		return err
+	case r.left < 0:
+		h.stopKeeper(-1)
+		h.lose(-1, fmt.Errorf("%q: the %s was found gone at its release", sd.name, sd.what))
+		return fmt.Errorf("%w: %q: the %s was lost before its release", ErrNotHeld, sd.name, sd.what)
+	}
+	h.count = r.left
+	return err
+}
+
+// releaseLast releases h's last hold. An exclusive hold with a local
+// waiter hands the lock straight over (turn.go); either way the turn's
+// baton passes on.
+func (h *hold) releaseLast() error {
+	sd, c := h.sd, h.sd.c
+	h.stopKeeper(-1)
+	hasBaton, lost := h.end()
+	if lost != nil {
+		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
+	}
+	req := release{owner: h.owner, count: 1, sync: true}
+	var w *turnWaiter
+	if hasBaton {
+		if w = c.chooseHeir(h.t); w != nil {
+			req.heir, req.heirLease = c.newOwner(), c.lease(w.lo)
+		}
+	}
+	sent := time.Now()
+	r, err := sd.runRelease(req)
+	h.count = 0
+	switch {
+	case w != nil:
+		b := baton{}
+		switch {
+		case err == nil && r.handed:
+			b = baton{granted: true, owner: req.heir, token: r.token, sent: sent}
+		case err != nil:
+			// The handover may have happened unseen: the heir takes it back
+			// before it contends, with a ReleaseTimeout of its own.
+			b = baton{owner: req.heir}
+		}
+		c.handedOver(h.t, w, b)
+	case hasBaton:
+		c.leaveTurn(h.t, sd, false, false)
+	}
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
+		return err
+	}
+	if r.left < 0 {
+		return fmt.Errorf("%w: %w: %q: the %s was found gone at its release", ErrNotHeld, ErrLockLost, sd.name, sd.what)
+	}
+	return err
 }
 
 // takeLevel marks lv released, reporting false if it already was (a second
 // Unlock with the same context), and whether the hold was lost, and why.
 func (h *hold) takeLevel(lv *level) (ok bool, lost error) {
-	c := h.m.c
+	c := h.sd.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if lv.released {
@@ -196,28 +374,29 @@ func (h *hold) takeLevel(lv *level) (ok bool, lost error) {
 	return true, h.lost
 }
 
-// end marks h done at its last release. It reports whether h still had the
-// gate's baton (it is then the caller's to pass on) and why h was lost, if
+// end marks h done at its last release. It reports whether h still had its
+// turn's baton (it is then the caller's to pass on) and why h was lost, if
 // it was: then nothing is left to release.
 func (h *hold) end() (baton bool, lost error) {
-	c := h.m.c
+	c := h.sd.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h.done = true
 	delete(c.holds, h)
 	baton, h.baton = h.baton, false
 	if h.lost == nil {
-		c.obs.ended(h.m.metricKind(), h.m.name, h.granted, nil) // a lost hold was counted when lost
+		c.obs.ended(h.sd.metric, h.sd.name, h.granted, nil) // a lost hold was counted when lost
 	}
 	return baton, h.lost
 }
 
-// lose ends h because the lock is no longer held: every level's context is
-// cancelled with cause, and the gate's baton passes on, since the lock is
-// free in Redis or soon will be. It is the watchdog's loss callback, so it
-// must not block.
-func (h *hold) lose(cause error) {
-	c := h.m.c
+// lose ends h because the side is no longer held: every level's context is
+// cancelled with cause, and the turn's baton passes on, since the lock is
+// free in Redis or soon will be. It is the loss callback of h's watchdog
+// entry from (-1: the lease timer, or a call that found the hold gone), so
+// it must not block.
+func (h *hold) lose(from int, cause error) {
+	c := h.sd.c
 	c.mu.Lock()
 	if h.done || h.lost != nil {
 		c.mu.Unlock()
@@ -227,29 +406,164 @@ func (h *hold) lose(cause error) {
 		cause = fmt.Errorf("%w: %w", ErrLockLost, cause)
 	}
 	h.lost = cause
-	c.obs.ended(h.m.metricKind(), h.m.name, h.granted, cause)
+	c.obs.ended(h.sd.metric, h.sd.name, h.granted, cause)
 	delete(c.holds, h)
 	baton := h.baton
 	h.baton = false
 	levels := h.levels
 	h.levels = nil
 	c.mu.Unlock()
+	if from >= 0 {
+		h.stopKeeper(from)
+	}
 	for _, lv := range levels {
-		lv.cancel(h.lost)
+		lv.cancel(cause)
 	}
 	if baton {
-		c.leaveGate(h.g, h.m, false)
+		c.leaveTurn(h.t, h.sd, false, false)
 	}
+}
+
+// lostOrDone returns why h can no longer be re-entered, or nil.
+func (h *hold) lostOrDone() error {
+	c := h.sd.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case h.lost != nil:
+		return h.lost
+	case h.done:
+		return fmt.Errorf("%w: %q: the context carries a %s that was unlocked", ErrNotHeld, h.sd.name, h.sd.what)
+	}
+	return nil
+}
+
+// held returns nil if lv's level is still held, else ErrNotHeld with the
+// reason: the level was unlocked, or the hold ended or was lost.
+func (lv *level) held() error {
+	c := lv.h.sd.c
+	c.mu.Lock()
+	released := lv.released
+	c.mu.Unlock()
+	if released {
+		return fmt.Errorf("%w: %q: this level was already unlocked", ErrNotHeld, lv.h.sd.name)
+	}
+	if err := lv.h.lostOrDone(); err != nil {
+		if errors.Is(err, ErrNotHeld) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
+	return nil
 }
 
 // endLevels cancels every level's context with cause, leaving the hold in
 // place (Close: the lock is still held, and Unlock still releases it).
 func (h *hold) endLevels(cause error) {
-	c := h.m.c
+	c := h.sd.c
 	c.mu.Lock()
 	levels := slices.Clone(h.levels)
 	c.mu.Unlock()
 	for _, lv := range levels {
 		lv.cancel(cause)
 	}
+}
+
+// extend pushes out the lease of lv's fixed-lease hold: see Mutex.Extend.
+func (h *hold) extend(lv *level, lease time.Duration) error {
+	sd, c := h.sd, h.sd.c
+	if !h.lease {
+		return fmt.Errorf("%w: the %s %q is kept by the watchdog for as long as it is held; Extend applies to holds taken WithLease", ErrInvalidArgument, sd.what, sd.name)
+	}
+	h.io.Lock()
+	defer h.io.Unlock()
+	if err := lv.held(); err != nil {
+		return err
+	}
+	deadline := h.localDeadline()
+	if !time.Now().Before(deadline) {
+		h.lose(-1, h.expiredCause.Load())
+		return fmt.Errorf("%w: %w", ErrNotHeld, h.expiredCause.Load())
+	}
+	// The call may take until the current deadline; past it the hold is
+	// lost whatever the reply says.
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	sent := time.Now()
+	held, err := luascripts.RunRenewHold(ctx, c.rc, sd.keep(h.owner), h.owner, lease, c.opts.sync())
+	var notSynced *luascripts.NotReplicatedError
+	switch {
+	case errors.As(err, &notSynced) && held:
+		// Extended on the master only: a failover could undo it, so the
+		// hold keeps the deadline it had.
+		return fmt.Errorf("%w: extend %q: %w (the lease stands as it was)", ErrNotReplicated, sd.name, notSynced)
+	case err != nil && notSynced == nil:
+		// It may have run: then Redis keeps the hold longer than we count
+		// on, which is safe.
+		return fmt.Errorf("latchkey: extend %q: %w (the lease stands as it was)", sd.name, err)
+	case !held:
+		h.stopKeeper(-1)
+		h.lose(-1, fmt.Errorf("%q: the %s was found gone at Extend", sd.name, sd.what))
+		return fmt.Errorf("%w: %q: the %s was lost before Extend", ErrNotHeld, sd.name, sd.what)
+	}
+	later := sent.Add(lease - watchdog.DriftMargin(lease))
+	if !later.After(deadline) {
+		return nil
+	}
+	if !h.expiry.Stop() {
+		// The lease's timer fired while the call was out: the hold was
+		// declared lost at its deadline, and stays so.
+		return fmt.Errorf("%w: %w", ErrNotHeld, h.expiredCause.Load())
+	}
+	h.expiredCause.Store(&leaseEndError{name: sd.name, what: sd.what, lease: lease})
+	h.deadline.Store(later.UnixNano())
+	h.expiry.Reset(time.Until(later))
+	return nil
+}
+
+// extendCarried is every primitive's Extend: check, then extend the hold
+// of side key that lctx carries.
+func (c *Client) extendCarried(lctx context.Context, handleErr error, key, name, what string, lease time.Duration) error {
+	if err := checkCtx(lctx, handleErr); err != nil {
+		return err
+	}
+	if _, err := buildLockOptions([]LockOption{WithLease(lease)}, false); err != nil {
+		return err
+	}
+	lv := c.carried(lctx, key)
+	if lv == nil {
+		return fmt.Errorf("%w: %q: the context carries no %s of it (pass the context the lock call returned)", ErrNotHeld, name, what)
+	}
+	return lv.h.extend(lv, lease)
+}
+
+// unlockCarried is every primitive's Unlock: check, then unlock the level
+// of side key that ctx carries.
+func (c *Client) unlockCarried(ctx context.Context, handleErr error, key, name, what string) error {
+	if err := checkCtx(ctx, handleErr); err != nil {
+		return err
+	}
+	lv := c.carried(ctx, key)
+	if lv == nil {
+		return fmt.Errorf("%w: %q: the context carries no %s of it (pass the context the lock call returned)", ErrNotHeld, name, what)
+	}
+	return lv.h.unlock(lv)
+}
+
+// tokenCarried is every primitive's Token: the fencing token of the hold
+// of side key that ctx carries, even when that hold was lost (a holder
+// that does not know yet must present it, and the resource refuses it once
+// a newer one wrote), or ErrNotHeld when it carries none or was unlocked.
+func (c *Client) tokenCarried(ctx context.Context, handleErr error, key, name, what string) (int64, error) {
+	if err := checkCtx(ctx, handleErr); err != nil {
+		return 0, err
+	}
+	lv := c.carried(ctx, key)
+	if lv == nil {
+		return 0, fmt.Errorf("%w: %q: the context carries no %s (no fencing token without one)", ErrNotHeld, name, what)
+	}
+	if err := lv.h.lostOrDone(); err != nil && !errors.Is(err, ErrLockLost) {
+		return 0, err
+	}
+	return lv.h.token, nil
 }

@@ -2,12 +2,10 @@ package rlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/rueidis"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
 	"github.com/latchkey/latchkey/notify"
@@ -146,7 +144,7 @@ func (l *CountDownLatch) Await(ctx context.Context) (err error) {
 	}
 	defer sub.Release()
 	var lastErr error
-	retry := l.c.opts.SpinBackoffMin
+	retry := l.c.retryBackoff()
 	for {
 		// The mark comes before the read: a zero broadcast after the read
 		// changes it, and Wait returns at once.
@@ -158,13 +156,13 @@ func (l *CountDownLatch) Await(ctx context.Context) (err error) {
 			// Zero, or a round set after the zero we waited for.
 			return nil
 		case err == nil:
-			lastErr, retry = nil, l.c.opts.SpinBackoffMin
+			lastErr = nil
+			retry.Reset()
 			if !known {
 				round, known = st.Round, true
 			}
 		case l.retryable(cctx, err):
-			lastErr, wait = err, retry
-			retry = min(retry*2, l.c.opts.SpinBackoffMax)
+			lastErr, wait = err, retry.Next()
 		default:
 			return ended(ctx, cctx, err)
 		}
@@ -201,8 +199,5 @@ func (l *CountDownLatch) read(ctx context.Context) (luascripts.LatchState, error
 // retryable reports whether a failed read is worth another try: the
 // connection failed, not Redis or the caller.
 func (l *CountDownLatch) retryable(ctx context.Context, err error) bool {
-	if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, luascripts.ErrUnexpectedReply) {
-		return false
-	}
-	return ctx.Err() == nil && !errors.Is(err, rueidis.ErrClosing)
+	return ctx.Err() == nil && luascripts.Classify(err) == luascripts.Unknown
 }

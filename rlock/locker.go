@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
 // Lockable is what Locker adapts: a lock whose Lock returns the context
@@ -83,7 +85,7 @@ func (l *locker) name() string {
 }
 
 func (l *locker) Lock() {
-	backoff := lockerRetryMin
+	backoff := luascripts.Backoff{Min: lockerRetryMin, Max: lockerRetryMax}
 	for {
 		lctx, err := l.l.Lock(l.ctx, l.opts...)
 		if err == nil {
@@ -95,10 +97,9 @@ func (l *locker) Lock() {
 		if l.ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidName) || errors.Is(err, ErrInvalidArgument) {
 			panic(fmt.Sprintf("latchkey: Locker.Lock of %q cannot succeed: %v", l.name(), err))
 		}
-		if !sleep(l.ctx, nil, backoff) {
+		if !backoff.Sleep(l.ctx) {
 			panic(fmt.Sprintf("latchkey: Locker.Lock of %q cannot succeed: %v (last error: %v)", l.name(), context.Cause(l.ctx), err))
 		}
-		backoff = min(backoff*2, lockerRetryMax)
 	}
 }
 

@@ -61,7 +61,7 @@ func (k lockKind) spinIf(spin bool) lockKind {
 	return k
 }
 
-func (m *Mutex) metricKind() lockKind { return kindMutex.spinIf(m.spin) }
+func (m *Mutex) metricKind() lockKind { return m.sd.metric }
 
 // variant is what a measurement adds to the lock's attributes: nothing, an
 // outcome, whether it re-entered, or why a hold was lost.

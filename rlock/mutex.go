@@ -2,11 +2,8 @@ package rlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
 )
@@ -27,12 +24,11 @@ import (
 // excluding each other. Give such goroutines the context you had before
 // Lock if they must exclude each other.
 type Mutex struct {
-	c     *Client
-	name  string
-	keys  luascripts.Keys
-	inbox string // the channel on which this client's waiters are woken
-	spin  bool
-	err   error // invalid name, reported by every method
+	c    *Client
+	name string
+	keys luascripts.Keys
+	sd   *side
+	err  error // invalid name, reported by every method
 }
 
 // Name is the lock's name.
@@ -66,13 +62,7 @@ func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (context.Context, 
 	if err != nil {
 		return nil, err
 	}
-	if lv := m.carried(ctx); lv != nil {
-		return m.reenter(ctx, lv, lo)
-	}
-	lo.obs = m.c.obs.begin(ctx, m.metricKind(), m.name)
-	lctx, err := m.acquire(ctx, lo, time.Time{}, false)
-	lo.obs.end(ctx, err)
-	return lctx, err
+	return m.sd.lock(ctx, lo, time.Time{}, false)
 }
 
 // TryLock is Lock that gives up when the lock is busy: at once, or after
@@ -86,89 +76,7 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (context.Contex
 	if err != nil {
 		return nil, false, err
 	}
-	var lctx context.Context
-	if lv := m.carried(ctx); lv != nil {
-		lctx, err = m.reenter(ctx, lv, lo)
-	} else {
-		lo.obs = m.c.obs.begin(ctx, m.metricKind(), m.name)
-		lctx, err = m.acquire(ctx, lo, time.Now().Add(lo.wait), lo.wait == 0)
-		lo.obs.end(ctx, err)
-	}
-	return tried(lctx, err)
-}
-
-// errBusy ends a TryLock whose wait ran out.
-var errBusy = errors.New("busy")
-
-// tried is what a Try call returns for an acquire's outcome: errBusy is a
-// plain "no", with a nil error.
-func tried(lctx context.Context, err error) (context.Context, bool, error) {
-	if errors.Is(err, errBusy) {
-		return nil, false, nil
-	}
-	return lctx, err == nil, err
-}
-
-// reenter takes one more hold for the owner of lv. It never waits for
-// anyone: the owner holds the lock already. Its lease options were checked
-// but do not apply: the hold keeps the lease, or the watchdog, it has.
-func (m *Mutex) reenter(ctx context.Context, lv *level, lo lockOptions) (context.Context, error) {
-	h := lv.h
-	h.io.Lock()
-	defer h.io.Unlock()
-	if lost := m.c.lostOrDone(h); lost != nil {
-		return nil, lost
-	}
-	retry := m.c.opts.SpinBackoffMin
-	for {
-		n, err := luascripts.RunReenter(ctx, m.c.rc, m.keys, h.owner)
-		if hook := m.c.opts.OnAttempt; hook != nil {
-			hook(m.name, err == nil && n > 0)
-		}
-		switch {
-		case err == nil && n == 0:
-			h.stopKeeper()
-			h.lose(fmt.Errorf("%q %w", m.name, errFoundGone))
-			return nil, m.c.lostOrDone(h)
-		case err == nil:
-			h.count = n
-			m.c.obs.reentered(m.metricKind(), m.name)
-			return h.addLevel(ctx)
-		}
-		if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, luascripts.ErrUnexpectedReply) {
-			return nil, fmt.Errorf("latchkey: re-enter %q: %w", m.name, err)
-		}
-		// The outcome is unknown: take back the hold it may have added.
-		undoErr := m.undo(h.owner, h.count+1)
-		err = m.c.unknownOutcome(m.name, err, undoErr)
-		if !transient(ctx, err) || undoErr != nil {
-			return nil, ended(ctx, ctx, err)
-		}
-		if !sleep(ctx, m.c.closing, retry) {
-			return nil, ended(ctx, ctx, withLast(ctxErr(ctx), err))
-		}
-		retry = min(retry*2, m.c.opts.SpinBackoffMax)
-	}
-}
-
-// isDone reports whether h's last level was unlocked.
-func (c *Client) isDone(h *hold) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return h.done
-}
-
-// lostOrDone returns why h can no longer be re-entered, or nil.
-func (c *Client) lostOrDone(h *hold) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case h.lost != nil:
-		return h.lost
-	case h.done:
-		return fmt.Errorf("%w: %q: the context carries a hold that was unlocked", ErrNotHeld, h.m.name)
-	}
-	return nil
+	return tried(m.sd.lock(ctx, lo, time.Now().Add(lo.wait), lo.wait == 0))
 }
 
 // Unlock releases the hold that ctx carries (a context Lock returned, or
@@ -182,147 +90,8 @@ func (c *Client) lostOrDone(h *hold) error {
 // instead, and retried while its reply is lost. If it still fails, the hold
 // ends locally and the lock expires within its lease.
 func (m *Mutex) Unlock(ctx context.Context) error {
-	if err := m.checkCtx(ctx); err != nil {
-		return err
-	}
-	lv := m.carried(ctx)
-	if lv == nil {
-		return fmt.Errorf("%w: %q: the context carries no hold of this lock (pass the context Lock returned)", ErrNotHeld, m.name)
-	}
-	h := lv.h
-	h.io.Lock()
-	defer h.io.Unlock()
-	if h.lease && !time.Now().Before(h.localDeadline()) {
-		// The lease's local deadline passed: the hold is lost whether or
-		// not its timer has run yet. Without this, an Unlock racing that
-		// timer (say, right after the context's own deadline fired)
-		// would release or report the loss depending on which ran first.
-		h.lose(h.expiredCause.Load())
-	}
-	ok, lost := h.takeLevel(lv)
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: %q: this level was already unlocked", ErrNotHeld, m.name)
-	case lost != nil:
-		lv.cancel(lost)
-		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
-	}
-	defer lv.cancel(nil)
-	if h.count > 1 {
-		r, err := m.runRelease(luascripts.ReleaseArgs{Owner: h.owner, Count: h.count, Sync: m.c.opts.sync()})
-		switch {
-		case err != nil:
-			// Most likely it ran (Redis was reachable a moment ago); if not,
-			// the last release finds a count it does not expect, reports
-			// ErrNotHeld, and the lock expires within its lease.
-			h.count--
-			return err
-		case r.Status == luascripts.ReleaseNotHeld:
-			h.stopKeeper()
-			h.lose(fmt.Errorf("%q was found gone at Unlock", m.name))
-			return fmt.Errorf("%w: %q was lost before Unlock", ErrNotHeld, m.name)
-		}
-		h.count = int64(r.Status)
-		return nil
-	}
-	return m.releaseLast(h)
+	return m.c.unlockCarried(ctx, m.err, m.keys.Lock, m.name, "hold")
 }
-
-// releaseLast releases h's last hold. If another goroutine of this client
-// waits for the lock, the release hands it straight over (see gate.go);
-// either way the gate's baton passes on.
-func (m *Mutex) releaseLast(h *hold) error {
-	h.stopKeeper()
-	hasBaton, lost := h.end()
-	if lost != nil {
-		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
-	}
-	args := luascripts.ReleaseArgs{Owner: h.owner, Count: 1, Wake: m.c.wake, Sync: m.c.opts.sync()}
-	var w *gateWaiter
-	if hasBaton {
-		if w = m.c.chooseHeir(h.g); w != nil {
-			args.Heir, args.HeirLease, args.HeirAbout = m.c.newOwner(), m.lease(w.lo), m.c.about
-		}
-	}
-	sent := time.Now()
-	r, err := m.runRelease(args)
-	h.count = 0
-	switch {
-	case w != nil:
-		b := baton{}
-		switch {
-		case err == nil && r.Status == luascripts.ReleaseHandedOver:
-			b = baton{granted: true, owner: args.Heir, token: r.Token, sent: sent}
-		case err != nil:
-			// The handover may have happened unseen: the heir takes it back
-			// before it contends, with a ReleaseTimeout of its own.
-			b = baton{owner: args.Heir}
-		}
-		m.c.handedOver(h.g, w, b)
-	case hasBaton:
-		m.c.leaveGate(h.g, m, false)
-	}
-	if err != nil {
-		return err
-	}
-	if r.Status == luascripts.ReleaseNotHeld {
-		return fmt.Errorf("%w: %q was lost before Unlock", ErrNotHeld, m.name)
-	}
-	if r.Woke {
-		m.c.obs.woke(m.metricKind(), m.name, 1)
-	}
-	return nil
-}
-
-// runRelease runs the release script, retrying a call whose reply was lost
-// (a connection reset after the send, or no connection at all) until
-// ReleaseTimeout, whatever the caller's context does. The script is
-// idempotent for a retry (see release.lua).
-func (m *Mutex) runRelease(args luascripts.ReleaseArgs) (luascripts.ReleaseReply, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), m.c.opts.ReleaseTimeout)
-	defer cancel()
-	backoff := m.c.opts.SpinBackoffMin
-	for {
-		r, err := luascripts.RunRelease(ctx, m.c.rc, m.keys, args)
-		if err == nil {
-			return r, nil
-		}
-		var notSynced *luascripts.NotReplicatedError
-		if errors.As(err, &notSynced) {
-			// It ran: r stands. Only a failover now could undo it.
-			return r, fmt.Errorf("%w: unlock %q: released on the master, %w: a failover now could bring the hold back until its lease ends", ErrNotReplicated, m.name, notSynced)
-		}
-		if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, rueidis.ErrClosing) || errors.Is(err, luascripts.ErrUnexpectedReply) || !sleep(ctx, nil, backoff) {
-			return r, fmt.Errorf("latchkey: unlock %q: %w (the lock expires within its lease)", m.name, err)
-		}
-		args.Retry = true
-		backoff = min(backoff*2, m.c.opts.SpinBackoffMax)
-	}
-}
-
-// undo takes back a hold that a call of unknown outcome may have given
-// owner: it releases one hold if owner's count is count, the count that
-// call would have left, and does nothing if the call never ran.
-func (m *Mutex) undo(owner string, count int64) error {
-	_, err := m.runRelease(luascripts.ReleaseArgs{Owner: owner, Count: count, Wake: m.c.wake, Retry: true})
-	return err
-}
-
-// leave takes this client off the lock's wait queue, passing on a
-// reservation made for it. It is best effort, bounded by leaveTimeout (or
-// a shorter ReleaseTimeout) because a waiter that gives up, and Close,
-// wait for it. If Redis cannot be reached the entry stays until the queue
-// expires; a release then wakes nobody there (the publish finds no
-// subscriber) and the other waiters' TTL-bounded waits cover the rest.
-func (m *Mutex) leave() {
-	ctx, cancel := context.WithTimeout(context.Background(), min(m.c.opts.ReleaseTimeout, leaveTimeout))
-	defer cancel()
-	_, _ = luascripts.RunLeave(ctx, m.c.rc, m.keys, m.c.id, m.c.wake)
-}
-
-// leaveTimeout bounds the leave script: one round trip, so a second is
-// plenty when Redis answers at all.
-const leaveTimeout = time.Second
 
 // Token returns the fencing token of the hold that ctx carries, even when
 // that hold was lost, or ErrNotHeld when it carries none or was unlocked. Tokens rise strictly from grant to grant of one lock, across
@@ -331,19 +100,7 @@ const leaveTimeout = time.Second
 // token below the highest it has seen: that is what stops a holder that
 // paused past its lease (see docs/safety.md). Token does no I/O.
 func (m *Mutex) Token(ctx context.Context) (int64, error) {
-	if err := m.checkCtx(ctx); err != nil {
-		return 0, err
-	}
-	lv := m.carried(ctx)
-	if lv == nil {
-		return 0, fmt.Errorf("%w: %q: the context carries no hold (no fencing token without one)", ErrNotHeld, m.name)
-	}
-	// A lost hold still has its token: a holder that does not know yet
-	// must present it, and the resource refuses it once a newer one wrote.
-	if m.c.isDone(lv.h) {
-		return 0, fmt.Errorf("%w: %q: the context carries a hold that was unlocked", ErrNotHeld, m.name)
-	}
-	return lv.h.token, nil
+	return m.c.tokenCarried(ctx, m.err, m.keys.Lock, m.name, "hold")
 }
 
 // IsLocked reports whether anyone holds the lock.
@@ -357,7 +114,7 @@ func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
 func (m *Mutex) HoldCount(ctx context.Context) (int, error) {
 	owner := ""
 	if ctx != nil {
-		if lv := m.carried(ctx); lv != nil {
+		if lv := m.c.carried(ctx, m.keys.Lock); lv != nil {
 			owner = lv.h.owner
 		}
 	}
@@ -398,62 +155,59 @@ func (m *Mutex) check(ctx context.Context, opts []LockOption, try bool) (lockOpt
 	return m.c.checkCall(ctx, m.err, opts, try)
 }
 
-func (m *Mutex) lease(lo lockOptions) time.Duration { return m.c.lease(lo) }
-
-// unknownOutcome makes the error of a call that may or may not have
-// reached Redis, after undo tried to take its effect back, and tells the
-// Logger: Warn when undone, Error when the undo failed too (a hold may
-// then stay until its lease ends).
-func (c *Client) unknownOutcome(name string, err, undo error) *unknownOutcomeError {
-	if l := c.opts.Logger; l != nil {
-		if undo != nil {
-			l.Error("latchkey: call of unknown outcome could not be undone; a hold may stay until its lease ends", "lock", name, "error", err, "undo_error", undo)
-		} else {
-			l.Warn("latchkey: call of unknown outcome undone", "lock", name, "error", err)
-		}
+func (c *Client) newMutex(name string, spin bool) *Mutex {
+	keys, err := lockKeys(c.opts.Prefix, name)
+	m := &Mutex{c: c, name: name, keys: keys, err: err}
+	m.sd = &side{c: c, name: name, key: keys.Lock, inbox: keys.Inbox(c.id), what: "lock",
+		metric: kindMutex.spinIf(spin), spin: spin, exclusive: true,
+		acquire: func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
+			r, err := luascripts.RunAcquire(ctx, c.rc, keys, luascripts.AcquireArgs{
+				Owner: owner, Lease: lease, Client: c.id, Waiter: queued, Sync: c.opts.sync(), About: c.about,
+			})
+			return reply{granted: r.Acquired, token: r.Token, pttl: r.PTTL}, err
+		},
+		reenter: func(ctx context.Context, owner string) (int64, error) {
+			return luascripts.RunReenter(ctx, c.rc, keys, owner)
+		},
+		release: func(ctx context.Context, r release) (released, error) {
+			a := luascripts.ReleaseArgs{Owner: r.owner, Count: r.count, Wake: c.wake, Retry: r.retry}
+			if r.sync {
+				a.Sync = c.opts.sync()
+			}
+			if r.heir != "" {
+				a.Heir, a.HeirLease, a.HeirAbout = r.heir, r.heirLease, c.about
+			}
+			out, err := luascripts.RunRelease(ctx, c.rc, keys, a)
+			res := released{left: int64(out.Status), token: out.Token}
+			if out.Status == luascripts.ReleaseHandedOver {
+				res.left, res.handed = 0, true
+			}
+			if out.Woke {
+				res.woke = 1
+			}
+			return res, err
+		},
+		leave: func(ctx context.Context) error {
+			_, err := luascripts.RunLeave(ctx, c.rc, keys, c.id, c.wake)
+			return err
+		},
+		// The holder record follows the lock: renewed and extended with it.
+		keep: func(string) [][]string { return [][]string{{keys.Lock, keys.Holder}} },
 	}
-	return &unknownOutcomeError{name: name, err: err, undo: undo}
+	return m
 }
 
-// unknownOutcomeError is a call that may or may not have reached Redis; it
-// has been undone, unless undo says why not.
-type unknownOutcomeError struct {
-	name string
-	err  error
-	undo error
-}
-
-func (e *unknownOutcomeError) Error() string {
-	if e.undo != nil {
-		return fmt.Sprintf("latchkey: acquire %q: outcome unknown: %v; the undo failed too (%v): a hold may remain until its lease ends", e.name, e.err, e.undo)
-	}
-	return fmt.Sprintf("latchkey: acquire %q: outcome unknown, undone: %v", e.name, e.err)
-}
-
-func (e *unknownOutcomeError) Unwrap() error { return e.err }
-
-// transient reports whether err is worth retrying: a call whose outcome
-// was unknown for a reason other than the caller's context or a closed
-// rueidis client.
-func transient(ctx context.Context, err error) bool {
-	var u *unknownOutcomeError
-	return errors.As(err, &u) && ctx.Err() == nil && !errors.Is(err, rueidis.ErrClosing)
-}
-
-// sleep waits d, or until ctx or closing (if not nil) ends; it reports
-// whether the full d passed.
-func sleep(ctx context.Context, closing context.Context, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	var closed <-chan struct{}
-	if closing != nil {
-		closed = closing.Done()
-	}
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-	case <-closed:
-	}
-	return false
+// Extend pushes out the expiry of the fixed-lease hold that lctx carries
+// (a context Lock returned with WithLease, or one derived from it): the
+// lock then lasts at least lease from when Extend's call was sent, and
+// every level's context has the later deadline. It never shortens a lease.
+//
+// It returns ErrNotHeld when lctx carries no hold of this lock, when its
+// level was unlocked, or when the hold was lost (its lease ran out before
+// Extend, or the lock was found gone: then lctx ends with ErrLockLost), and
+// ErrInvalidArgument for a hold kept by the watchdog, which needs no
+// extending, or a lease out of WithLease's bounds. If the call fails on the
+// way (Redis unreachable), the hold keeps the lease it had.
+func (m *Mutex) Extend(lctx context.Context, lease time.Duration) error {
+	return m.c.extendCarried(lctx, m.err, m.keys.Lock, m.name, "hold", lease)
 }

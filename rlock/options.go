@@ -1,6 +1,7 @@
 package rlock
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -238,7 +239,7 @@ func (o Options) sync() luascripts.Sync {
 }
 
 func (o Options) watchdogOptions() watchdog.Options {
-	return watchdog.Options{Timeout: o.WatchdogTimeout, Interval: o.WatchdogInterval, BatchSize: o.RenewBatchSize, Sync: o.sync(), Logger: o.Logger}
+	return watchdog.Options{Timeout: o.WatchdogTimeout, Interval: o.WatchdogInterval, BatchSize: o.RenewBatchSize, Sync: watchdog.Sync(o.SyncReplicas), Logger: o.Logger}
 }
 
 // LockOption adjusts one Lock or TryLock call.
@@ -285,4 +286,38 @@ func buildLockOptions(opts []LockOption, try bool) (lockOptions, error) {
 		return o, fmt.Errorf("%w: wait %v is negative", ErrInvalidArgument, o.wait)
 	}
 	return o, nil
+}
+
+// checkCtx checks a call's context and its handle's error (an invalid
+// name) before any I/O.
+func checkCtx(ctx context.Context, handleErr error) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	return handleErr
+}
+
+// checkCall checks a lock call's context, handle and options before any I/O.
+func (c *Client) checkCall(ctx context.Context, handleErr error, opts []LockOption, try bool) (lockOptions, error) {
+	if err := checkCtx(ctx, handleErr); err != nil {
+		return lockOptions{}, err
+	}
+	lo, err := buildLockOptions(opts, try)
+	switch {
+	case err != nil:
+		return lo, err
+	case c.isClosed():
+		return lo, ErrClosed
+	case ctx.Err() != nil:
+		return lo, ctxErr(ctx)
+	}
+	return lo, nil
+}
+
+// lease is the lease an acquire with lo asks for.
+func (c *Client) lease(lo lockOptions) time.Duration {
+	if lo.leaseSet {
+		return lo.lease
+	}
+	return c.wd.Options().Timeout
 }

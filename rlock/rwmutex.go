@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
@@ -36,11 +34,11 @@ var ErrUpgrade = errors.New("latchkey: cannot upgrade a read hold to the write l
 //
 // Writers' holds carry fencing tokens (Token); read holds do not.
 type RWMutex struct {
-	c    *Client
-	name string
-	keys luascripts.RWKeys
-	spin bool
-	err  error
+	c           *Client
+	name        string
+	keys        luascripts.RWKeys
+	read, write *side
+	err         error
 }
 
 // RWMutex returns a handle on the reader/writer lock called name. Names
@@ -60,8 +58,49 @@ func (c *Client) SpinRWMutex(name string) *RWMutex {
 }
 
 func (c *Client) newRWMutex(name string, spin bool) *RWMutex {
-	keys, err := lockKeys(c.opts.Prefix, name)
-	return &RWMutex{c: c, name: name, keys: rwKeys(keys), spin: spin, err: err}
+	base, err := lockKeys(c.opts.Prefix, name)
+	keys := rwKeys(base)
+	rw := &RWMutex{c: c, name: name, keys: keys, err: err}
+	rw.read, rw.write = rw.newSide(false, spin, ""), rw.newSide(true, spin, "")
+	return rw
+}
+
+// newSide builds the read or write side; writer, for a read side, is the
+// write owner whose read hold it takes (a downgrade), or "".
+func (rw *RWMutex) newSide(write, spin bool, writer string) *side {
+	c, keys := rw.c, rw.keys
+	sd := &side{c: c, name: rw.name, key: keys.Readers, inbox: keys.Inbox(c.id, write), what: "read lock",
+		metric: kindRead.spinIf(spin), spin: spin, shared: !write,
+		acquire: func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
+			r, err := luascripts.RunRWAcquire(ctx, c.rc, keys, write, luascripts.RWAcquireArgs{
+				Owner: owner, Lease: lease, Client: c.id, Queued: queued, Writer: writer, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
+			})
+			return reply{granted: r.Granted, token: r.Token, pttl: r.PTTL}, err
+		},
+		reenter: func(ctx context.Context, owner string) (int64, error) {
+			return luascripts.RunRWReenter(ctx, c.rc, keys, owner)
+		},
+		release: func(ctx context.Context, r release) (released, error) {
+			a := luascripts.RWUnlockArgs{Owner: r.owner, Write: write, Count: r.count, Wake: c.wake, Retry: r.retry}
+			if r.sync {
+				a.Sync = c.opts.sync()
+			}
+			left, woken, err := luascripts.RunRWUnlock(ctx, c.rc, keys, a)
+			return released{left: left, woke: woken}, err
+		},
+		leave: func(ctx context.Context) error { return luascripts.RunRWLeave(ctx, c.rc, keys, c.id, write, c.wake) },
+		// A reader's own key lapses with it while the live readers keep
+		// the shared one.
+		keep: func(owner string) [][]string { return [][]string{{keys.Readers}, {keys.Reader(owner)}} },
+	}
+	if write {
+		sd.key, sd.what, sd.metric = keys.Write, "write lock", kindWrite.spinIf(spin)
+		sd.reenter = func(ctx context.Context, owner string) (int64, error) {
+			return luascripts.RunReenter(ctx, c.rc, luascripts.Keys{Lock: keys.Write}, owner)
+		}
+		sd.keep = func(string) [][]string { return [][]string{{keys.Write}} }
+	}
+	return sd
 }
 
 // Name is the lock's name.
@@ -129,222 +168,73 @@ func (rw *RWMutex) Unlock(ctx context.Context) error {
 // Token returns the fencing token of the write hold that ctx carries, even
 // when it was lost, or ErrNotHeld: see Mutex.Token. Read holds have none.
 func (rw *RWMutex) Token(ctx context.Context) (int64, error) {
-	if err := rw.checkCtx(ctx); err != nil {
-		return 0, err
-	}
-	lv := rw.c.carriedShare(ctx, rw.side(true))
-	if lv == nil {
-		return 0, fmt.Errorf("%w: %q: the context carries no write hold (read holds have no fencing token)", ErrNotHeld, rw.name)
-	}
-	if err := lv.s.lostOrDone(); err != nil && !errors.Is(err, ErrLockLost) {
-		return 0, err
-	}
-	return lv.s.token, nil
+	return rw.c.tokenCarried(ctx, rw.err, rw.keys.Write, rw.name, "write hold (read holds have no fencing token)")
 }
 
-// side is the key under which contexts carry the read or write side.
-func (rw *RWMutex) side(write bool) string {
-	if write {
-		return rw.keys.Write
-	}
-	return rw.keys.Readers
+// Extend pushes out the lease of the fixed-lease write hold that lctx
+// carries: see Mutex.Extend.
+func (rw *RWMutex) Extend(lctx context.Context, lease time.Duration) error {
+	return rw.c.extendCarried(lctx, rw.err, rw.keys.Write, rw.name, "write hold", lease)
 }
 
-// room is the key of the client's room for the read or write side: the
-// spin variant has rooms of its own, as it never queues.
-func (rw *RWMutex) room(write bool) string {
-	if rw.spin {
-		return rw.side(write) + ":spin"
-	}
-	return rw.side(write)
-}
-
-// metricKind is the side's latchkey.kind attribute.
-func (rw *RWMutex) metricKind(write bool) lockKind {
-	if write {
-		return kindWrite.spinIf(rw.spin)
-	}
-	return kindRead.spinIf(rw.spin)
-}
-
-func (rw *RWMutex) kind(write bool) string {
-	if write {
-		return "write lock"
-	}
-	return "read lock"
+// RExtend pushes out the lease of the fixed-lease read hold that lctx
+// carries: see Mutex.Extend.
+func (rw *RWMutex) RExtend(lctx context.Context, lease time.Duration) error {
+	return rw.c.extendCarried(lctx, rw.err, rw.keys.Readers, rw.name, "read hold", lease)
 }
 
 // lock re-enters a hold that ctx carries, or contends for a new one.
-func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadline time.Time, noWait bool) (_ context.Context, err error) {
+func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
 	c := rw.c
-	wl := c.carriedShare(ctx, rw.keys.Write)
-	rl := c.carriedShare(ctx, rw.keys.Readers)
-	writing := wl != nil && wl.s.lostOrDone() == nil
-	parent, writer := ctx, ""
+	wl, rl := c.carried(ctx, rw.keys.Write), c.carried(ctx, rw.keys.Readers)
+	writing := wl != nil && wl.h.lostOrDone() == nil
 	switch {
-	case write && wl != nil && (writing || rl == nil || rl.s.lostOrDone() != nil):
-		return rw.reenter(ctx, wl, true)
-	case write && rl != nil && rl.s.lostOrDone() == nil:
+	case write && wl != nil && (writing || rl == nil || rl.h.lostOrDone() != nil):
+		return wl.h.reenter(ctx, wl)
+	case write && rl != nil && rl.h.lostOrDone() == nil:
 		return nil, fmt.Errorf("%w: %q: RUnlock the read hold first", ErrUpgrade, rw.name)
-	case !write && rl != nil:
-		return rw.reenter(ctx, rl, false)
-	case !write && writing:
-		// A writer's read hold must outlive the write hold's last Unlock
-		// (that is the downgrade): it ends with what the write grant was
-		// given, not with any write level's context (a re-entry's parent
-		// is an outer level's).
-		parent, writer = valuesFrom{Context: wl.s.base, values: ctx}, wl.s.owner
+	case write:
+		return rw.write.lock(ctx, lo, deadline, noWait)
+	case rl != nil || !writing:
+		return rw.read.lock(ctx, lo, deadline, noWait)
 	}
-	obs := c.obs.begin(ctx, rw.metricKind(write), rw.name)
-	defer func() { obs.end(ctx, err) }()
-	owner, sent := "", time.Time{}
-	var token int64
-	ct := contest{
-		room:   rw.room(write),
-		inbox:  rw.keys.Inbox(c.id, write),
-		spin:   rw.spin,
-		shared: !write,
-		try: func(ctx context.Context, queued bool) (bool, time.Duration, error) {
-			owner, sent = c.newOwner(), time.Now()
-			r, err := luascripts.RunRWAcquire(ctx, c.rc, rw.keys, write, luascripts.RWAcquireArgs{
-				Owner: owner, Lease: c.lease(lo), Client: c.id, Queued: queued, Writer: writer, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
-			})
-			if hook := c.opts.OnAttempt; hook != nil {
-				hook(rw.name, r.Granted && err == nil)
-			}
-			if err != nil && r.Granted {
-				return false, 0, c.notReplicated(rw.name, err, rw.undo(owner, write))
-			}
-			if err != nil {
-				return false, 0, rw.failed(owner, write, err)
-			}
-			token = r.Token
-			return r.Granted, r.PTTL, nil
-		},
-		leave: func() {
-			lctx, cancel := context.WithTimeout(context.Background(), min(c.opts.ReleaseTimeout, leaveTimeout))
-			defer cancel()
-			_ = luascripts.RunRWLeave(lctx, c.rc, rw.keys, c.id, write, c.wake)
-		},
-		onWait: func() {
-			obs.waiting()
-			if hook := c.opts.OnWait; hook != nil {
-				hook(rw.name)
-			}
-		},
-	}
-	if writer != "" {
-		// Granted without waiting, so outside the room: a writer's read
-		// must not queue behind this client's other readers.
-		ok, _, err := ct.try(ctx, false)
-		if err == nil && !ok {
-			err = fmt.Errorf("%w: %q: the write hold was lost", ErrLockLost, rw.name)
-		}
-		if err != nil {
-			// The write hold's context may have ended under the call (its
-			// loss cancels it): say why, not how the call broke off.
-			return nil, ended(ctx, ctx, err)
-		}
-	} else if err := c.contend(ctx, ct, deadline, noWait); err != nil {
-		return nil, err
-	}
-	s := &share{kind: rw.kind(write), metric: rw.metricKind(write), name: rw.name, owner: owner, token: token, lease: lo.lease, keep: []string{rw.keys.Write}}
-	if !write {
-		s.keep = []string{rw.keys.Readers, rw.keys.Reader(owner)}
-	}
-	lctx, err := c.newShare(parent, rw.side(write), s, sent)
-	if err != nil {
-		_, _ = rw.release(s.owner, write, 1) // closed: the grant is not wanted
-	}
-	return lctx, err
+	return rw.downgrade(ctx, wl.h, lo)
 }
 
-// failed handles an acquire call's error: a call that may have run is
-// undone and reported as of unknown outcome, which the wait retries.
-func (rw *RWMutex) failed(owner string, write bool, err error) error {
-	if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, luascripts.ErrUnexpectedReply) {
-		return fmt.Errorf("latchkey: %s %q: %w", rw.kind(write), rw.name, err)
-	}
-	return rw.c.unknownOutcome(rw.name, err, rw.undo(owner, write))
-}
-
-// undo takes back a grant that a call of unknown outcome may have made.
-func (rw *RWMutex) undo(owner string, write bool) error {
-	_, err := rw.unlockCall(luascripts.RWUnlockArgs{Owner: owner, Write: write, Count: 1, Retry: true})
-	return err
-}
-
-// release drops one of owner's holds, whose count is count.
-func (rw *RWMutex) release(owner string, write bool, count int64) (int64, error) {
-	return rw.unlockCall(luascripts.RWUnlockArgs{Owner: owner, Write: write, Count: count, Sync: rw.c.opts.sync()})
-}
-
-// unlockCall runs RWUnlock with a, and again, marked a retry, after a
-// call of unknown outcome. The wake-ups it sends are counted.
-func (rw *RWMutex) unlockCall(a luascripts.RWUnlockArgs) (int64, error) {
-	a.Wake = rw.c.wake
-	return rw.c.runReleaseCall(rw.name, func(ctx context.Context, retry bool) (int64, error) {
-		a.Retry = a.Retry || retry
-		left, woken, err := luascripts.RunRWUnlock(ctx, rw.c.rc, rw.keys, a)
-		rw.c.obs.woke(rw.metricKind(a.Write), rw.name, woken)
-		return left, err
-	})
-}
-
-// reenter takes one more hold for the owner of lv. A call whose outcome
-// is unknown (its connection failed) is undone and retried until ctx ends,
-// as Mutex's re-entry is.
-func (rw *RWMutex) reenter(ctx context.Context, lv *shareLevel, write bool) (context.Context, error) {
-	s, c := lv.s, rw.c
-	s.io.Lock()
-	defer s.io.Unlock()
-	if err := s.lostOrDone(); err != nil {
-		return nil, err
-	}
-	backoff := c.opts.SpinBackoffMin
+// downgrade takes a read hold for the writer that holds w: granted at once
+// (a writer may always read), outside the turn, so it never queues behind
+// this client's other readers. Its hold must outlive the write hold's last
+// Unlock: it ends with what the write grant was given, not with any write
+// level's context (a re-entry's parent is an outer level's). A try whose
+// outcome was unknown is undone and retried, as a re-entry is.
+func (rw *RWMutex) downgrade(ctx context.Context, w *hold, lo lockOptions) (_ context.Context, err error) {
+	c := rw.c
+	sd := rw.newSide(false, rw.read.spin, w.owner)
+	lo.obs = c.obs.begin(ctx, sd.metric, rw.name)
+	defer func() { lo.obs.end(ctx, err) }()
+	retry := c.retryBackoff()
 	for {
-		var n int64
-		var err error
-		if write {
-			n, err = luascripts.RunReenter(ctx, c.rc, luascripts.Keys{Lock: rw.keys.Write}, s.owner)
-		} else {
-			n, err = luascripts.RunRWReenter(ctx, c.rc, rw.keys, s.owner)
-		}
+		t, err := sd.attempt(ctx, lo, false)
 		switch {
-		case err == nil && n == 0:
-			s.lose(-1, fmt.Errorf("%q: the %s was found gone at a re-entry", rw.name, rw.kind(write)))
-			return nil, s.lostOrDone()
+		case err == nil && t.granted:
+			return c.newHold(valuesFrom{Context: w.base, values: ctx}, sd, nil, t, lo)
 		case err == nil:
-			s.count = n
-			c.obs.reentered(s.metric, rw.name)
-			return s.addLevel(ctx, rw.side(write))
+			err = fmt.Errorf("%w: %q: the write hold was lost", ErrLockLost, rw.name)
+		case transient(ctx, err) && sleep(ctx, c.closing, retry.Next()):
+			continue
 		}
-		if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, luascripts.ErrUnexpectedReply) {
-			return nil, fmt.Errorf("latchkey: re-enter the %s %q: %w", rw.kind(write), rw.name, err)
-		}
-		// The re-entry may have counted: take it back if so (the release
-		// script, told it may be a retry, changes nothing otherwise).
-		_, undoErr := rw.unlockCall(luascripts.RWUnlockArgs{Owner: s.owner, Write: write, Count: s.count + 1, Retry: true})
-		err = c.unknownOutcome(rw.name, err, undoErr)
-		if !transient(ctx, err) || undoErr != nil {
-			return nil, ended(ctx, ctx, err)
-		}
-		if !sleep(ctx, c.closing, backoff) {
-			return nil, ended(ctx, ctx, withLast(ctxErr(ctx), err))
-		}
-		backoff = min(backoff*2, c.opts.SpinBackoffMax)
+		// The write hold's context may have ended under the call (its
+		// loss cancels it): say why, not how the call broke off.
+		return nil, ended(ctx, ctx, err)
 	}
 }
 
 func (rw *RWMutex) unlock(ctx context.Context, write bool) error {
-	if err := rw.checkCtx(ctx); err != nil {
-		return err
+	sd := rw.read
+	if write {
+		sd = rw.write
 	}
-	lv := rw.c.carriedShare(ctx, rw.side(write))
-	if lv == nil {
-		return fmt.Errorf("%w: %q: the context carries no %s of it (pass the context the lock call returned)", ErrNotHeld, rw.name, rw.kind(write))
-	}
-	return rw.c.releaseLevel(lv, func(count int64) (int64, error) { return rw.release(lv.s.owner, write, count) })
+	return rw.c.unlockCarried(ctx, rw.err, sd.key, rw.name, sd.what)
 }
 
 func (rw *RWMutex) checkCtx(ctx context.Context) error { return checkCtx(ctx, rw.err) }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
@@ -107,14 +105,13 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int64, opts ...LockOption)
 // permits, or a pctx that carries none, returns ErrNotHeld; permits lost
 // before the Release return ErrNotHeld wrapping the loss (ErrLockLost).
 func (s *Semaphore) Release(pctx context.Context) error {
-	if err := checkCtx(pctx, s.err); err != nil {
-		return err
-	}
-	lv := s.c.carriedShare(pctx, s.keys.Holders)
-	if lv == nil {
-		return fmt.Errorf("%w: %q: the context carries no permits of it (pass the context Acquire returned)", ErrNotHeld, s.name)
-	}
-	return s.c.releaseLevel(lv, func(int64) (int64, error) { return s.release(lv.s.owner) })
+	return s.c.unlockCarried(pctx, s.err, s.keys.Holders, s.name, "permits")
+}
+
+// Extend pushes out the lease of the fixed-lease permits that pctx
+// carries: see Mutex.Extend.
+func (s *Semaphore) Extend(pctx context.Context, lease time.Duration) error {
+	return s.c.extendCarried(pctx, s.err, s.keys.Holders, s.name, "permits", lease)
 }
 
 // Available is the number of permits nobody holds (permits whose holder's
@@ -141,90 +138,40 @@ func (s *Semaphore) mismatch(recorded int64) error {
 }
 
 // acquire contends for n permits for a new owner; deadline and noWait as
-// RWMutex.lock's.
-func (s *Semaphore) acquire(ctx context.Context, n int64, lo lockOptions, deadline time.Time, noWait bool) (_ context.Context, err error) {
-	c := s.c
-	kind := s.metricKind()
-	obs := c.obs.begin(ctx, kind, s.name)
-	defer func() { obs.end(ctx, err) }()
-	owner, sent := "", time.Time{}
-	room := s.keys.Holders
-	if s.spin {
-		room += ":spin" // it never queues: rooms of its own
-	}
-	ct := contest{
-		room:  room,
-		inbox: s.keys.Inbox(c.id),
-		spin:  s.spin,
-		try: func(ctx context.Context, queued bool) (bool, time.Duration, error) {
-			owner, sent = c.newOwner(), time.Now()
-			r, err := luascripts.RunSemAcquire(ctx, c.rc, s.keys, luascripts.SemAcquireArgs{
-				Owner: owner, Permits: n, Size: s.size, Lease: c.lease(lo), Client: c.id, Queued: queued, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
+// Mutex.TryLock's. Semaphores are not reentrant: the side has no reenter.
+func (s *Semaphore) acquire(ctx context.Context, n int64, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
+	return s.side(n).lock(ctx, lo, deadline, noWait)
+}
+
+// side is the semaphore's one side, for requests of n permits.
+func (s *Semaphore) side(n int64) *side {
+	c, keys := s.c, s.keys
+	return &side{c: c, name: s.name, key: keys.Holders, inbox: keys.Inbox(c.id), what: "permits",
+		metric: kindSemaphore.spinIf(s.spin), spin: s.spin,
+		acquire: func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
+			r, err := luascripts.RunSemAcquire(ctx, c.rc, keys, luascripts.SemAcquireArgs{
+				Owner: owner, Permits: n, Size: s.size, Lease: lease, Client: c.id, Queued: queued, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
 			})
-			if hook := c.opts.OnAttempt; hook != nil {
-				hook(s.name, r.Granted && err == nil)
+			out := reply{granted: r.Granted, pttl: r.PTTL}
+			if r.Size != 0 {
+				out.fail = s.mismatch(r.Size)
 			}
-			switch {
-			case err != nil && r.Granted:
-				_, undo := s.releaseCall(owner, true)
-				return false, 0, c.notReplicated(s.name, err, undo)
-			case err != nil:
-				return false, 0, s.failed(owner, err)
-			case r.Size != 0:
-				return false, 0, s.mismatch(r.Size)
+			return out, err
+		},
+		release: func(ctx context.Context, r release) (released, error) {
+			a := luascripts.SemReleaseArgs{Owner: r.owner, Size: s.size, Wake: c.wake, Retry: r.retry}
+			if r.sync {
+				a.Sync = c.opts.sync()
 			}
-			return r.Granted, r.PTTL, nil
+			status, woken, err := luascripts.RunSemRelease(ctx, c.rc, keys, a)
+			return released{left: status, woke: woken}, err
 		},
-		leave: func() {
-			lctx, cancel := context.WithTimeout(context.Background(), min(c.opts.ReleaseTimeout, leaveTimeout))
-			defer cancel()
-			_, _ = luascripts.RunSemLeave(lctx, c.rc, s.keys, c.id, s.size, c.wake)
+		leave: func(ctx context.Context) error {
+			_, err := luascripts.RunSemLeave(ctx, c.rc, keys, c.id, s.size, c.wake)
+			return err
 		},
-		onWait: func() {
-			obs.waiting()
-			if hook := c.opts.OnWait; hook != nil {
-				hook(s.name)
-			}
-		},
+		keep: func(owner string) [][]string { return [][]string{{keys.Holders}, {keys.Holder(owner)}} },
 	}
-	if err := c.contend(ctx, ct, deadline, noWait); err != nil {
-		return nil, err
-	}
-	sh := &share{kind: "permits", metric: kind, name: s.name, owner: owner, lease: lo.lease,
-		keep: []string{s.keys.Holders, s.keys.Holder(owner)}}
-	pctx, err := c.newShare(ctx, s.keys.Holders, sh, sent)
-	if err != nil {
-		_, _ = s.release(owner) // closed: the grant is not wanted
-	}
-	return pctx, err
-}
-
-func (s *Semaphore) metricKind() lockKind { return kindSemaphore.spinIf(s.spin) }
-
-// failed handles an acquire call's error as RWMutex.failed does.
-func (s *Semaphore) failed(owner string, err error) error {
-	if _, isRedis := rueidis.IsRedisErr(err); isRedis || errors.Is(err, luascripts.ErrUnexpectedReply) {
-		return fmt.Errorf("latchkey: semaphore %q: %w", s.name, err)
-	}
-	_, undo := s.releaseCall(owner, true)
-	return s.c.unknownOutcome(s.name, err, undo)
-}
-
-// release gives back owner's permits: 0, or -1 when it held none.
-func (s *Semaphore) release(owner string) (int64, error) { return s.releaseCall(owner, false) }
-
-// releaseCall runs the release script; undo marks even its first call a
-// retry, taking back a grant that a call of unknown outcome may have made.
-func (s *Semaphore) releaseCall(owner string, undo bool) (int64, error) {
-	return s.c.runReleaseCall(s.name, func(ctx context.Context, retry bool) (int64, error) {
-		a := luascripts.SemReleaseArgs{Owner: owner, Size: s.size, Wake: s.c.wake, Retry: retry || undo}
-		if !undo {
-			a.Sync = s.c.opts.sync()
-		}
-		status, woken, err := luascripts.RunSemRelease(ctx, s.c.rc, s.keys, a)
-		s.c.obs.woke(s.metricKind(), s.name, woken)
-		return status, err
-	})
 }
 
 // check validates a call's context, handle, n and options before any I/O.

@@ -75,10 +75,17 @@ type Options struct {
 	// Sync, when it asks for replicas, follows every renew call with WAIT
 	// on its connection; a call its replicas did not acknowledge in time
 	// counts as a failed renewal. Its Timeout must be below Interval.
-	Sync luascripts.Sync
+	// Default: no WAIT.
+	Sync Sync
 	// Meter, when set, records the watchdog's metrics (renewals, failures,
 	// leases kept, keys per renew call). Nil records nothing.
 	Meter metric.Meter
+}
+
+// Sync asks for replica acknowledgement of every renew call.
+type Sync struct {
+	Replicas int           // replicas that must acknowledge; 0: no WAIT
+	Timeout  time.Duration // bounds each WAIT; > 0 when Replicas > 0
 }
 
 // Errors for bad options and for the cause handed to onLost. Match with errors.Is.
@@ -112,11 +119,6 @@ func (o Options) withDefaults() (Options, error) {
 	case o.Sync.Replicas > 0 && (o.Sync.Timeout <= 0 || o.Sync.Timeout >= o.Interval):
 		return o, fmt.Errorf("%w: the replica sync timeout %v must be positive and shorter than Interval %v", ErrInvalidOptions, o.Sync.Timeout, o.Interval)
 	}
-	if o.Sync.Replicas > 0 && o.Sync.Routes == nil {
-		// Each tick's batch spans many slots; remembering their nodes sends
-		// it to each node at once (see luascripts.Sync.Routes).
-		o.Sync.Routes = luascripts.NewRoutes()
-	}
 	return o, nil
 }
 
@@ -133,6 +135,7 @@ type Stats struct {
 type Watchdog struct {
 	client rueidis.Client
 	opts   Options
+	sync   luascripts.Sync // opts.Sync, with the routes its batches learn
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -175,7 +178,13 @@ func New(client rueidis.Client, opts Options) (*Watchdog, error) {
 // newWatchdog is a Watchdog whose loop has not started.
 func newWatchdog(client rueidis.Client, opts Options) *Watchdog {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Watchdog{client: client, opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{}), added: make(chan struct{}, 1), entries: make(map[*Entry]struct{})}
+	var sync luascripts.Sync
+	if opts.Sync.Replicas > 0 {
+		// Each tick's batch spans many slots; remembering their nodes sends
+		// it to each node at once (see luascripts.Sync.Routes).
+		sync = luascripts.Sync{Replicas: int64(opts.Sync.Replicas), Timeout: opts.Sync.Timeout, Routes: luascripts.NewRoutes()}
+	}
+	return &Watchdog{client: client, opts: opts, sync: sync, ctx: ctx, cancel: cancel, done: make(chan struct{}), added: make(chan struct{}, 1), entries: make(map[*Entry]struct{})}
 }
 
 // Options returns the options in force, defaults filled in.

@@ -2,6 +2,7 @@ package luascripts
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -144,25 +145,32 @@ func RunForceUnlock(ctx context.Context, c rueidis.Client, k Keys, w Wake) (bool
 	return n == 1, err
 }
 
-// RunRenewOne runs the renew script for one lock: it reports whether owner
-// still holds key, whose expiry is then at least lease, as are those of
-// the keys that follow it (its holder record). A renewal that y's replicas
-// did not acknowledge is returned with a *NotReplicatedError.
-func RunRenewOne(ctx context.Context, c rueidis.Client, key, owner string, lease time.Duration, y Sync, follow ...string) (bool, error) {
-	args := []string{Millis(lease), owner}
-	for range follow {
-		args = append(args, "")
+// RunRenewHold runs the renew script for one hold: keep lists its keys in
+// groups, each a key in which owner holds a field and the keys that follow
+// it (a holder record). It reports whether owner still holds every group's
+// key, whose expiries (and their followers') are then at least lease. A
+// renewal that y's replicas did not acknowledge is returned with a
+// *NotReplicatedError.
+func RunRenewHold(ctx context.Context, c rueidis.Client, keep [][]string, owner string, lease time.Duration, y Sync) (bool, error) {
+	var keys []string
+	args := []string{Millis(lease)}
+	for _, g := range keep {
+		keys = append(keys, g...)
+		args = append(args, owner)
+		for range g[1:] {
+			args = append(args, "")
+		}
 	}
-	res, notSynced := Renew.ExecSync(ctx, c, append([]string{key}, follow...), args, y)
+	res, notSynced := Renew.ExecSync(ctx, c, keys, args, y)
 	v, err := res.AsIntSlice()
 	if err != nil {
 		return false, err
 	}
-	held, err := ParseRenew(v, 1+len(follow))
+	held, err := ParseRenew(v, len(keys))
 	if err != nil {
 		return false, err
 	}
-	return held[0], notSynced
+	return !slices.Contains(held, false), notSynced
 }
 
 // RunInspect runs the inspect script; owner may be "".

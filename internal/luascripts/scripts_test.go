@@ -1332,14 +1332,14 @@ func TestRenewOne(t *testing.T) {
 	k := newKeys(t, c)
 	require.True(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "A", Lease: 2 * time.Second, Client: "a"}).Acquired)
 
-	held, err := luascripts.RunRenewOne(t.Context(), c, k.Lock, "A", time.Minute, luascripts.Sync{})
+	held, err := luascripts.RunRenewHold(t.Context(), c, [][]string{{k.Lock}}, "A", time.Minute, luascripts.Sync{})
 	require.NoError(t, err)
 	require.True(t, held)
 	pttl, err := c.Do(t.Context(), c.B().Pttl().Key(k.Lock).Build()).AsInt64()
 	require.NoError(t, err)
 	require.Greater(t, pttl, int64(50_000), "the expiry did not move out")
 
-	held, err = luascripts.RunRenewOne(t.Context(), c, k.Lock, "B", time.Minute, luascripts.Sync{})
+	held, err = luascripts.RunRenewHold(t.Context(), c, [][]string{{k.Lock}}, "B", time.Minute, luascripts.Sync{})
 	require.NoError(t, err)
 	require.False(t, held, "B does not hold the lock")
 	require.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1}))

@@ -1,0 +1,530 @@
+package rlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
+	"github.com/latchkey/latchkey/notify"
+)
+
+// The engine: every primitive (Mutex, both sides of RWMutex, Semaphore, and
+// through Mutex the members of MultiMutex) is a side, a few script calls
+// that the engine composes into one contention protocol (turn.go, this
+// file) and one hold (hold.go). A new primitive is a Lua script set and a
+// file that builds its sides.
+
+// side is one primitive's side of one lock, as the engine sees it.
+type side struct {
+	c      *Client
+	name   string
+	key    string // the context key of its holds; also its turn's, with ":spin" for the spin variant
+	inbox  string // the channel on which a release wakes this client
+	what   string // "lock", "read lock", "write lock", "permits": for messages
+	metric lockKind
+	spin   bool
+	// exclusive: a hold keeps the turn until it ends, and its last release
+	// may hand the lock to the next local waiter (Mutex).
+	exclusive bool
+	// shared: requests of this side never exclude each other (readers), so
+	// they try once before taking their turn.
+	shared bool
+
+	// acquire runs the acquire script once for owner. queued: the client
+	// is subscribed, so queue it if refused and dequeue it if granted.
+	acquire func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error)
+	// reenter adds one hold for owner: its new count, 0 if it holds none.
+	// Nil for a side without re-entry (Semaphore).
+	reenter func(ctx context.Context, owner string) (int64, error)
+	// release drops one hold of owner's (see release).
+	release func(ctx context.Context, r release) (released, error)
+	// leave takes the client off the side's queue, waking whom that
+	// unblocks (a release that woke it is passed on).
+	leave func(ctx context.Context) error
+	// keep lists the keys a hold of owner keeps alive, in groups: the
+	// watchdog renews each group (its first key holds owner's field, the
+	// rest follow it), Extend moves them all.
+	keep func(owner string) [][]string
+}
+
+// reply is one acquire call's answer.
+type reply struct {
+	granted bool
+	token   int64         // the grant's fencing token; 0 for a side without
+	pttl    time.Duration // refused: how long the state may last without a message; < 0 for no bound
+	fail    error         // refused for good (a Semaphore's size mismatch)
+}
+
+// release is one release call's request.
+type release struct {
+	owner string
+	count int64 // owner's hold count before the release
+	retry bool  // an earlier call with these arguments may have run
+	sync  bool  // wait for SyncReplicas (not for undos)
+	// heir: a new owner id to hand the lock to at the last hold (exclusive
+	// sides only), with its lease.
+	heir      string
+	heirLease time.Duration
+}
+
+// released is one release call's answer.
+type released struct {
+	left   int64 // holds left; -1 when owner held none
+	handed bool  // the heir holds the lock now
+	token  int64 // the heir's token
+	woke   int64 // clients woken
+}
+
+// try is one run of the acquire script for owner, and when it was sent:
+// leases and deadlines run from there.
+type try struct {
+	reply
+	owner string
+	sent  time.Time
+}
+
+func (sd *side) turnKey() string {
+	if sd.spin {
+		return sd.key + ":spin"
+	}
+	return sd.key
+}
+
+func (sd *side) onWait(lo lockOptions) {
+	lo.obs.waiting()
+	if hook := sd.c.opts.OnWait; hook != nil {
+		hook(sd.name)
+	}
+}
+
+// lock is a side's Lock: a re-entry when ctx carries a hold of the side,
+// else a new owner's acquire.
+func (sd *side) lock(ctx context.Context, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
+	if lv := sd.c.carried(ctx, sd.key); lv != nil && sd.reenter != nil {
+		return lv.h.reenter(ctx, lv)
+	}
+	lo.obs = sd.c.obs.begin(ctx, sd.metric, sd.name)
+	lctx, err := sd.acquireNew(ctx, lo, deadline, noWait)
+	lo.obs.end(ctx, err)
+	return lctx, err
+}
+
+// acquireNew takes the side for a new owner: it enters the turn, then,
+// unless the previous local holder handed the lock over, contends in Redis
+// until ctx ends or deadline (zero for none) passes, when it returns
+// errBusy. noWait tries once and never waits.
+func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
+	c := sd.c
+	if sd.shared {
+		// Requests that never block each other need not take turns to ask:
+		// a plain try first, outside the turn. Only waiting goes through it.
+		t, err := sd.attempt(ctx, lo, false)
+		switch {
+		case err == nil && t.granted:
+			return c.newHold(ctx, sd, nil, t, lo)
+		case err != nil && !transient(ctx, err):
+			return nil, ended(ctx, ctx, err)
+		case noWait || expired(deadline):
+			return nil, busyOr(err)
+		}
+	}
+	tn, b, err := c.enterTurn(ctx, sd, lo, deadline, noWait)
+	if err != nil {
+		return nil, err
+	}
+	if b.granted {
+		c.contenders.Done()
+		return c.newHold(ctx, sd, tn, try{reply: reply{granted: true, token: b.token}, owner: b.owner, sent: b.sent}, lo)
+	}
+	if b.owner != "" {
+		// A handover whose reply never came may have granted it: give it
+		// back before contending under an owner id of our own.
+		_ = sd.undo(b.owner, 1)
+	}
+	// A plain try first, unless this client is subscribed already (then it
+	// is queued, and a plain try would not keep its place): a free lock
+	// needs no subscription, and no watch on Close either.
+	var first try
+	var firstErr error
+	if sd.spin || tn.sub == nil {
+		first, firstErr = sd.attempt(ctx, lo, false)
+		switch {
+		case firstErr == nil && first.granted:
+			return sd.granted(ctx, tn, first, lo)
+		case firstErr != nil && !transient(ctx, firstErr):
+			c.leaveTurn(tn, sd, true, true)
+			return nil, ended(ctx, ctx, firstErr)
+		case noWait || expired(deadline):
+			c.leaveTurn(tn, sd, true, true)
+			return nil, busyOr(firstErr)
+		}
+	}
+	// Close cancels the contender's calls and waits, so that it can take
+	// its client off the queue before Close returns.
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(c.closing, func() { cancel(ErrClosed) })
+	defer stop()
+	var wait waitStrategy = notified{}
+	if sd.spin {
+		wait = polling{}
+	}
+	t, err := wait.wait(cctx, &contention{sd: sd, t: tn, lo: lo, deadline: deadline, last: first, lastErr: firstErr})
+	if err != nil {
+		c.leaveTurn(tn, sd, true, true)
+		return nil, ended(ctx, cctx, err)
+	}
+	return sd.granted(ctx, tn, t, lo)
+}
+
+// granted turns the contender's grant into a hold: an exclusive hold keeps
+// the turn, any other passes it on.
+func (sd *side) granted(ctx context.Context, tn *turn, t try, lo lockOptions) (context.Context, error) {
+	if sd.exclusive {
+		sd.c.keepTurn(tn)
+		return sd.c.newHold(ctx, sd, tn, t, lo)
+	}
+	sd.c.leaveTurn(tn, sd, true, false)
+	return sd.c.newHold(ctx, sd, nil, t, lo)
+}
+
+// attempt runs the acquire script once for a new owner id. If the outcome
+// is unknown (the connection failed or ctx ended after the call may have
+// been sent) it undoes the grant in case it happened, so that no lock is
+// left that nobody knows it holds, and returns a transient error. The next
+// attempt uses another owner id, so a grant that arrives after its undo
+// (on another connection) is a stranger's, not ours to re-enter.
+func (sd *side) attempt(ctx context.Context, lo lockOptions, queued bool) (try, error) {
+	c := sd.c
+	t := try{owner: c.newOwner(), sent: time.Now()}
+	var err error
+	t.reply, err = sd.acquire(ctx, t.owner, c.lease(lo), queued)
+	if hook := c.opts.OnAttempt; hook != nil {
+		hook(sd.name, t.granted && err == nil)
+	}
+	switch {
+	case err != nil && t.granted:
+		return try{}, c.notReplicated(sd.name, err, sd.undo(t.owner, 1))
+	case err == nil && t.fail != nil:
+		return try{}, t.fail
+	case err == nil:
+		return t, nil
+	case luascripts.Classify(err) == luascripts.Permanent:
+		return try{}, fmt.Errorf("latchkey: %s %q: %w", sd.what, sd.name, err)
+	}
+	return try{}, c.unknownOutcome(sd.name, err, sd.undo(t.owner, 1))
+}
+
+// contention is a contender's state while it waits in Redis.
+type contention struct {
+	sd       *side
+	t        *turn
+	lo       lockOptions
+	deadline time.Time
+	last     try   // the last try, refused (zero if none was made)
+	lastErr  error // its error, if transient
+}
+
+// waitStrategy is how a contender waits between refused tries until one
+// grants, ctx ends or the deadline passes (errBusy).
+type waitStrategy interface {
+	wait(ctx context.Context, cn *contention) (try, error)
+}
+
+// notified waits for a wake-up. The protocol that loses none: subscribe and
+// have it confirmed; then, in a loop, take the subscription's mark, try
+// (queueing the client if refused), and wait for a message, a change of
+// subscription since the mark, or the TTL the try returned, whichever
+// comes first. A release after the try finds the client queued and
+// publishes a message we will get; a resubscription after the try changes
+// the mark; and a message lost anyway costs at most the TTL, after which
+// the lock is free or someone else holds it.
+type notified struct{}
+
+func (notified) wait(ctx context.Context, cn *contention) (try, error) {
+	sd, c := cn.sd, cn.sd.c
+	if cn.t.sub == nil {
+		sub, err := c.subscribe(ctx, sd.inbox, cn.deadline)
+		if err != nil {
+			return try{}, err
+		}
+		cn.t.sub = sub
+	}
+	var lastErr error
+	retry := c.retryBackoff()
+	for {
+		mark := cn.t.sub.Mark()
+		t, err := sd.attempt(ctx, cn.lo, true)
+		var wait time.Duration
+		switch {
+		case err == nil && t.granted:
+			return t, nil
+		case err == nil:
+			lastErr = nil
+			retry.Reset()
+			wait = ttlBound(t.pttl)
+		case transient(ctx, err):
+			// The try may not have run: try again after a short backoff.
+			lastErr, wait = err, retry.Next()
+		default:
+			return t, err
+		}
+		var open bool
+		if wait, open = boundWait(wait, cn.deadline); !open {
+			return t, busyOr(lastErr)
+		}
+		sd.onWait(cn.lo)
+		if _, err := cn.t.sub.Wait(ctx, mark, wait); err != nil {
+			return t, withLast(err, lastErr)
+		}
+	}
+}
+
+// subscribe subscribes to channel, giving up at deadline (errBusy).
+func (c *Client) subscribe(ctx context.Context, channel string, deadline time.Time) (*notify.Subscription, error) {
+	sctx := ctx
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	sub, err := c.hub.Subscribe(sctx, channel)
+	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+		return nil, errBusy
+	}
+	return sub, err
+}
+
+// polling sleeps with exponential backoff and equal jitter between tries
+// (Options.SpinBackoffMin doubling to SpinBackoffMax), never past the
+// holder's remaining TTL, and never queues: the spin variants.
+type polling struct{}
+
+func (polling) wait(ctx context.Context, cn *contention) (try, error) {
+	sd, c := cn.sd, cn.sd.c
+	backoff := luascripts.Backoff{Min: c.opts.SpinBackoffMin, Max: c.opts.SpinBackoffMax}
+	pttl, lastErr := cn.last.pttl, cn.lastErr
+	for {
+		d := jitter(backoff.Next())
+		if lastErr == nil {
+			d = min(d, ttlBound(pttl))
+		}
+		var open bool
+		if d, open = boundWait(d, cn.deadline); !open {
+			return try{}, busyOr(lastErr)
+		}
+		sd.onWait(cn.lo)
+		if !luascripts.Sleep(ctx, d) {
+			return try{}, withLast(context.Cause(ctx), lastErr)
+		}
+		t, err := sd.attempt(ctx, cn.lo, false)
+		switch {
+		case err == nil && t.granted:
+			return t, nil
+		case err == nil:
+			lastErr, pttl = nil, t.pttl
+		case transient(ctx, err):
+			lastErr = err
+		default:
+			return t, err
+		}
+	}
+}
+
+// runRelease runs the side's release, retrying a call whose reply was lost
+// (a connection reset after the send, or no connection at all) until
+// ReleaseTimeout, whatever the caller's context does: the scripts take a
+// retry that finds their own earlier run's state as done. A release the
+// replicas did not acknowledge ran: its answer comes with ErrNotReplicated.
+// The wake-ups it sent are counted.
+func (sd *side) runRelease(r release) (released, error) {
+	c := sd.c
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReleaseTimeout)
+	defer cancel()
+	retry := c.retryBackoff()
+	for {
+		out, err := sd.release(ctx, r)
+		var notSynced *luascripts.NotReplicatedError
+		if err == nil || errors.As(err, &notSynced) {
+			c.obs.woke(sd.metric, sd.name, out.woke)
+		}
+		switch {
+		case err == nil:
+			return out, nil
+		case notSynced != nil:
+			return out, fmt.Errorf("%w: release %q: released on the master, %w: a failover now could bring the hold back until its lease ends", ErrNotReplicated, sd.name, notSynced)
+		case luascripts.Classify(err) != luascripts.Unknown || !retry.Sleep(ctx):
+			return out, fmt.Errorf("latchkey: release %q: %w (the hold expires within its lease)", sd.name, err)
+		}
+		r.retry = true
+	}
+}
+
+// undo takes back a hold that a call of unknown outcome may have given
+// owner: it releases one hold if owner's count is count, the count that
+// call would have left, and does nothing if the call never ran.
+func (sd *side) undo(owner string, count int64) error {
+	_, err := sd.runRelease(release{owner: owner, count: count, retry: true})
+	return err
+}
+
+// leaveQueue runs the side's leave script, best effort, bounded by
+// leaveTimeout (or a shorter ReleaseTimeout) because a waiter that gives
+// up, and Close, wait for it. If Redis cannot be reached the entry stays
+// until the queue expires; a release then wakes nobody there (the publish
+// finds no subscriber) and the other waiters' TTL-bounded waits cover the
+// rest.
+func (sd *side) leaveQueue() {
+	ctx, cancel := context.WithTimeout(context.Background(), min(sd.c.opts.ReleaseTimeout, leaveTimeout))
+	defer cancel()
+	_ = sd.leave(ctx)
+}
+
+// leaveTimeout bounds the leave script: one round trip, so a second is
+// plenty when Redis answers at all.
+const leaveTimeout = time.Second
+
+// retryBackoff is the pause between retries of a call whose outcome was
+// unknown: short, since the next connection is usually up at once. (The
+// spin variants' SpinBackoffMin and SpinBackoffMax drive only their polls.)
+func (c *Client) retryBackoff() luascripts.Backoff {
+	return luascripts.Backoff{Min: time.Millisecond, Max: 128 * time.Millisecond}
+}
+
+// unknownOutcome makes the error of a call that may or may not have
+// reached Redis, after undo tried to take its effect back, and tells the
+// Logger: Warn when undone, Error when the undo failed too (a hold may
+// then stay until its lease ends).
+func (c *Client) unknownOutcome(name string, err, undo error) *unknownOutcomeError {
+	if l := c.opts.Logger; l != nil {
+		if undo != nil {
+			l.Error("latchkey: call of unknown outcome could not be undone; a hold may stay until its lease ends", "lock", name, "error", err, "undo_error", undo)
+		} else {
+			l.Warn("latchkey: call of unknown outcome undone", "lock", name, "error", err)
+		}
+	}
+	return &unknownOutcomeError{name: name, err: err, undo: undo}
+}
+
+// unknownOutcomeError is a call that may or may not have reached Redis; it
+// has been undone, unless undo says why not.
+type unknownOutcomeError struct {
+	name string
+	err  error
+	undo error
+}
+
+func (e *unknownOutcomeError) Error() string {
+	if e.undo != nil {
+		return fmt.Sprintf("latchkey: acquire %q: outcome unknown: %v; the undo failed too (%v): a hold may remain until its lease ends", e.name, e.err, e.undo)
+	}
+	return fmt.Sprintf("latchkey: acquire %q: outcome unknown, undone: %v", e.name, e.err)
+}
+
+func (e *unknownOutcomeError) Unwrap() error { return e.err }
+
+// transient reports whether err is worth retrying: a call of unknown
+// outcome (undone) for a reason other than the caller's context or a
+// closed rueidis client.
+func transient(ctx context.Context, err error) bool {
+	var u *unknownOutcomeError
+	return errors.As(err, &u) && ctx.Err() == nil && luascripts.Classify(u.err) == luascripts.Unknown
+}
+
+// notReplicated is the error of an acquire whose grant the replicas did
+// not acknowledge (err, from the script layer), after undo gave it back.
+func (c *Client) notReplicated(name string, err, undo error) error {
+	if undo != nil {
+		return fmt.Errorf("%w: acquire %q: %w; giving the grant back failed too (%v): it expires within its lease", ErrNotReplicated, name, err, undo)
+	}
+	return fmt.Errorf("%w: acquire %q: %w; the grant was given back", ErrNotReplicated, name, err)
+}
+
+// errBusy ends a Try call whose wait ran out.
+var errBusy = errors.New("busy")
+
+// tried is what a Try call returns for an acquire's outcome: errBusy is a
+// plain "no", with a nil error.
+func tried(lctx context.Context, err error) (context.Context, bool, error) {
+	if errors.Is(err, errBusy) {
+		return nil, false, nil
+	}
+	return lctx, err == nil, err
+}
+
+func expired(deadline time.Time) bool { return !deadline.IsZero() && !time.Now().Before(deadline) }
+
+// boundWait cuts a wait d short at deadline (zero: none); it reports false
+// when the deadline has passed already.
+func boundWait(d time.Duration, deadline time.Time) (time.Duration, bool) {
+	if deadline.IsZero() {
+		return d, true
+	}
+	left := time.Until(deadline)
+	return min(d, left), left > 0
+}
+
+// jitter is equal jitter: half of backoff for sure, half at random, so
+// that pollers that collided once drift apart.
+func jitter(backoff time.Duration) time.Duration {
+	return backoff/2 + rand.N(backoff/2+1)
+}
+
+// ttlBound is how long a waiter may wait given the holder's PTTL: the TTL
+// itself (plus a millisecond, so that we wake after the expiry, not just
+// before it), or a fixed bound for a key without expiry.
+func ttlBound(pttl time.Duration) time.Duration {
+	if pttl < 0 {
+		return DefaultNoExpiryWait
+	}
+	return pttl + time.Millisecond
+}
+
+// ended maps the error that ended a wait to what Lock (or Await) returns:
+// ErrClosed when the client closed, the caller's context error when ctx
+// ended. cctx is ctx, or ctx with Close's cancellation (cause ErrClosed).
+func ended(ctx, cctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, notify.ErrClosed) || errors.Is(context.Cause(cctx), ErrClosed) && ctx.Err() == nil:
+		return ErrClosed
+	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
+		return withLast(ctxErr(ctx), err)
+	}
+	return err
+}
+
+func busyOr(lastErr error) error {
+	if lastErr != nil {
+		return lastErr
+	}
+	return errBusy
+}
+
+// withLast adds the last transient error to the error that ended a wait, so
+// that "context deadline exceeded" after a minute of a dead Redis says why.
+func withLast(err, last error) error {
+	if last == nil || err == nil {
+		return err
+	}
+	return &endedError{err: err, last: last}
+}
+
+type endedError struct{ err, last error }
+
+func (e *endedError) Error() string   { return e.err.Error() + " (last error: " + e.last.Error() + ")" }
+func (e *endedError) Unwrap() []error { return []error{e.err, e.last} }
+
+// sleep waits d, or until ctx or closing (if not nil) ends; it reports
+// whether the full d passed.
+func sleep(ctx context.Context, closing context.Context, d time.Duration) bool {
+	if closing == nil {
+		return luascripts.Sleep(ctx, d)
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(closing, stop)()
+	return luascripts.Sleep(ctx, d)
+}
