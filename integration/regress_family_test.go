@@ -26,27 +26,31 @@ func TestRegressRWReentryRetries(t *testing.T) {
 	defer cancel()
 	rctx, err := rw.RLock(ctx)
 	require.NoError(t, err)
-
-	done := make(chan error, 1)
-	var inner atomic.Value
-	cutFirst := make(chan struct{})
-	go func() {
-		<-cutFirst
-		r2, err := rw.RLock(rctx) // its reply is the next one through the proxy
-		if err == nil {
-			inner.Store(r2)
-		}
-		done <- err
-	}()
-	connectionsCut.Store(0)
-	x.add(t, toxic{Name: "cut", Type: cutOnReplyType, Stream: "downstream"})
-	close(cutFirst)
-	awaitCond(t, 10*time.Second, "the re-entry's reply to be cut", func() bool { return connectionsCut.Load() > 0 })
-	x.remove(t, "cut")
-	require.NoError(t, recvErr(t, done, 15*time.Second, "the re-entry"), "a re-entry whose reply was lost must be retried")
-	require.NoError(t, rw.RUnlock(inner.Load().(context.Context)))
+	inner := withReplyCut(t, x, "the re-entry", func() (context.Context, error) { return rw.RLock(rctx) })
+	require.NoError(t, rw.RUnlock(inner))
 	require.NoError(t, rw.RUnlock(rctx))
 	require.False(t, exists(t, rc, "latchkey:{"+name+"}:rw:rd"), "a re-entry counted twice: the read hold outlived its RUnlocks")
+}
+
+// TestRegressRWDowngradeRetries: a writer's read (the first step of a
+// downgrade) whose reply is lost is undone and retried, as a re-entry is,
+// instead of failing with the connection's error (TestTortureFamily, seed
+// 1795607185696469404: "downgrade: acquire: outcome unknown, undone: EOF").
+func TestRegressRWDowngradeRetries(t *testing.T) {
+	x, rc := resetFixture(t)
+	name := lockName(t)
+	c := oneConnLockClient(t, proxied(x), rlock.Options{})
+	rw := c.RWMutex(name)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	wctx, err := rw.Lock(ctx)
+	require.NoError(t, err)
+	rctx := withReplyCut(t, x, "the writer's read", func() (context.Context, error) { return rw.RLock(wctx) })
+	require.NoError(t, rw.Unlock(wctx))
+	require.NoError(t, context.Cause(rctx), "the downgraded read hold must outlive the write hold")
+	require.NoError(t, rw.RUnlock(rctx))
+	require.False(t, exists(t, rc, "latchkey:{"+name+"}:rw:rd"), "a read hold outlived its RUnlock")
+	require.False(t, exists(t, rc, "latchkey:{"+name+"}:rw:w"), "the write hold outlived its Unlock")
 }
 
 // TestRegressMultiMutexMemberTryRetries: when the try of a MultiMutex
@@ -108,4 +112,29 @@ func TestRegressSemaphoreHoldersOutliveNobody(t *testing.T) {
 		// Nobody holds or waits: everything goes within the lease.
 		requireNoLeftovers(t, tp, name)
 	})
+}
+
+// withReplyCut runs lock with the next reply through proxy x cut (its
+// connection reset as the reply comes back), and requires that lock
+// succeeds anyway: a call whose reply was lost is undone and retried.
+func withReplyCut(t *testing.T, x *netProxy, what string, lock func() (context.Context, error)) context.Context {
+	t.Helper()
+	done := make(chan error, 1)
+	var got atomic.Value
+	start := make(chan struct{})
+	go func() {
+		<-start
+		lctx, err := lock() // its reply is the next one through the proxy
+		if err == nil {
+			got.Store(lctx)
+		}
+		done <- err
+	}()
+	connectionsCut.Store(0)
+	x.add(t, toxic{Name: "cut", Type: cutOnReplyType, Stream: "downstream"})
+	close(start)
+	awaitCond(t, 10*time.Second, what+"'s reply to be cut", func() bool { return connectionsCut.Load() > 0 })
+	x.remove(t, "cut")
+	require.NoError(t, recvErr(t, done, 15*time.Second, what), "%s: a call whose reply was lost must be retried", what)
+	return got.Load().(context.Context)
 }
