@@ -35,7 +35,7 @@ BENCHFLAGS ?= -reps 5 -dur 2s -sweep 2ms,8ms,32ms,128ms -sweepdur 2s -idledur 4s
 #   => about 11s; × 5 repetitions ≈ 55s.
 FAMILYFLAGS ?= -reps 5 -dur 2s -clients 4 -g 8 -semg 16 -size 8 -reads 0.95 -cs 100us
 
-.PHONY: all test test-bench test-faults torture vet demo bench fuzz setup redis-image clean-docker
+.PHONY: all test test-bench test-faults torture vet demo bench fuzz setup redis-image clean-docker core-lines
 
 all: test
 
@@ -118,3 +118,10 @@ redis-image: setup
 # clean-docker removes containers left by a test binary that was killed.
 clean-docker:
 	-docker rm -f $$(docker ps -aq --filter label=org.latchkey.redistest) 2>/dev/null
+
+# core-lines counts the lock core: rlock's and internal/luascripts' non-test
+# Go and the Lua scripts, every line (docs/design.md quotes the figure).
+core-lines:
+	@go=$$(ls rlock/*.go internal/luascripts/*.go | grep -v '_test.go$$' | xargs cat | wc -l); \
+	lua=$$(cat internal/luascripts/*.lua | wc -l); \
+	echo "lock core: $$((go + lua)) lines ($$go Go, $$lua Lua)"
