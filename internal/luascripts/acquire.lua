@@ -23,7 +23,7 @@ local lock, fence, queue, reservation, record = KEYS[1], KEYS[2], KEYS[3], KEYS[
 local owner, lease, client, waiter = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 -- One EXISTS for both keys answers the common case: a lock that is free and
 -- reserved for nobody is granted without further reads.
-local pttl
+local pttl, reserved
 if redis.call('exists', lock, reservation) == 0 then
   pttl = -2
 else
@@ -32,6 +32,7 @@ else
     -- Free but reserved: only the woken client may take it.
     if redis.call('get', reservation) == client then
       redis.call('del', reservation)
+      reserved = true
     else
       pttl = redis.call('pttl', reservation)
     end
@@ -40,7 +41,9 @@ end
 if pttl == -2 then
   redis.call('hset', lock, owner, 1)
   redis.call('pexpire', lock, lease)
-  if waiter then
+  -- The release that reserved the lock for this client popped it off
+  -- the queue already.
+  if waiter and not reserved then
     dequeue(queue, client)
   end
   local token = redis.call('incr', fence)
