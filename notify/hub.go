@@ -168,12 +168,11 @@ func (h *Hub) Close() {
 		h.closed = true
 		close(h.done)
 	}
-	// Cancelling h.ctx below ends the lingering rounds with the others; their
-	// timers must not outlive Close.
-	for _, ch := range h.chans {
-		h.stopLingerLocked(ch)
-	}
 	h.mu.Unlock()
+	// Cancelling h.ctx ends the lingering rounds with the others, and each
+	// channel's run stops its linger's timer as it ends (a callback already
+	// running is one of the hub's goroutines), so Close need not wait for a
+	// linger to run out.
 	h.cancel()
 	h.wg.Wait()
 	h.meters.close()
@@ -278,9 +277,11 @@ func (h *Hub) run(ch *channel) {
 	for {
 		h.mu.Lock()
 		if ch.refs == 0 || h.closed {
-			// A lingering subscription that ended on its own (a dropped
-			// connection rueidis gave up on, a slot that moved) is not
-			// made again for nobody; its timer has nothing left to end.
+			// The round is over: the hub closed, the linger ran out, or a
+			// lingering subscription ended on its own (a connection rueidis
+			// gave up on, a slot that moved) and is not made again for
+			// nobody. A linger timer left has nothing to end, and Close
+			// must not wait for it.
 			h.stopLingerLocked(ch)
 			delete(h.chans, ch.name)
 			h.mu.Unlock()
