@@ -34,6 +34,14 @@ const (
 	longWait   = 30 * time.Second // a Wait bound that must not be what ends a Wait
 )
 
+// Options.Linger for tests of the unsubscribe itself: noLinger ends a
+// channel at its last Release, shortLinger soon after it, well within
+// eventually.
+const (
+	noLinger    = -1
+	shortLinger = 20 * time.Millisecond
+)
+
 // TestMain gets real servers from the harness; RunTests checks for leaked
 // goroutines with goleak once they are closed.
 func TestMain(m *testing.M) {
