@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +68,16 @@ func (e modeEnv) publish(t *testing.T, msg string) int64 {
 	return publishPayload(t, e.client, e.sharded(), e.channel, msg)
 }
 
+// requireMessageWakes publishes one message, requires the server to deliver
+// it to one connection, and requires it to wake s, which took mark.
+func (e modeEnv) requireMessageWakes(t *testing.T, s *Subscription, mark Mark, what string) {
+	t.Helper()
+	require.EqualValues(t, 1, e.publish(t, "released"), "%s: subscribed connections", what)
+	w, err := s.Wait(t.Context(), mark, longWait)
+	require.NoError(t, err, what)
+	require.Equal(t, WokenOne, w, what)
+}
+
 // hubGoroutines counts the goroutines running the hubs' code: channel loops,
 // linger timers' callbacks, loggers. Tests do not run in parallel and close
 // their hubs when they end, so only the calling test's hubs count; the
@@ -81,17 +91,10 @@ func requireHubGoroutines(t *testing.T, want int, what string) {
 }
 
 func hubGoroutines() int {
-	buf := make([]byte, 1<<16)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
+	var dump strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&dump, 2) // 2: every stack, as a panic prints them
 	count := 0
-	for i, g := range strings.Split(string(buf), "\n\n") {
+	for i, g := range strings.Split(dump.String(), "\n\n") {
 		if i > 0 && strings.Contains(g, "latchkey/notify.(*Hub).") {
 			count++
 		}
@@ -113,11 +116,7 @@ func TestLingerSavesSubscribePerWait(t *testing.T) {
 			for i := range waits {
 				s, err := h.Subscribe(t.Context(), e.channel)
 				require.NoError(t, err)
-				mark := s.Mark()
-				require.EqualValues(t, 1, e.publish(t, "released"), "wait %d: subscribed connections", i)
-				w, err := s.Wait(t.Context(), mark, longWait)
-				require.NoError(t, err)
-				require.Equal(t, WokenOne, w, "wait %d", i)
+				e.requireMessageWakes(t, s, s.Mark(), fmt.Sprintf("wait %d", i))
 				s.Release()
 			}
 			if linger < 0 {
@@ -192,10 +191,7 @@ func TestTakeoverCancelsLinger(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, TimedOut, w, "the subscription changed under its waiter")
 		require.EqualValues(t, 1, e.numsub(t), "unsubscribed under a waiter when the linger ran out")
-		require.EqualValues(t, 1, e.publish(t, "released"))
-		w, err = s.Wait(t.Context(), mark, longWait)
-		require.NoError(t, err)
-		require.Equal(t, WokenOne, w)
+		e.requireMessageWakes(t, s, mark, "after the linger would have run out")
 	})
 }
 
@@ -223,11 +219,7 @@ func TestLingerEndsWithUnsubscribe(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 1, e.subscribes(t)-before, "a waiter after the linger subscribes again")
 		require.EqualValues(t, 1, e.numsub(t))
-		mark := s.Mark()
-		require.EqualValues(t, 1, e.publish(t, "released"))
-		w, err := s.Wait(t.Context(), mark, longWait)
-		require.NoError(t, err)
-		require.Equal(t, WokenOne, w)
+		e.requireMessageWakes(t, s, s.Mark(), "subscribed again")
 		s.Release()
 	})
 }
@@ -268,10 +260,7 @@ func TestLingerKeepsNoWakeUpForTheNextWaiter(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, TimedOut, w, "a wake-up from before the Subscribe was taken for one after the Mark")
 
-		require.EqualValues(t, 1, e.publish(t, "released"))
-		w, err = s.Wait(t.Context(), mark, longWait)
-		require.NoError(t, err)
-		require.Equal(t, WokenOne, w, "a message after the takeover")
+		e.requireMessageWakes(t, s, mark, "a message after the takeover")
 		require.EqualValues(t, 1, meter.counter("latchkey.notify.wakeups.unclaimed"))
 		s.Release()
 	})
@@ -410,15 +399,7 @@ func TestSubscribedIsFalseUntilConfirmed(t *testing.T) {
 	h := newHub(t, tap, Options{})
 	ch := uniqueChannel(t)
 
-	done := make(chan error, 1)
-	go func() {
-		s, err := h.Subscribe(context.Background(), ch)
-		if err == nil {
-			s.Release()
-		}
-		done <- err
-	}()
-	require.Eventually(t, func() bool { return len(h.Channels()) == 1 }, eventually, tick)
+	done := pendingSubscribe(t, h, ch)
 	require.False(t, h.Subscribed(ch), "pending, not confirmed")
 	close(tap.gate)
 	require.NoError(t, await(t, done, "the Subscribe to be confirmed"))

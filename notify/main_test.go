@@ -166,6 +166,26 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
+// pendingSubscribe starts a Subscribe to channel on another goroutine and
+// returns once the hub has registered the channel: with a tapClient whose
+// gate is closed, the Subscribe is then pending. Its result arrives on the
+// returned channel; a Subscription it got is released at once.
+func pendingSubscribe(t *testing.T, h *Hub, channel string) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		s, err := h.Subscribe(context.Background(), channel)
+		if err == nil {
+			s.Release()
+		}
+		done <- err
+	}()
+	// The channel is registered in the same critical section that counts the
+	// waiter, so from here on the Subscribe is (about to be) pending.
+	require.Eventually(t, func() bool { return len(h.Channels()) == 1 }, eventually, tick)
+	return done
+}
+
 // waitResult is what a waiter goroutine reports.
 type waitResult struct {
 	id   int

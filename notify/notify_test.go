@@ -469,17 +469,7 @@ func TestCloseEndsPendingSubscribe(t *testing.T) {
 	h := newHub(t, tap, Options{})
 	ch := uniqueChannel(t)
 
-	done := make(chan error, 1)
-	go func() {
-		s, err := h.Subscribe(context.Background(), ch)
-		if err == nil {
-			s.Release()
-		}
-		done <- err
-	}()
-	// The channel is registered in the same critical section that counts the
-	// waiter, so from here on the Subscribe is (about to be) pending.
-	require.Eventually(t, func() bool { return len(h.Channels()) == 1 }, eventually, tick)
+	done := pendingSubscribe(t, h, ch)
 	select {
 	case err := <-done:
 		require.FailNow(t, "Subscribe returned before the server confirmed", "err: %v", err)
