@@ -2,10 +2,17 @@
 // process that wait for the same event.
 //
 // A Hub keeps at most one subscription per channel, reference counted by the
-// waiters that hold a Subscription to it; the last Release unsubscribes. Each
-// message on a channel wakes exactly one local waiter, and every
+// waiters that hold a Subscription to it. When the last one is released the
+// subscription lingers (Options.Linger): a waiter who comes back within the
+// linger reuses it without a round trip, and only a channel nobody wanted
+// for that long is unsubscribed. A process that waits for the same lock
+// again and again so pays one SUBSCRIBE per busy period, not one per wait.
+// Each message on a channel wakes exactly one local waiter, and every
 // (re)subscription wakes all of them, because messages published while a
 // subscription was down are lost and nobody can tell which waiter missed one.
+// A message that arrives while nobody holds the channel (it is lingering) is
+// dropped: no waiter is owed it, and a later one must not take it for an
+// event after its Mark.
 //
 // A message whose payload is exactly WakeAllPayload is a broadcast: it wakes
 // every local waiter of the channel, as a resubscription does (Wait returns
@@ -25,9 +32,15 @@
 //		...
 //	}
 //
-// One goroutine runs per subscribed channel (it owns the rueidis Receive call);
-// waiters add none of their own. Nothing the hub runs on rueidis' connection
-// goroutine blocks.
+// A caller whose first step would be a cheap check that needs no
+// subscription (a plain try of a lock that may well be free) can ask
+// Subscribed first: when the subscription is already live, subscribing
+// costs nothing, so it may as well subscribe and make its first check the
+// one the protocol above needs.
+//
+// One goroutine runs per subscribed channel (it owns the rueidis Receive call),
+// lingering ones included; waiters add none of their own. Nothing the hub runs
+// on rueidis' connection goroutine blocks.
 package notify
 
 import (
@@ -66,6 +79,7 @@ func (m Mode) String() string {
 const (
 	DefaultRetryBackoff       = 100 * time.Millisecond
 	DefaultUnsubscribeTimeout = 2 * time.Second
+	DefaultLinger             = 5 * time.Second
 )
 
 // Options configures a Hub. The zero value is Classic mode with the defaults.
@@ -76,14 +90,20 @@ type Options struct {
 	// wanted is made again (rueidis already retries after reconnects; this
 	// covers what it gives up on). Waiters keep their own bound meanwhile.
 	RetryBackoff time.Duration
-	// UnsubscribeTimeout bounds the UNSUBSCRIBE sent when the last waiter
-	// leaves a channel or the hub closes.
+	// UnsubscribeTimeout bounds the UNSUBSCRIBE sent when a channel's
+	// linger ends or the hub closes.
 	UnsubscribeTimeout time.Duration
+	// Linger is how long a channel stays subscribed after its last waiter
+	// left, for the next waiter to reuse at no cost: zero means
+	// DefaultLinger (5 s), negative means no linger (the last Release
+	// unsubscribes at once). A lingering subscription costs one server-side
+	// subscription and one goroutine; Close ends it at once.
+	Linger time.Duration
 	// Logger, when set, hears of each subscription lost under live waiters
 	// and made again (Warn). Nil is silent.
 	Logger *slog.Logger
 	// Meter, when set, records wake-ups received and unclaimed and the
-	// subscriptions open. Nil records nothing.
+	// subscriptions open and lingering. Nil records nothing.
 	Meter metric.Meter
 }
 
@@ -127,6 +147,9 @@ func NewHub(client rueidis.Client, opts Options) *Hub {
 	if opts.UnsubscribeTimeout <= 0 {
 		opts.UnsubscribeTimeout = DefaultUnsubscribeTimeout
 	}
+	if opts.Linger == 0 {
+		opts.Linger = DefaultLinger
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Hub{client: client, opts: opts, ctx: ctx, cancel: cancel, done: make(chan struct{}), chans: make(map[string]*channel)}
 	if opts.Meter != nil {
@@ -135,9 +158,10 @@ func NewHub(client rueidis.Client, opts Options) *Hub {
 	return h
 }
 
-// Close ends every subscription (unsubscribing on the server), makes every
-// pending Subscribe and Wait return ErrClosed, and returns once the hub's
-// goroutines have ended. It is safe to call more than once.
+// Close ends every subscription, lingering ones included (unsubscribing on
+// the server), makes every pending Subscribe and Wait return ErrClosed, and
+// returns once the hub's goroutines have ended. It is safe to call more than
+// once.
 func (h *Hub) Close() {
 	h.mu.Lock()
 	if !h.closed {
@@ -145,13 +169,18 @@ func (h *Hub) Close() {
 		close(h.done)
 	}
 	h.mu.Unlock()
+	// Cancelling h.ctx ends the lingering rounds with the others, and each
+	// channel's run stops its linger's timer as it ends (a callback already
+	// running is one of the hub's goroutines), so Close need not wait for a
+	// linger to run out.
 	h.cancel()
 	h.wg.Wait()
 	h.meters.close()
 }
 
 // Channels returns the channels the hub is subscribed to or subscribing to,
-// for tests and metrics.
+// for tests and metrics. Lingering channels are included: the server still
+// counts their subscriptions.
 func (h *Hub) Channels() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -162,9 +191,37 @@ func (h *Hub) Channels() []string {
 	return out
 }
 
+// counts returns how many channels Channels would list and how many of them
+// are lingering, without building the list (the metrics' callback).
+func (h *Hub) counts() (open, lingering int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ch := range h.chans {
+		if ch.linger != nil {
+			lingering++
+		}
+	}
+	return len(h.chans), lingering
+}
+
+// Subscribed reports whether name's subscription is live and confirmed, held
+// by waiters or lingering, so that a Subscribe to it now would return at
+// once, with no round trip. It is a hint: the linger may end, or the
+// subscription be lost, right after it answered; Subscribe stays correct
+// either way, only slower. A caller uses it to skip work that is worth
+// doing only to avoid a subscription (see the package comment).
+func (h *Hub) Subscribed(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := h.chans[name]
+	return !h.closed && ch != nil && ch.cur.finished && ch.cur.err == nil
+}
+
 // Subscribe joins the subscription to channel, creating it if needed, and
 // returns once the server has confirmed it: an event published after
 // Subscribe returns reaches this waiter (or, with wake-one, another one).
+// A lingering subscription is taken over as it is, without a round trip;
+// nothing that arrived while it lingered is pending for the new waiter.
 // The caller must Release the Subscription.
 func (h *Hub) Subscribe(ctx context.Context, name string) (*Subscription, error) {
 	h.mu.Lock()
@@ -186,6 +243,7 @@ func (h *Hub) Subscribe(ctx context.Context, name string) (*Subscription, error)
 		go h.run(ch)
 	}
 	ch.refs++
+	h.stopLingerLocked(ch)
 	r := ch.cur
 	h.mu.Unlock()
 
@@ -219,6 +277,12 @@ func (h *Hub) run(ch *channel) {
 	for {
 		h.mu.Lock()
 		if ch.refs == 0 || h.closed {
+			// The round is over: the hub closed, the linger ran out, or a
+			// lingering subscription ended on its own (a connection rueidis
+			// gave up on, a slot that moved) and is not made again for
+			// nobody. A linger timer left has nothing to end, and Close
+			// must not wait for it.
+			h.stopLingerLocked(ch)
 			delete(h.chans, ch.name)
 			h.mu.Unlock()
 			return
@@ -315,28 +379,99 @@ func (h *Hub) receive(ctx context.Context, ch *channel, r *round) error {
 		return err
 	}
 	rctx := rueidis.WithOnReceiveReturnHook(rueidis.WithOnSubscriptionHook(ctx, onSubscription), onReturn)
-	// A message that arrives after the last waiter left is dropped with the
-	// channel; a publisher that must not lose it takes the listener out of
-	// its audience before the unsubscribe (latchkey's leave script does).
+	// A message that arrives after the last waiter left is dropped, whether
+	// the channel lingers or is gone; a publisher that must not lose it takes
+	// the listener out of its audience before the last Release (latchkey's
+	// leave script does).
 	err := h.client.Receive(rctx, sub, func(m rueidis.PubSubMessage) {
+		// The mutex is held only for a few field updates: this does not
+		// stall rueidis' connection goroutine.
+		h.mu.Lock()
 		if m.Message == WakeAllPayload {
-			// The mutex is held only for a few field updates: this does not
-			// stall rueidis' connection goroutine.
-			h.mu.Lock()
 			ch.bumpLocked()
 			h.mu.Unlock()
 			h.meters.receivedAll()
 			return
 		}
-		select {
-		case ch.permit <- struct{}{}:
-			h.meters.receivedOne(true)
-		default: // a wake-up is already pending; one is enough to make progress
-			h.meters.receivedOne(false)
+		// Read refs and fill the permit in one critical section with
+		// Release's drain: a message either reaches the waiters who hold
+		// the channel or, lingering, nobody, never a waiter who subscribes
+		// later and would take it for an event after its Mark.
+		claimed := false
+		if ch.refs > 0 {
+			select {
+			case ch.permit <- struct{}{}:
+				claimed = true
+			default: // a wake-up is already pending; one is enough to make progress
+			}
 		}
+		h.mu.Unlock()
+		h.meters.receivedOne(claimed)
 	})
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// releaseLastLocked is Release's part when ch's last waiter left: drop the
+// pending wake-up, which nobody is owed now, and let the subscription linger
+// or end it. Callers hold h.mu.
+func (h *Hub) releaseLastLocked(ch *channel) {
+	select {
+	case <-ch.permit:
+	default:
+	}
+	if ch.stop == nil {
+		return // between rounds: run sees refs == 0 and ends the channel
+	}
+	if h.opts.Linger < 0 || h.closed {
+		h.unsubscribeLocked(ch)
+		return
+	}
+	ch.lingerSeq++
+	seq := ch.lingerSeq
+	// The timer's callback counts as one of the hub's goroutines, so that
+	// Close, which stops the timer, also waits for a callback already
+	// running. Adding is safe: ch's run goroutine is counted (its round is
+	// running), so the count is not zero, and Close has not begun to wait
+	// (h.closed is false under the mutex).
+	h.wg.Add(1)
+	ch.linger = time.AfterFunc(h.opts.Linger, func() {
+		defer h.wg.Done()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if ch.lingerSeq != seq {
+			return // taken over, or ended, since the timer fired
+		}
+		ch.linger = nil
+		if ch.stop != nil { // nil when the round ended meanwhile; run ends the channel
+			h.unsubscribeLocked(ch)
+		}
+	})
+}
+
+// unsubscribeLocked stops ch's running round, whose return hook unsubscribes;
+// run then ends the channel unless a waiter came back. Callers hold h.mu and
+// know ch.stop is set.
+func (h *Hub) unsubscribeLocked(ch *channel) {
+	ch.stop()
+	// Whoever arrives before the running round has unsubscribed must wait
+	// for the next round's confirmation, not trust this one.
+	ch.cur = newRound()
+}
+
+// stopLingerLocked cancels ch's linger, if any: a waiter took the channel
+// over, the hub is closing, or the subscription ended on its own. A timer
+// that already fired finds lingerSeq changed and does nothing. Callers hold
+// h.mu.
+func (h *Hub) stopLingerLocked(ch *channel) {
+	if ch.linger == nil {
+		return
+	}
+	ch.lingerSeq++
+	if ch.linger.Stop() {
+		h.wg.Done() // the callback will not run to do it
+	}
+	ch.linger = nil
 }

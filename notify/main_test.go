@@ -34,6 +34,14 @@ const (
 	longWait   = 30 * time.Second // a Wait bound that must not be what ends a Wait
 )
 
+// Options.Linger for tests of the unsubscribe itself: noLinger ends a
+// channel at its last Release, shortLinger soon after it, well within
+// eventually.
+const (
+	noLinger    = -1
+	shortLinger = 20 * time.Millisecond
+)
+
 // TestMain gets real servers from the harness; RunTests checks for leaked
 // goroutines with goleak once they are closed.
 func TestMain(m *testing.M) {
@@ -156,6 +164,26 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 		require.FailNowf(t, "timed out", "waiting for %s", what)
 		panic("unreachable")
 	}
+}
+
+// pendingSubscribe starts a Subscribe to channel on another goroutine and
+// returns once the hub has registered the channel: with a tapClient whose
+// gate is closed, the Subscribe is then pending. Its result arrives on the
+// returned channel; a Subscription it got is released at once.
+func pendingSubscribe(t *testing.T, h *Hub, channel string) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		s, err := h.Subscribe(context.Background(), channel)
+		if err == nil {
+			s.Release()
+		}
+		done <- err
+	}()
+	// The channel is registered in the same critical section that counts the
+	// waiter, so from here on the Subscribe is (about to be) pending.
+	require.Eventually(t, func() bool { return len(h.Channels()) == 1 }, eventually, tick)
+	return done
 }
 
 // waitResult is what a waiter goroutine reports.

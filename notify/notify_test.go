@@ -31,10 +31,10 @@ func TestSubscribeReturnsAfterServerConfirmed(t *testing.T) {
 }
 
 // Waiters on one channel share one server subscription, which the last
-// Release ends.
+// Release ends (without a linger; linger_test.go has the lingering kind).
 func TestSubscriptionIsSharedAndReferenceCounted(t *testing.T) {
 	admin := newClient(t, redisAddr)
-	h := newHub(t, newClient(t, redisAddr), Options{})
+	h := newHub(t, newClient(t, redisAddr), Options{Linger: noLinger})
 	ch := uniqueChannel(t)
 
 	subscribesBefore := commandCalls(t, admin, "subscribe")
@@ -314,10 +314,12 @@ func TestWaitEndsWithContext(t *testing.T) {
 }
 
 // A Subscribe whose context is done fails with the context's cause and
-// leaves no subscription behind, on the server or in the hub.
+// leaves no subscription behind, on the server or in the hub, once the
+// linger is over. The linger is short, so that the rounds given up before
+// their confirmation linger and end too, within the test's patience.
 func TestSubscribeWithCancelledContextLeavesNothing(t *testing.T) {
 	admin := newClient(t, redisAddr)
-	h := newHub(t, newClient(t, redisAddr), Options{})
+	h := newHub(t, newClient(t, redisAddr), Options{Linger: shortLinger})
 	cause := errors.New("caller gave up")
 
 	var channels []string
@@ -467,17 +469,7 @@ func TestCloseEndsPendingSubscribe(t *testing.T) {
 	h := newHub(t, tap, Options{})
 	ch := uniqueChannel(t)
 
-	done := make(chan error, 1)
-	go func() {
-		s, err := h.Subscribe(context.Background(), ch)
-		if err == nil {
-			s.Release()
-		}
-		done <- err
-	}()
-	// The channel is registered in the same critical section that counts the
-	// waiter, so from here on the Subscribe is (about to be) pending.
-	require.Eventually(t, func() bool { return len(h.Channels()) == 1 }, eventually, tick)
+	done := pendingSubscribe(t, h, ch)
 	select {
 	case err := <-done:
 		require.FailNow(t, "Subscribe returned before the server confirmed", "err: %v", err)
@@ -491,12 +483,21 @@ func TestCloseEndsPendingSubscribe(t *testing.T) {
 }
 
 // Waiters leaving and arriving concurrently make the hub unsubscribe and
-// resubscribe the same channel; whoever is subscribed at the end must get the
-// messages.
+// resubscribe the same channel (or, lingering, end the linger while waiters
+// take it over); whoever is subscribed at the end must get the messages.
 func TestReleaseThenReviveRace(t *testing.T) {
+	// A linger as short as the revivals' pace makes its timer race them.
+	for _, linger := range []time.Duration{noLinger, time.Millisecond} {
+		t.Run(fmt.Sprintf("linger=%v", linger), func(t *testing.T) {
+			testReleaseThenReviveRace(t, Options{Linger: linger})
+		})
+	}
+}
+
+func testReleaseThenReviveRace(t *testing.T, opts Options) {
 	c := newClient(t, redisAddr)
 	admin := newClient(t, redisAddr)
-	h := newHub(t, c, Options{})
+	h := newHub(t, c, opts)
 	ch := uniqueChannel(t)
 
 	const rounds, goroutines, perGoroutine = 200, 4, 3
@@ -540,11 +541,11 @@ func TestReleaseThenReviveRace(t *testing.T) {
 // A waiter arriving just after the last one left revives the subscription.
 // The round was stopped on purpose, not lost, so reviving must not pay the
 // failure backoff: with a huge RetryBackoff, Subscribe must still return well
-// before it.
+// before it. Without a linger, so that the round is indeed stopped.
 func TestReviveAfterReleaseSkipsRetryBackoff(t *testing.T) {
 	admin := newClient(t, redisAddr)
 	const backoff = time.Minute
-	h := newHub(t, newClient(t, redisAddr), Options{RetryBackoff: backoff})
+	h := newHub(t, newClient(t, redisAddr), Options{RetryBackoff: backoff, Linger: noLinger})
 	ch := uniqueChannel(t)
 
 	for i := range 5 {

@@ -39,7 +39,7 @@ func shardedChannels(t *testing.T, c rueidis.Client, n int) (channels []string, 
 
 // Sharded mode on a cluster: each channel's SSUBSCRIBE lands on the node that
 // owns its slot, SPUBLISH wakes the waiter of that channel only, and the
-// subscriptions end on Release and Close.
+// subscriptions end on Release (without a linger) and Close.
 func TestShardedModeOnCluster(t *testing.T) {
 	cc := newClient(t, clusterAddrs...)
 	nodes := make([]rueidis.Client, len(clusterAddrs))
@@ -47,7 +47,7 @@ func TestShardedModeOnCluster(t *testing.T) {
 		nodes[i] = newNodeClient(t, addr)
 	}
 	tap := newTap(cc)
-	h := newHub(t, tap, Options{Mode: Sharded})
+	h := newHub(t, tap, Options{Mode: Sharded, Linger: noLinger})
 
 	channels, owners := shardedChannels(t, cc, 2)
 	require.NotEqual(t, owners[0], owners[1])

@@ -13,6 +13,13 @@ type channel struct {
 	cur  *round // the round newcomers wait for
 	stop func() // cancels the running round; nil between rounds
 
+	// linger, set while refs is 0 and the round runs on for a newcomer to
+	// reuse, ends that round when it fires. lingerSeq tells its callback
+	// whether it is still the current linger: Stop cannot recall a
+	// callback that has already started.
+	linger    *time.Timer
+	lingerSeq uint64
+
 	// epoch counts (re)subscriptions, lost subscriptions and WakeAllPayload
 	// messages; bcast is closed and replaced at each increment so that every
 	// waiter wakes at once.
@@ -145,17 +152,26 @@ func (s *Subscription) Wait(ctx context.Context, mark Mark, max time.Duration) (
 
 // PassOn hands a wake-up to another waiter. Call it after Wait returned
 // WokenOne if you are leaving without acting on it (your context ended, say),
-// so that the waiter who should have been woken is.
+// so that the waiter who should have been woken is. With no waiter left on
+// the channel it does nothing, as a message would.
 func (s *Subscription) PassOn() {
+	h := s.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// Under the mutex, like a message: a wake-up passed while the channel
+	// lingers would wait for whoever subscribes next, who is not owed it.
+	if s.ch.refs == 0 {
+		return
+	}
 	select {
 	case s.ch.permit <- struct{}{}:
 	default:
 	}
 }
 
-// Release leaves the subscription; the last waiter to leave a channel
-// unsubscribes it, and a wake-up still pending then is dropped. Release is
-// idempotent.
+// Release leaves the subscription. When the last waiter leaves a channel, a
+// wake-up still pending is dropped and the subscription lingers (see
+// Options.Linger) before it is unsubscribed. Release is idempotent.
 func (s *Subscription) Release() {
 	h := s.hub
 	h.mu.Lock()
@@ -164,16 +180,8 @@ func (s *Subscription) Release() {
 		return
 	}
 	s.released = true
-	ch := s.ch
-	ch.refs--
-	if ch.refs == 0 && ch.stop != nil {
-		ch.stop()
-		// Whoever arrives before the running round has unsubscribed must
-		// wait for the next round's confirmation, not trust this one.
-		ch.cur = newRound()
-		select {
-		case <-ch.permit:
-		default:
-		}
+	s.ch.refs--
+	if s.ch.refs == 0 {
+		h.releaseLastLocked(s.ch)
 	}
 }
