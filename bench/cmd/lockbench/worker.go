@@ -50,6 +50,9 @@ type ready struct {
 type report struct {
 	Acquisitions int64             `json:"acquisitions"`
 	Waits        latency.Histogram `json:"waits"` // one sample per acquisition
+	// Attempts are the tries to take a lock during the run, warm-up left
+	// out; 0 from a library that does not count them (locks.CountsAttempts).
+	Attempts int64 `json:"attempts"`
 	// EventsNS are the instants (unix ns) of every grant and of every
 	// Unlock's return, when workerParams.Events asks for them.
 	EventsNS []int64 `json:"events_ns,omitempty"`
@@ -100,7 +103,9 @@ func workerMain() int {
 // work is one worker process: connect, warm up, say ready, wait for the
 // start instant on in, run, report on out.
 func work(p workerParams, in io.Reader, out io.Writer) error {
-	lib, err := locks.Open(p.Lib, locks.Options{Addr: p.Addr, Lease: p.Lease, Conns: p.G, Backoff: p.Backoff})
+	var attempts atomic.Int64
+	lib, err := locks.Open(p.Lib, locks.Options{Addr: p.Addr, Lease: p.Lease, Conns: p.G, Backoff: p.Backoff,
+		OnAttempt: func() { attempts.Add(1) }})
 	if err != nil {
 		return err
 	}
@@ -109,6 +114,7 @@ func work(p workerParams, in io.Reader, out io.Writer) error {
 	if err := warmUp(lib, p); err != nil {
 		return fmt.Errorf("warming up: %w", err)
 	}
+	attempts.Store(0) // the warm-up's tries are not the run's
 	enc := json.NewEncoder(out)
 	if err := enc.Encode(ready{Ready: true}); err != nil {
 		return err
@@ -137,6 +143,7 @@ func work(p workerParams, in io.Reader, out io.Writer) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
+	rep.Attempts = attempts.Load() // every Lock has returned
 	// Close before reporting, so that the parent's final reading of Redis'
 	// counters comes after everything this worker sent.
 	if err := closeLib(); err != nil {
