@@ -1,7 +1,8 @@
 # latchkey — the commands the README promises:
 #   make test   vet + every test with the race detector, integration included,
 #               and the bench module's tests (test-bench)
-#   make demo   worker processes contending on one lock, pub/sub vs spin
+#   make demo   a fleet of worker processes contending on one lock, pub/sub
+#               vs spin, with a verdict of where pub/sub wins and pays
 #   make bench  the benchmark suite against the other lock libraries and the
 #               lock family's (familybench); writes docs/benchmarks.md and its
 #               charts in docs/bench/
