@@ -9,12 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 
 	"github.com/latchkey/latchkey/internal/childproc"
 	"github.com/latchkey/latchkey/internal/latency"
-	"github.com/latchkey/latchkey/internal/redistest"
 )
 
 // TestMain is also the demo's worker when TestDemo re-executes this test
@@ -233,16 +231,7 @@ func TestFlushRequired(t *testing.T) {
 		}
 	}
 
-	srv, err := redistest.StartProcess(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
+	srv, rc := startRedis(t)
 	if err := rc.Do(t.Context(), rc.B().Set().Key("kept").Value("1").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}

@@ -149,8 +149,7 @@ func (ch barChart) panel(f *results.File, sc results.Scenario) (*plot.Plot, erro
 		if err != nil {
 			return nil, err
 		}
-		whiskers.LineStyle.Color = color.Gray{Y: 60}
-		whiskers.CapWidth = 2 * vg.Millimeter
+		styleWhiskers(&whiskers.LineStyle, &whiskers.CapWidth)
 		p.Add(whiskers)
 		// The value's label starts right of the whisker.
 		for i := range xys {
@@ -170,6 +169,13 @@ func (ch barChart) panel(f *results.File, sc results.Scenario) (*plot.Plot, erro
 	p.X.Max = max(top*headroom, 1)
 	p.NominalY(slices.Clone(names)...)
 	return p, nil
+}
+
+// styleWhiskers gives the whiskers over a figure's range the charts' look:
+// a thin grey line with caps, so that they read as error bars and not data.
+func styleWhiskers(line *draw.LineStyle, capWidth *vg.Length) {
+	line.Color = color.Gray{Y: 60}
+	*capWidth = 2 * vg.Millimeter
 }
 
 // libLabel names r's library in a chart with its retry setting in a few

@@ -139,14 +139,20 @@ func TestDocFrontier(t *testing.T) {
 	// Per library, settings by value: latchkey-spin's caps ascending,
 	// redsync's fixed delays before its random default.
 	d := section[strings.Index(section, "**(d)"):strings.Index(section, "**(e)")]
-	order := []string{"| latchkey |", "backoff 1ms–2ms, jittered", "backoff 1ms–8ms, jittered", "backoff 1ms–32ms, jittered",
+	assertInOrder(t, "(d) frontier table", d, "| latchkey |", "backoff 1ms–2ms, jittered", "backoff 1ms–8ms, jittered", "backoff 1ms–32ms, jittered",
 		"backoff 1ms–128ms, jittered", "| redsync | delay 8ms", "| redsync | delay 32ms", "| redsync | delay random", "| redislock | backoff 1ms–8ms",
-		"| redislock | backoff 1ms–128ms", "| rueidislock |"}
+		"| redislock | backoff 1ms–128ms", "| rueidislock |")
+}
+
+// assertInOrder reports each of parts that text lacks or has before the
+// part listed ahead of it.
+func assertInOrder(t *testing.T, what, text string, parts ...string) {
+	t.Helper()
 	last := -1
-	for _, s := range order {
-		i := strings.Index(d, s)
+	for _, s := range parts {
+		i := strings.Index(text, s)
 		if i <= last {
-			t.Errorf("(d) frontier table: %q at %d, after %d", s, i, last)
+			t.Errorf("%s: %q at %d, after %d", what, s, i, last)
 		}
 		last = i
 	}
@@ -187,14 +193,7 @@ func TestDocFleet(t *testing.T) {
 	if n := strings.Count(section, "\n| "); n != 2+15 {
 		t.Errorf("%d table lines, want the header, its rule and 5 libraries × 3 sizes", n)
 	}
-	last := -1
-	for _, s := range []string{"| 4 | latchkey |", "| 4 | rueidislock |", "| 16 | latchkey |", "| 16 | rueidislock |", "| 64 | latchkey |", "| 64 | rueidislock |"} {
-		i := strings.Index(section, s)
-		if i <= last {
-			t.Errorf("fleet table: %q at %d, after %d", s, i, last)
-		}
-		last = i
-	}
+	assertInOrder(t, "fleet table", section, "| 4 | latchkey |", "| 4 | rueidislock |", "| 16 | latchkey |", "| 16 | rueidislock |", "| 64 | latchkey |", "| 64 | rueidislock |")
 	// The fleet chart is in its section, not among the bar charts.
 	if strings.Contains(sectionOf(t, doc, "## Charts", "## Watchdog scale"), fleetFile) {
 		t.Error("the fleet chart is under Charts too")

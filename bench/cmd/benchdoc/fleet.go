@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"image/color"
 	"io"
 	"strconv"
 	"strings"
@@ -84,8 +83,7 @@ func fleetPanel(f *results.File) (*plot.Plot, error) {
 		if err != nil {
 			return nil, err
 		}
-		whiskers.LineStyle.Color = color.Gray{Y: 60}
-		whiskers.CapWidth = 2 * vg.Millimeter
+		styleWhiskers(&whiskers.LineStyle, &whiskers.CapWidth)
 		p.Add(whiskers)
 	}
 	if len(all) == 0 {

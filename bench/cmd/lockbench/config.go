@@ -154,52 +154,52 @@ func (c config) validate() error {
 	return nil
 }
 
-// parseDurations splits a comma-separated list of durations of at least a
-// millisecond (the backoffs' start), dropping repeats.
-func parseDurations(s string) ([]time.Duration, error) {
-	var ds []time.Duration
+// parseList parses each item of a comma-separated list with parse, in the
+// order given, leaving out empty items and repeats.
+func parseList[T comparable](s string, parse func(string) (T, error)) ([]T, error) {
+	var xs []T
 	for f := range strings.SplitSeq(s, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		d, err := time.ParseDuration(f)
+		x, err := parse(f)
 		if err != nil {
 			return nil, err
 		}
-		if d < time.Millisecond {
-			return nil, fmt.Errorf("%v is below 1ms, where the backoffs start", d)
-		}
-		if !slices.Contains(ds, d) {
-			ds = append(ds, d)
+		if !slices.Contains(xs, x) {
+			xs = append(xs, x)
 		}
 	}
-	return ds, nil
+	return xs, nil
+}
+
+// parseDurations splits a comma-separated list of durations of at least a
+// millisecond (the backoffs' start), dropping repeats.
+func parseDurations(s string) ([]time.Duration, error) {
+	return parseList(s, func(f string) (time.Duration, error) {
+		d, err := time.ParseDuration(f)
+		if err == nil && d < time.Millisecond {
+			err = fmt.Errorf("%v is below 1ms, where the backoffs start", d)
+		}
+		return d, err
+	})
 }
 
 // parseSizes splits a comma-separated list of fleet sizes, each at least
 // one process, into ascending order without repeats.
 func parseSizes(s string) ([]int, error) {
-	var sizes []int
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
+	sizes, err := parseList(s, func(f string) (int, error) {
 		n, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, err
+		if err == nil && n < 1 {
+			err = fmt.Errorf("a fleet of %d processes", n)
 		}
-		if n < 1 {
-			return nil, fmt.Errorf("a fleet of %d processes", n)
-		}
-		if !slices.Contains(sizes, n) {
-			sizes = append(sizes, n)
-		}
-	}
-	if len(sizes) == 0 {
-		return nil, fmt.Errorf("%q names no fleet size", s)
+		return n, err
+	})
+	if err == nil && len(sizes) == 0 {
+		err = fmt.Errorf("%q names no fleet size", s)
 	}
 	slices.Sort(sizes)
-	return sizes, nil
+	return sizes, err
 }
 
 // parseParts splits a comma-separated list of the suite's parts.
