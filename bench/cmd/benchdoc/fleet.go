@@ -163,8 +163,8 @@ func writeFleet(b *bytes.Buffer, f *results.File, link *chartLink) {
 		"Throughput is also given as a share of 1/cs (%s acquisitions/s: holds back to back, with no time between them). "+
 		"Tries are the attempts to take the lock per acquisition, counted by each worker, tries of the acquires the run's end cut off included; "+
 		"\"–\" for a library whose API does not show them. SUBSCRIBE counts SSUBSCRIBE too, UNSUBSCRIBE SUNSUBSCRIBE (INFO commandstats). "+
-		"Runs of %gs, medians over %d %s, min–max in parentheses.\n\n",
-		fleetHeading(fl), fmtNum(1e6/sc.CSUS), fl.DurS, fl.Reps, plural(fl.Reps, "repetition", "repetitions"))
+		"Runs of %gs, %s.\n\n",
+		fleetHeading(fl), fmtNum(1e6/sc.CSUS), fl.DurS, repsClause(fl.Reps))
 	if link != nil {
 		fmt.Fprintf(b, "![%s](%s)\n\n", link.title, link.path)
 	}
@@ -181,6 +181,15 @@ func writeFleet(b *bytes.Buffer, f *results.File, link *chartLink) {
 			spreadCell(r.MeanWaitUS, units.Micros), maxWait.cell(&r.Result), fmt.Sprint(r.Violations), errorsCell(&r.Result)))
 	}
 	b.WriteString("\n")
+}
+
+// repsClause says what the figures of reps repetitions are: one run's, or
+// medians with their ranges.
+func repsClause(reps int) string {
+	if reps == 1 {
+		return "one repetition, so each figure is one run's and has no range"
+	}
+	return fmt.Sprintf("medians over %d repetitions, min–max in parentheses", reps)
 }
 
 // fleetMethod is the Method section's line on (g), "" without a fleet.
