@@ -121,7 +121,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer rc.Close()
 
-	fmt.Fprintf(stdout, "%d processes × %d goroutines on lock %q, critical section %v, %v per phase\n\n", cfg.procs, cfg.g, cfg.lock, cfg.cs, cfg.dur)
+	goroutines := "goroutines"
+	if cfg.g == 1 {
+		goroutines = "goroutine"
+	}
+	fmt.Fprintf(stdout, "%d processes × %d %s on lock %q, critical section %v, %v per phase\n\n", cfg.procs, cfg.g, goroutines, cfg.lock, cfg.cs, cfg.dur)
 	results := make([]*phaseResult, 0, len(phases))
 	for _, mode := range phases {
 		res, err := runPhase(ctx, rc, addr, cfg, mode)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/latchkey/latchkey/internal/childproc"
 	"github.com/latchkey/latchkey/internal/latency"
+	"github.com/latchkey/latchkey/rlock"
 )
 
 // TestMain is also the demo's worker when TestDemo re-executes this test
@@ -244,6 +246,37 @@ func TestFlushRequired(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "redis: "+srv.Addr+" (from -addr, -flush)") {
 		t.Errorf("the report does not say it used -addr:\n%s", out.String())
+	}
+}
+
+// TestListTable: a held lock has a row per holder, and a lock between two
+// holders a row that says it is free, and kept for a woken waiter when it
+// is, with its queue.
+func TestListTable(t *testing.T) {
+	now := time.Now()
+	got, err := listTable([]rlock.LockInfo{
+		{Name: "held", Holders: []rlock.Holder{{Count: 1, Token: 7, Since: now.Add(-3 * time.Millisecond), Client: rlock.ClientInfo{Name: "worker 2", PID: 42}}},
+			LeaseLeft: 30 * time.Second, WaitersTotal: 5},
+		{Name: "handover", ReservedFor: "client-id", WaitersTotal: 31},
+		{Name: "idle"},
+	}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimRight(got, "\n"), "\n")
+	want := [][]string{
+		{"NAME", "HOLDER", "PID", "HOLDS", "TOKEN", "HELD", "FOR", "LEASE", "LEFT", "CLIENTS", "QUEUED"},
+		{"held", "worker", "2", "42", "1", "7", "3ms", "30s", "5"},
+		{"handover", "(free,", "kept", "for", "the", "woken", "waiter)", "-", "-", "-", "-", "-", "31"},
+		{"idle", "(free)", "-", "-", "-", "-", "-", "0"},
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d:\n%s", len(rows), len(want), got)
+	}
+	for i, w := range want {
+		if f := strings.Fields(rows[i]); !slices.Equal(f, w) {
+			t.Errorf("row %d: %q, want %q", i, f, w)
+		}
 	}
 }
 

@@ -395,13 +395,28 @@ func listing(ctx context.Context, locks *rlock.Client) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("listing the locks: %w", err)
 	}
+	return listTable(infos, time.Now())
+}
+
+// listTable is a row per holder of each lock in infos, and one for a lock
+// nobody holds at that instant: with the pub/sub lock a short critical
+// section is often between two holders, kept for the waiter the release
+// woke, and its queue is what there is to see.
+func listTable(infos []rlock.LockInfo, now time.Time) (string, error) {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  NAME\tHOLDER\tPID\tHOLDS\tTOKEN\tHELD FOR\tLEASE LEFT\tCLIENTS QUEUED")
 	for _, info := range infos {
 		for _, h := range info.Holders {
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%v\t%v\t%d\n", info.Name, h.Client.Name, h.Client.PID, h.Count, h.Token,
-				time.Since(h.Since).Round(time.Microsecond), info.LeaseLeft, info.WaitersTotal)
+				now.Sub(h.Since).Round(time.Microsecond), info.LeaseLeft, info.WaitersTotal)
+		}
+		if !info.Held() {
+			free := "(free)"
+			if info.ReservedFor != "" {
+				free = "(free, kept for the woken waiter)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t-\t-\t-\t-\t-\t%d\n", info.Name, free, info.WaitersTotal)
 		}
 	}
 	if err := tw.Flush(); err != nil {
