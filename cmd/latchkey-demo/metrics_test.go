@@ -18,16 +18,7 @@ import (
 // Prometheus exporter, /metrics serves the latchkey_ series, and the
 // summary the demo prints reads them back.
 func TestWorkerMetrics(t *testing.T) {
-	srv, err := redistest.StartProcess(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
+	_, rc := startRedis(t)
 	m, err := startMetrics("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -163,4 +154,21 @@ func TestMetricsAddr(t *testing.T) {
 			t.Errorf("checkMetricsAddr(%q, %d) = %v, want ok %v", c.addr, c.procs, err, c.ok)
 		}
 	}
+}
+
+// startRedis starts a redis-server process of the test's own and connects
+// to it; both end with the test.
+func startRedis(t *testing.T) (*redistest.Server, rueidis.Client) {
+	t.Helper()
+	srv, err := redistest.StartProcess(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	return srv, rc
 }

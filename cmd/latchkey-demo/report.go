@@ -30,11 +30,11 @@ type phaseResult struct {
 	lastErr                      string
 	waits                        latency.Histogram // one sample per acquisition
 	counter                      int64             // the counter's final value
-	commands                     int64             // total_commands_processed since CONFIG RESETSTAT
-	cmdstats                     map[string]int64
-	cpu0, cpuSeconds             float64        // Redis' used_cpu_sys+used_cpu_user at the start, and its increase
-	metrics                      metricsSummary // the workers' latchkey_* metrics at their end
-	listing                      string         // `latchkey list` in mid-phase
+	commands                     int64             // redisinfo.LockCommands of cmdstats
+	cmdstats                     map[string]int64  // calls per command since CONFIG RESETSTAT
+	cpu0, cpuSeconds             float64           // Redis' used_cpu_sys+used_cpu_user at the start, and its increase
+	metrics                      metricsSummary    // the workers' latchkey_* metrics at their end
+	listing                      string            // `latchkey list` in mid-phase
 }
 
 func (r *phaseResult) exclusionOK() bool { return r.counter == r.acquired && r.overlaps == 0 }
@@ -45,6 +45,11 @@ func (r *phaseResult) perAcq(x float64) float64 {
 		return math.NaN()
 	}
 	return x / float64(r.acquired)
+}
+
+// callsPerAcq is the calls of the commands named per acquisition.
+func (r *phaseResult) callsPerAcq(names []string) float64 {
+	return r.perAcq(float64(redisinfo.Sum(r.cmdstats, names)))
 }
 
 // interval is all workers' reports for one second.
@@ -156,7 +161,8 @@ func fmtFloat(x float64, prec int) string {
 	return strconv.FormatFloat(x, 'f', prec, 64)
 }
 
-// ratio formats a/b as "1.4x", with two significant digits below 1.
+// ratio formats a/b as "1.4x", with two significant digits below 0.995
+// (which would round to a bare "1x").
 func ratio(a, b float64) string {
 	x := a / b
 	switch {
@@ -164,7 +170,7 @@ func ratio(a, b float64) string {
 		return "n/a"
 	case x >= 10:
 		return fmt.Sprintf("%.0fx", x)
-	case x >= 1:
+	case x >= 0.995:
 		return fmt.Sprintf("%.1fx", x)
 	}
 	return strconv.FormatFloat(x, 'g', 2, 64) + "x"
@@ -247,27 +253,120 @@ func printSummary(w io.Writer, cfg config, ps, sp *phaseResult) {
 	row("wake-ups sent (OTel)", func(r *phaseResult) string { return fmtFloat(r.metrics.WakeupsSent, 0) })
 	row("Redis commands/acq", func(r *phaseResult) string { return fmtFloat(r.perAcq(float64(r.commands)), 2) })
 	row("Redis CPU µs/acq", func(r *phaseResult) string { return fmtFloat(r.perAcq(r.cpuSeconds*1e6), 1) })
+	row("SUBSCRIBE/acq", func(r *phaseResult) string { return fmtFloat(r.callsPerAcq(redisinfo.SubscribeCommands), 2) })
+	row("UNSUBSCRIBE/acq", func(r *phaseResult) string { return fmtFloat(r.callsPerAcq(redisinfo.UnsubscribeCommands), 2) })
 	row("attempts/acq", func(r *phaseResult) string { return fmtFloat(r.perAcq(float64(r.attempts)), 2) })
 	row("errors", func(r *phaseResult) string { return strconv.FormatInt(r.errors, 10) })
 	row("exclusion", func(r *phaseResult) string { return map[bool]string{true: "OK", false: "VIOLATION"}[r.exclusionOK()] })
 	tw.Flush()
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, compare(ps, sp))
+	fmt.Fprintln(w, "Redis commands count the lock's, scripts' included, and the demo's GET and SET of its counter (2 per acquisition);")
+	fmt.Fprintln(w, "SUBSCRIBE counts SSUBSCRIBE too, UNSUBSCRIBE SUNSUBSCRIBE.")
+	fmt.Fprintln(w, verdict(ps, sp))
 }
 
-// compare is the one-sentence verdict, pub/sub relative to spin.
-func compare(ps, sp *phaseResult) string {
-	wait := func(r *phaseResult, p float64) float64 {
+// levelBand is how close pub/sub's figure must be to spin's for the
+// verdict to call them level rather than name a winner: a few percent is
+// within what one run differs from the next.
+const levelBand = 0.05
+
+// figure is one figure of both phases, for the verdict.
+type figure struct {
+	name   string
+	ps, sp float64 // NaN: not measured (no acquisition)
+	higher bool    // more is better (throughput); else less is
+	// detail replaces the ratio to spin's in the verdict, for a figure
+	// spin may have none of.
+	detail string
+}
+
+// outcome is +1 when pub/sub does better on f, -1 when it does worse, 0
+// when they are level; ok is false when either figure is missing.
+func (f figure) outcome() (o int, ok bool) {
+	switch {
+	case math.IsNaN(f.ps) || math.IsNaN(f.sp):
+		return 0, false
+	case f.ps == f.sp || f.sp != 0 && math.Abs(f.ps/f.sp-1) < levelBand:
+		return 0, true
+	case (f.ps > f.sp) == f.higher:
+		return 1, true
+	}
+	return -1, true
+}
+
+// describe is f's name with how pub/sub compares, "throughput (1.3x
+// spin's)".
+func (f figure) describe() string {
+	d := f.detail
+	switch {
+	case d != "":
+	case f.sp == 0:
+		d = "spin's is 0"
+	default:
+		d = ratio(f.ps, f.sp) + " spin's"
+	}
+	return f.name + " (" + d + ")"
+}
+
+// figures are what the verdict weighs: throughput, the p99 wait, Redis'
+// CPU and commands per acquisition, and the pub/sub calls per acquisition.
+func figures(ps, sp *phaseResult) []figure {
+	wait := func(r *phaseResult) float64 {
 		if r.waits.Count() == 0 {
 			return math.NaN()
 		}
-		return float64(r.waits.Quantile(p))
+		return float64(r.waits.Quantile(99))
 	}
-	return fmt.Sprintf("pub/sub: %s the throughput, %s the Redis commands and %s the Redis CPU per acquisition, %s the p99 wait and %s the longest wait of spin.",
-		ratio(ps.rate(), sp.rate()),
-		ratio(ps.perAcq(float64(ps.commands)), sp.perAcq(float64(sp.commands))),
-		ratio(ps.perAcq(ps.cpuSeconds), sp.perAcq(sp.cpuSeconds)),
-		ratio(wait(ps, 99), wait(sp, 99)), ratio(wait(ps, 100), wait(sp, 100)))
+	subs := func(r *phaseResult) (float64, float64) {
+		return r.callsPerAcq(redisinfo.SubscribeCommands), r.callsPerAcq(redisinfo.UnsubscribeCommands)
+	}
+	psSub, psUnsub := subs(ps)
+	spSub, spUnsub := subs(sp)
+	return []figure{
+		{name: "throughput", ps: ps.rate(), sp: sp.rate(), higher: true},
+		{name: "p99 wait", ps: wait(ps), sp: wait(sp)},
+		{name: "Redis CPU per acquisition", ps: ps.perAcq(ps.cpuSeconds), sp: sp.perAcq(sp.cpuSeconds)},
+		{name: "Redis commands per acquisition", ps: ps.perAcq(float64(ps.commands)), sp: sp.perAcq(float64(sp.commands))},
+		// Spin subscribes to nothing, so a ratio to its figure would be
+		// infinite: both are given instead.
+		{name: "SUBSCRIBE+UNSUBSCRIBE per acquisition", ps: psSub + psUnsub, sp: spSub + spUnsub,
+			detail: fmt.Sprintf("%s + %s against spin's %s + %s", fmtFloat(psSub, 2), fmtFloat(psUnsub, 2), fmtFloat(spSub, 2), fmtFloat(spUnsub, 2))},
+	}
+}
+
+// verdict is the one-line conclusion: on which figures pub/sub does better
+// than spin and on which it pays more, each with pub/sub's figure as a
+// ratio of spin's, and those within levelBand of each other as level.
+func verdict(ps, sp *phaseResult) string {
+	var wins, pays, level []string
+	for _, f := range figures(ps, sp) {
+		switch o, ok := f.outcome(); {
+		case !ok:
+		case o > 0:
+			wins = append(wins, f.describe())
+		case o < 0:
+			pays = append(pays, f.describe())
+		default:
+			level = append(level, f.describe())
+		}
+	}
+	s := "verdict: pub/sub wins on " + listOr(wins, "nothing here") + "; it pays in " + listOr(pays, "nothing here")
+	if len(level) > 0 {
+		s += fmt.Sprintf("; level (within %.0f%%) on %s", levelBand*100, listOr(level, ""))
+	}
+	return s + "."
+}
+
+// listOr lists items as "a, b and c", or none when there are none.
+func listOr(items []string, none string) string {
+	switch n := len(items); n {
+	case 0:
+		return none
+	case 1:
+		return items[0]
+	default:
+		return strings.Join(items[:n-1], ", ") + " and " + items[n-1]
+	}
 }
 
 // totalCommands is Redis' total_commands_processed.
@@ -296,13 +395,28 @@ func listing(ctx context.Context, locks *rlock.Client) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("listing the locks: %w", err)
 	}
+	return listTable(infos, time.Now())
+}
+
+// listTable is a row per holder of each lock in infos, and one for a lock
+// nobody holds at that instant: with the pub/sub lock a short critical
+// section is often between two holders, kept for the waiter the release
+// woke, and its queue is what there is to see.
+func listTable(infos []rlock.LockInfo, now time.Time) (string, error) {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  NAME\tHOLDER\tPID\tHOLDS\tTOKEN\tHELD FOR\tLEASE LEFT\tCLIENTS QUEUED")
 	for _, info := range infos {
 		for _, h := range info.Holders {
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%v\t%v\t%d\n", info.Name, h.Client.Name, h.Client.PID, h.Count, h.Token,
-				time.Since(h.Since).Round(time.Microsecond), info.LeaseLeft, info.WaitersTotal)
+				now.Sub(h.Since).Round(time.Microsecond), info.LeaseLeft, info.WaitersTotal)
+		}
+		if !info.Held() {
+			free := "(free)"
+			if info.ReservedFor != "" {
+				free = "(free, kept for the woken waiter)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t-\t-\t-\t-\t-\t%d\n", info.Name, free, info.WaitersTotal)
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -64,3 +64,21 @@ func LockCommands(calls map[string]int64) int64 {
 	}
 	return n
 }
+
+// SubscribeCommands are the commands that join a pub/sub channel, classic
+// and sharded, and UnsubscribeCommands those that leave one, as
+// CommandCalls names them. A waiter that subscribes for each wait pays one
+// of each per wait; a poller none.
+var (
+	SubscribeCommands   = []string{"subscribe", "ssubscribe"}
+	UnsubscribeCommands = []string{"unsubscribe", "sunsubscribe"}
+)
+
+// Sum adds up the calls of the commands named.
+func Sum(calls map[string]int64, names []string) int64 {
+	var n int64
+	for _, name := range names {
+		n += calls[name]
+	}
+	return n
+}

@@ -38,3 +38,16 @@ func TestCommandCalls(t *testing.T) {
 		t.Errorf("LockCommands = %d, want 17 (evalsha + hincrby)", got)
 	}
 }
+
+func TestSum(t *testing.T) {
+	calls := map[string]int64{"subscribe": 3, "ssubscribe": 4, "unsubscribe": 2, "sunsubscribe": 1, "psubscribe": 100, "evalsha": 50}
+	if got := Sum(calls, SubscribeCommands); got != 7 {
+		t.Errorf("Sum(SubscribeCommands) = %d, want 7 (subscribe + ssubscribe, not psubscribe)", got)
+	}
+	if got := Sum(calls, UnsubscribeCommands); got != 3 {
+		t.Errorf("Sum(UnsubscribeCommands) = %d, want 3", got)
+	}
+	if got := Sum(nil, SubscribeCommands); got != 0 {
+		t.Errorf("Sum of no calls = %d", got)
+	}
+}

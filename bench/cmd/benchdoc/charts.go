@@ -35,12 +35,14 @@ type svgChart struct {
 	render      func(w io.Writer, f *results.File) error // errNoData: left out
 }
 
-// charts are every SVG benchdoc writes: the bar charts, then the frontier.
+// charts are every SVG benchdoc writes: the bar charts, then the frontier
+// and the fleet's, which their own sections show.
 var charts = []svgChart{
 	barChart{"throughput.svg", "Throughput per library and scenario", "acquisitions/s", throughput, 1}.svg(),
 	barChart{"p99-wait.svg", "p99 acquire wait per library and scenario", "p99 wait, ms", p99, 1e-3}.svg(),
 	barChart{"redis-cpu.svg", "Redis CPU per acquisition per library and scenario", "Redis CPU per acquisition, µs", cpu, 1}.svg(),
 	{frontierFile, frontierTitle, renderFrontier},
+	{fleetFile, fleetTitle, renderFleet},
 }
 
 // barChart is a figure per library at its default setting, a panel per
@@ -63,8 +65,8 @@ func (ch barChart) render(w io.Writer, f *results.File) error {
 		}
 		panels = append(panels, p)
 	}
-	if len(panels) == 0 {
-		return fmt.Errorf("%w: no scenarios to chart", results.ErrBadFile)
+	if len(panels) == 0 { // a run of only some parts of the suite, f or g
+		return errNoData
 	}
 	return writeSVG(w, panels, panelHeight)
 }
@@ -119,9 +121,7 @@ func (ch barChart) panel(f *results.File, sc results.Scenario) (*plot.Plot, erro
 		if r == nil {
 			continue
 		}
-		if s := shortSetting(r); s != "" {
-			names[len(libs)-1-i] = fmt.Sprintf("%s (%s)", lib, s)
-		}
+		names[len(libs)-1-i] = libLabel(r)
 		v := ch.m.get(&r.Figures) * ch.scale
 		lo, hi := ch.m.get(&r.Min)*ch.scale, ch.m.get(&r.Max)*ch.scale
 		if lo == 0 && hi == 0 { // a results file without ranges
@@ -149,8 +149,7 @@ func (ch barChart) panel(f *results.File, sc results.Scenario) (*plot.Plot, erro
 		if err != nil {
 			return nil, err
 		}
-		whiskers.LineStyle.Color = color.Gray{Y: 60}
-		whiskers.CapWidth = 2 * vg.Millimeter
+		styleWhiskers(&whiskers.LineStyle, &whiskers.CapWidth)
 		p.Add(whiskers)
 		// The value's label starts right of the whisker.
 		for i := range xys {
@@ -170,6 +169,22 @@ func (ch barChart) panel(f *results.File, sc results.Scenario) (*plot.Plot, erro
 	p.X.Max = max(top*headroom, 1)
 	p.NominalY(slices.Clone(names)...)
 	return p, nil
+}
+
+// styleWhiskers gives the whiskers over a figure's range the charts' look:
+// a thin grey line with caps, so that they read as error bars and not data.
+func styleWhiskers(line *draw.LineStyle, capWidth *vg.Length) {
+	line.Color = color.Gray{Y: 60}
+	*capWidth = 2 * vg.Millimeter
+}
+
+// libLabel names r's library in a chart with its retry setting in a few
+// characters, "redsync (delay 50–250ms)".
+func libLabel(r *results.Result) string {
+	if s := shortSetting(r); s != "" {
+		return fmt.Sprintf("%s (%s)", r.Lib, s)
+	}
+	return r.Lib
 }
 
 // sans is the charts' typeface, one of the fonts gonum embeds.

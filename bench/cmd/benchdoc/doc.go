@@ -42,17 +42,23 @@ func writeDoc(b *bytes.Buffer, in docInput) {
 		b.WriteString(strings.TrimSpace(in.notes) + "\n\n")
 	}
 	writeScenarios(b, f)
-	var frontier *chartLink
+	// The frontier's and the fleet's charts go in their sections, the bar
+	// charts under Charts.
+	var frontier, fleet *chartLink
 	var bars []chartLink
 	for i, l := range in.charts {
-		if l.file == frontierFile {
+		switch l.file {
+		case frontierFile:
 			frontier = &in.charts[i]
-		} else {
+		case fleetFile:
+			fleet = &in.charts[i]
+		default:
 			bars = append(bars, l)
 		}
 	}
 	writeFrontier(b, f, frontier)
 	writeIdle(b, f)
+	writeFleet(b, f, fleet)
 	writeCommands(b, f)
 	writeCharts(b, bars)
 	writeWatchdog(b, f.Watchdog)
@@ -60,7 +66,7 @@ func writeDoc(b *bytes.Buffer, in docInput) {
 	if in.familyPath != "" {
 		writeFamily(b, in.family, in.familyPath)
 	}
-	writeMethod(b, m)
+	writeMethod(b, f)
 }
 
 func writeSetup(b *bytes.Buffer, m results.Meta) {
@@ -207,7 +213,8 @@ func tickCount(w *results.Watchdog) string {
 	return fmt.Sprintf("%d ticks", w.Steps[0].Ticks)
 }
 
-func writeMethod(b *bytes.Buffer, m results.Meta) {
+func writeMethod(b *bytes.Buffer, f *results.File) {
+	m := f.Meta
 	b.WriteString("## Method\n\n")
 	lines := []string{
 		"**Loop.** Each goroutine repeats: Lock (with a context whose deadline is the per-acquire deadline or the end of the run, whichever comes first), hold for the critical section, Unlock. Goroutine *i*, counted across processes, uses key *i* mod *keys*. Each latchkey goroutine has its own handle (a handle is one owner).",
@@ -220,6 +227,7 @@ func writeMethod(b *bytes.Buffer, m results.Meta) {
 		"**Redis CPU per acquisition** is the increase of `used_cpu_sys + used_cpu_user` (INFO cpu, all of the server's threads) over the run divided by the acquisitions. It includes Redis' own background work for the duration of the run.",
 		"**Redis commands per acquisition** is the sum of `calls` in INFO commandstats over the run divided by the acquisitions. Redis counts the commands a Lua script runs as well as the EVALSHA that runs it, so a script that does a GET and a SET counts as three. Left out are the benchmark's own commands and connection handshakes and keep-alives (" + overheadList() + "). [Where the Redis CPU goes](#where-the-redis-cpu-goes) splits the sum by command.",
 		"**Idle waiting (f).** Holders keep the lock 2s, so nearly every goroutine is blocked nearly all the time. Workers report the instant of every grant and every Unlock's return; the parent reads INFO cpu and commandstats every 100ms, and only the intervals between two readings that start 1s after the run does (every goroutine has just called Lock, and a waiter subscribes and queues first) and stay 250ms away from every grant and release (and, in runs since it was added, from the run's end) count. Each acquire may wait until the end of the run, so no waiter gives up and comes back inside the measurement.",
+		fleetMethod(f),
 		"**Violations** are seen in-process only, at no Redis cost: per key, a counter of the goroutines inside the critical section is raised on entry and lowered on exit; finding another holder on entry is a violation. It cannot see an overlap between two processes.",
 		"**Errors** are Lock failures other than the deadline, and Unlock failures (a release that finds the lock gone counts).",
 		fmt.Sprintf("**Lease.** Every library gets the same %gs lease, long enough that no lock expires during a run, so renewal is never on the measured path: latchkey `rlock.WithLease`, redsync `WithExpiry`, redislock's ttl, rueidislock's `KeyValidity`. rueidislock also shortens a key's validity to the acquire context's deadline.", m.LeaseS),
@@ -227,7 +235,9 @@ func writeMethod(b *bytes.Buffer, m results.Meta) {
 		"**Watchdog scale.** One latchkey client takes 1 000, then 10 000, then 100 000 locks without a lease, with 64 goroutines whose calls the client pipelines. After each step it waits for a renewal tick to finish, resets Redis' statistics, reads its own CPU time, and measures over the next ticks; it reads the watchdog's tick count every 20ms only from a quarter interval before the last tick is due, so that its polling adds little to the client CPU. The goroutine count is read while the locks are held and no acquire is running, as the least of several readings over 200ms, so that short-lived goroutines (a context callback, a connection helper) do not count.",
 	}
 	for _, l := range lines {
-		b.WriteString("- " + l + "\n")
+		if l != "" { // a part the results do not have
+			b.WriteString("- " + l + "\n")
+		}
 	}
 	b.WriteString("\n")
 }

@@ -139,14 +139,20 @@ func TestDocFrontier(t *testing.T) {
 	// Per library, settings by value: latchkey-spin's caps ascending,
 	// redsync's fixed delays before its random default.
 	d := section[strings.Index(section, "**(d)"):strings.Index(section, "**(e)")]
-	order := []string{"| latchkey |", "backoff 1ms–2ms, jittered", "backoff 1ms–8ms, jittered", "backoff 1ms–32ms, jittered",
+	assertInOrder(t, "(d) frontier table", d, "| latchkey |", "backoff 1ms–2ms, jittered", "backoff 1ms–8ms, jittered", "backoff 1ms–32ms, jittered",
 		"backoff 1ms–128ms, jittered", "| redsync | delay 8ms", "| redsync | delay 32ms", "| redsync | delay random", "| redislock | backoff 1ms–8ms",
-		"| redislock | backoff 1ms–128ms", "| rueidislock |"}
+		"| redislock | backoff 1ms–128ms", "| rueidislock |")
+}
+
+// assertInOrder reports each of parts that text lacks or has before the
+// part listed ahead of it.
+func assertInOrder(t *testing.T, what, text string, parts ...string) {
+	t.Helper()
 	last := -1
-	for _, s := range order {
-		i := strings.Index(d, s)
+	for _, s := range parts {
+		i := strings.Index(text, s)
 		if i <= last {
-			t.Errorf("(d) frontier table: %q at %d, after %d", s, i, last)
+			t.Errorf("%s: %q at %d, after %d", what, s, i, last)
 		}
 		last = i
 	}
@@ -154,7 +160,7 @@ func TestDocFrontier(t *testing.T) {
 
 func TestDocIdle(t *testing.T) {
 	doc, _ := generateFixture(t, nil)
-	section := sectionOf(t, doc, "## (f) Idle waiting", "## Where the Redis CPU goes")
+	section := sectionOf(t, doc, "## (f) Idle waiting", "## (g) Fleet")
 	assertContains(t, section,
 		"**4 × 16 goroutines, 1 key, holders keep it 2.00s.**",
 		"readings every 100.0ms, counted only 1.00s after the run's start (when every waiter is just starting to wait) and at least 250.0ms away from every grant and release, and from the run's end",
@@ -163,6 +169,60 @@ func TestDocIdle(t *testing.T) {
 		"| latchkey | pub/sub wake-up, no polling | 0.20 (0.16–0.24) | 2.40 (1.92–2.88) | 2.80s (2.24s–3.36s) | 2 | 0 | 0 |",
 		"| redsync | delay random 50ms–250ms (its default) | 1268 (1014–1522) |",
 	)
+}
+
+// TestDocFleet: the fleet's section has its chart and a row per library per
+// size, sizes ascending, with throughput as a share of 1/cs, the pub/sub
+// calls and the tries, "–" for a library that does not count them.
+func TestDocFleet(t *testing.T) {
+	doc, _ := generateFixture(t, nil)
+	section := sectionOf(t, doc, "## (g) Fleet", "## Where the Redis CPU goes")
+	assertContains(t, section,
+		"**(g) fleet, one goroutine per process: 4, 16 and 64 processes × 1 goroutine, 1 key, critical section 5.0ms.**",
+		"a share of 1/cs (200 acquisitions/s",
+		"Runs of 2s, medians over 3 repetitions, min–max in parentheses.",
+		"![Fleet (g): Redis CPU per acquisition against the number of processes](bench/fleet-cpu.svg)",
+		"| processes | library | setting | acq/s | % of 1/cs | Redis CPU/acq | Redis cmds/acq | SUBSCRIBE/acq | UNSUBSCRIBE/acq | tries/acq | mean wait | max wait | violations | errors |\n"+
+			"| --- | --- | --- | ---: |",
+		// 180 acq/s with a 5ms critical section is 90% of 1/cs.
+		"| 4 | latchkey | pub/sub wake-up, no polling | 180 (162–198) | 90.0% (81.0%–99.0%) | 600µs (540µs–660µs) | 33.0 (29.7–36.3) | "+
+			"1.00 (0.90–1.10) | 0.99 (0.89–1.09) | 3.00 (2.70–3.30) | 17.0ms (15.3ms–18.7ms) | 25.0ms (22.5ms–27.5ms) | 0 | 0 |",
+		"| 64 | latchkey-spin | backoff 1ms–128ms, jittered | 124 (112–136) | 62.0% (55.8%–68.2%) | 1.1ms (1.0ms–1.3ms) | 34.0 (30.6–37.4) | 0.00 | 0.00 | 8.00 (7.20–8.80) |",
+		"| 64 | rueidislock | invalidation wake-up, no polling | 34.0 (30.6–37.4) | 17.0% (15.3%–18.7%) | 5.2ms (4.7ms–5.7ms) | 191 (172–210) | 0.00 | 0.00 | – | 1.00s (900.0ms–1.10s) |",
+	)
+	if n := strings.Count(section, "\n| "); n != 2+15 {
+		t.Errorf("%d table lines, want the header, its rule and 5 libraries × 3 sizes", n)
+	}
+	assertInOrder(t, "fleet table", section, "| 4 | latchkey |", "| 4 | rueidislock |", "| 16 | latchkey |", "| 16 | rueidislock |", "| 64 | latchkey |", "| 64 | rueidislock |")
+	// The fleet chart is in its section, not among the bar charts.
+	if strings.Contains(sectionOf(t, doc, "## Charts", "## Watchdog scale"), fleetFile) {
+		t.Error("the fleet chart is under Charts too")
+	}
+	assertContains(t, sectionOf(t, doc, "## Method", "**Violations**"),
+		"**Fleet (g).**", "SUBSCRIBE per acquisition is INFO commandstats' calls of SUBSCRIBE and SSUBSCRIBE", "those of UNSUBSCRIBE and SUNSUBSCRIBE")
+}
+
+// TestDocFleetOnly: a run of scenario g alone makes a document with the
+// fleet and its chart, and no bar charts, which have nothing to show.
+func TestDocFleetOnly(t *testing.T) {
+	dir := t.TempDir()
+	f, err := results.Read("testdata/lockbench.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Results, f.Sweep, f.Idle, f.Watchdog, f.Meta.Scenarios = nil, nil, nil, nil, nil
+	f.Fleet.Reps = 1 // as make bench runs it
+	in := filepath.Join(dir, "in.json")
+	if err := results.Write(in, f); err != nil {
+		t.Fatal(err)
+	}
+	doc := generateDoc(t, options{in: in, market: filepath.Join(dir, "m.json"), doc: filepath.Join(dir, "b.md"), svg: dir})
+	assertContains(t, doc, "## (g) Fleet", "| 16 | redsync |", "(fleet-cpu.svg)", "Runs of 2s, one repetition, so each figure is one run's and has no range.")
+	for _, file := range []string{"throughput.svg", frontierFile} {
+		if _, err := os.Stat(filepath.Join(dir, file)); err == nil {
+			t.Errorf("%s was written without a scenario to chart", file)
+		}
+	}
 }
 
 func TestDocCommands(t *testing.T) {
@@ -249,18 +309,22 @@ func TestDocWithoutSweepOrIdle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Sweep, f.Idle = nil, nil
+	f.Sweep, f.Idle, f.Fleet = nil, nil, nil
 	f.Meta.Scenarios = f.Meta.Scenarios[:2] // a and b only
 	in := filepath.Join(dir, "in.json")
 	if err := results.Write(in, f); err != nil {
 		t.Fatal(err)
 	}
 	doc := generateDoc(t, options{in: in, market: filepath.Join(dir, "m.json"), doc: filepath.Join(dir, "b.md"), svg: dir})
-	if strings.Contains(doc, "## Spin frontier") || strings.Contains(doc, "## (f) Idle waiting") || strings.Contains(doc, "frontier.svg") {
-		t.Error("the document has a frontier or an idle section without their results")
+	for _, part := range []string{"## Spin frontier", "## (f) Idle waiting", "frontier.svg", "## (g) Fleet", "fleet-cpu.svg", "**Fleet (g).**"} {
+		if strings.Contains(doc, part) {
+			t.Errorf("the document has %q without its results", part)
+		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, frontierFile)); err == nil {
-		t.Error("a frontier chart was written without a contended scenario")
+	for _, file := range []string{frontierFile, fleetFile} {
+		if _, err := os.Stat(filepath.Join(dir, file)); err == nil {
+			t.Errorf("%s was written without its results", file)
+		}
 	}
 	assertContains(t, doc, "| (f) latchkey Redis cmds/s while blocked ≤ 0.05 × every polling peer's | – | **not measured** |")
 }
@@ -283,10 +347,15 @@ func TestDocChartsAreSVG(t *testing.T) {
 			t.Errorf("%s: root element %q, want svg", l[1], root)
 		}
 		want := []string{"latchkey", "redislock", "(d) one hot key, 1ms work: 4×8, 1 key, cs 1.0ms"}
-		if strings.HasSuffix(l[1], frontierFile) {
+		switch {
+		case strings.HasSuffix(l[1], frontierFile):
 			// Each polling library's points are labelled with their setting.
 			want = append(want, "cap 2ms", "cap 128ms*", "delay 8ms", "rueidislock")
-		} else {
+		case strings.HasSuffix(l[1], fleetFile):
+			// A line per library, named with its setting, over the sizes.
+			want = []string{"(g) fleet, one goroutine per process: 4/16/64 × 1, 1 key, cs 5.0ms", "latchkey", "rueidislock",
+				"redsync (delay 50–250ms)", "latchkey-spin (cap 128ms)", "\n4\n", "\n16\n", "\n64\n", "Redis CPU per acquisition, µs (log)"}
+		default:
 			want = append(want, "redsync (delay 50–250ms)", "latchkey-spin (cap 128ms)")
 		}
 		for _, w := range want {
@@ -409,6 +478,10 @@ func TestLogTicks(t *testing.T) {
 	// Narrower than a decade: every tick is labelled.
 	if got := labels(22, 95); !slices.Equal(got, []string{"30", "40", "50", "60", "70", "80", "90"}) {
 		t.Errorf("labels over 22–95: %v", got)
+	}
+	// Large values in full, small ones short.
+	if got := labels(0.15, 25000); !slices.Equal(got, []string{"0.2", "0.5", "1", "2", "5", "10", "20", "50", "100", "200", "500", "1000", "2000", "5000", "10000", "20000"}) {
+		t.Errorf("labels over 0.15–25000: %v", got)
 	}
 }
 

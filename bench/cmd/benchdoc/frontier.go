@@ -114,14 +114,8 @@ func frontierPanel(f *results.File, sc results.Scenario) (*plot.Plot, bool, erro
 	p := plot.New()
 	p.Title.Text = panelTitle(sc)
 	p.Title.TextStyle.Font = font.From(sans, 10)
-	p.X.Label.Text = "Redis CPU per acquisition, µs (log)"
-	p.Y.Label.Text = "p99 wait, ms (log)"
-	for _, a := range []*plot.Axis{&p.X, &p.Y} {
-		a.Label.TextStyle.Font = font.From(sans, 9)
-		a.Tick.Label.Font = font.From(sans, 8)
-		a.Scale = plot.LogScale{}
-		a.Tick.Marker = logTicks{}
-	}
+	logAxis(&p.X, "Redis CPU per acquisition, µs (log)", logTicks{})
+	logAxis(&p.Y, "p99 wait, ms (log)", logTicks{})
 	p.Legend.Top = true
 	p.Legend.TextStyle.Font = font.From(sans, 8)
 	var all plotter.XYs
@@ -143,26 +137,9 @@ func frontierPanel(f *results.File, sc results.Scenario) (*plot.Plot, bool, erro
 			continue
 		}
 		all = append(all, xys...)
-		line, points, err := plotter.NewLinePoints(xys)
-		if err != nil {
+		if err := addSeries(p, i, lib, lib, xys); err != nil {
 			return nil, false, err
 		}
-		line.Color = plotutil.Color(i)
-		points.Color = plotutil.Color(i)
-		points.Shape = plotutil.Shape(i)
-		points.Radius = vg.Points(3)
-		if lib == locks.Latchkey {
-			points.Shape = draw.BoxGlyph{}
-			points.Radius = vg.Points(5)
-			points.Color = color.Black
-		}
-		if len(xys) > 1 {
-			p.Add(line)
-			p.Legend.Add(lib, line, points)
-		} else {
-			p.Legend.Add(lib, points)
-		}
-		p.Add(points)
 	}
 	if len(all) == 0 {
 		return nil, false, nil
@@ -185,6 +162,42 @@ func frontierPanel(f *results.File, sc results.Scenario) (*plot.Plot, bool, erro
 	return p, true, nil
 }
 
+// logAxis makes a a logarithmic axis called label, ticked by ticks.
+func logAxis(a *plot.Axis, label string, ticks plot.Ticker) {
+	a.Label.Text = label
+	a.Label.TextStyle.Font = font.From(sans, 9)
+	a.Tick.Label.Font = font.From(sans, 8)
+	a.Scale = plot.LogScale{}
+	a.Tick.Marker = ticks
+}
+
+// addSeries adds lib's points xys to p, joined by a line when there are
+// several, in the i-th library's colour and shape, latchkey's as larger
+// black squares so that it stands out; label names them in the legend.
+func addSeries(p *plot.Plot, i int, lib, label string, xys plotter.XYs) error {
+	line, points, err := plotter.NewLinePoints(xys)
+	if err != nil {
+		return err
+	}
+	line.Color = plotutil.Color(i)
+	points.Color = plotutil.Color(i)
+	points.Shape = plotutil.Shape(i)
+	points.Radius = vg.Points(3)
+	if lib == locks.Latchkey {
+		points.Shape = draw.BoxGlyph{}
+		points.Radius = vg.Points(5)
+		points.Color = color.Black
+	}
+	if len(xys) > 1 {
+		p.Add(line)
+		p.Legend.Add(label, line, points)
+	} else {
+		p.Legend.Add(label, points)
+	}
+	p.Add(points)
+	return nil
+}
+
 // logTicks ticks every integer times a power of ten within the range and
 // labels 1, 2 and 5 times them, or every tick when that would leave fewer
 // than three labels (a range narrower than a decade).
@@ -201,7 +214,7 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 			}
 			t := plot.Tick{Value: v}
 			if m == 1 || m == 2 || m == 5 {
-				t.Label = strconv.FormatFloat(v, 'g', 4, 64)
+				t.Label = tickLabel(v)
 				labelled++
 			}
 			ticks = append(ticks, t)
@@ -209,10 +222,19 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 	}
 	if labelled < 3 {
 		for i := range ticks {
-			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'g', 4, 64)
+			ticks[i].Label = tickLabel(ticks[i].Value)
 		}
 	}
 	return ticks
+}
+
+// tickLabel prints a log axis' tick value: "20000" rather than "2e+04",
+// and at most four significant digits below 1.
+func tickLabel(v float64) string {
+	if v >= 1 {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
 }
 
 // writeFrontier is the frontier's section: the chart and, per scenario,

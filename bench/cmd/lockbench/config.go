@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,12 +23,19 @@ const (
 	DefaultSweepDur = 2 * time.Second
 	DefaultIdleDur  = 4 * time.Second
 	DefaultReps     = 5
-	DefaultLease    = locks.DefaultLease
-	DefaultTimeout  = 10 * time.Second
+	// DefaultFleetDur and DefaultFleetReps are scenario (g)'s: fewer
+	// repetitions than the others', since a fleet of 64 worker processes
+	// takes seconds to start (see the Makefile's budget).
+	DefaultFleetDur  = 2 * time.Second
+	DefaultFleetReps = 1
+	DefaultLease     = locks.DefaultLease
+	DefaultTimeout   = 10 * time.Second
 	// DefaultSweep are the retry settings the sweep tries.
 	DefaultSweep = "2ms,8ms,32ms,128ms"
+	// DefaultFleet are scenario (g)'s fleet sizes, in processes.
+	DefaultFleet = "4,16,64"
 	// suiteParts are the parts of the suite -scenarios may choose.
-	suiteParts = "a,b,c,d,e,f,watchdog"
+	suiteParts = "a,b,c,d,e,f,g,watchdog"
 )
 
 // ErrUsage reports bad flags; -h lists them.
@@ -47,6 +55,9 @@ type config struct {
 	sweep      []time.Duration // the sweep's retry settings
 	sweepDur   time.Duration
 	idleDur    time.Duration
+	fleet      []int // scenario (g)'s fleet sizes, ascending
+	fleetDur   time.Duration
+	fleetReps  int
 	parts      []string // the suite's parts to run
 	jsonOut    bool
 	out        string // results file for benchdoc
@@ -59,7 +70,7 @@ type config struct {
 
 func parseFlags(args []string) (config, error) {
 	var cfg config
-	var libs, sweep, parts string
+	var libs, sweep, parts, fleet string
 	fs := flag.NewFlagSet("lockbench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&cfg.addr, "addr", "", "use this Redis (host:port, loopback only; it is FLUSHALLed) instead of starting a redis-server process")
@@ -76,10 +87,13 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&sweep, "sweep", DefaultSweep, "-suite: the retry settings the polling libraries also run with in scenarios "+strings.Join(sweepScenarios, ", ")+" (\"\" for none)")
 	fs.DurationVar(&cfg.sweepDur, "sweepdur", DefaultSweepDur, "-suite: measured duration of each run of the sweep")
 	fs.DurationVar(&cfg.idleDur, "idledur", DefaultIdleDur, "-suite: measured duration of each run of scenario f (idle waiting, holds of 2s)")
+	fs.StringVar(&fleet, "fleet", DefaultFleet, "-suite: scenario g's fleet sizes, in processes of one goroutine each")
+	fs.DurationVar(&cfg.fleetDur, "fleetdur", DefaultFleetDur, "-suite: measured duration of each run of scenario g (the fleet)")
+	fs.IntVar(&cfg.fleetReps, "fleetreps", DefaultFleetReps, "-suite: repetitions of scenario g (the fleet); -reps is the other scenarios'")
 	fs.StringVar(&parts, "scenarios", suiteParts, "-suite: the parts of the suite to run")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print one JSON object per library per scenario instead of a table")
 	fs.StringVar(&cfg.out, "out", "", "also write the results, with the machine and the command, to this file (benchdoc's input)")
-	fs.BoolVar(&cfg.suite, "suite", false, "run the standard scenarios a-e with the sweep, f and the watchdog scale (ignores -procs, -g, -keys, -cs)")
+	fs.BoolVar(&cfg.suite, "suite", false, "run the standard scenarios a-e with the sweep, f, g and the watchdog scale (ignores -procs, -g, -keys, -cs)")
 	fs.BoolVar(&cfg.watchdog, "watchdog", false, "run only the watchdog scale")
 	fs.StringVar(&cfg.name, "name", "custom", "scenario name for a run that is not -suite")
 	if err := fs.Parse(args); err != nil {
@@ -102,9 +116,12 @@ func parseFlags(args []string) (config, error) {
 	if cfg.parts, err = parseParts(parts); err != nil {
 		return cfg, fmt.Errorf("%w: -scenarios: %w", ErrUsage, err)
 	}
+	if cfg.fleet, err = parseSizes(fleet); err != nil {
+		return cfg, fmt.Errorf("%w: -fleet: %w", ErrUsage, err)
+	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	for _, name := range []string{"sweep", "sweepdur", "idledur", "scenarios"} {
+	for _, name := range []string{"sweep", "sweepdur", "idledur", "fleet", "fleetdur", "fleetreps", "scenarios"} {
 		if given[name] && !cfg.suite {
 			return cfg, fmt.Errorf("%w: -%s is for -suite", ErrUsage, name)
 		}
@@ -129,32 +146,60 @@ func (c config) validate() error {
 		return fmt.Errorf("%w: -suite already includes -watchdog; give one of them", ErrUsage)
 	case c.backoff < 0 || c.suite && c.backoff != 0:
 		return fmt.Errorf("%w: -backoff must not be negative, and -suite runs the defaults and sweeps the rest", ErrUsage)
-	case c.sweepDur <= 0 || c.idleDur <= 0:
-		return fmt.Errorf("%w: -sweepdur and -idledur must be positive", ErrUsage)
+	case c.sweepDur <= 0 || c.idleDur <= 0 || c.fleetDur <= 0:
+		return fmt.Errorf("%w: -sweepdur, -idledur and -fleetdur must be positive", ErrUsage)
+	case c.fleetReps < 1:
+		return fmt.Errorf("%w: -fleetreps must be at least 1", ErrUsage)
 	}
 	return nil
+}
+
+// parseList parses each item of a comma-separated list with parse, in the
+// order given, leaving out empty items and repeats.
+func parseList[T comparable](s string, parse func(string) (T, error)) ([]T, error) {
+	var xs []T
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		x, err := parse(f)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(xs, x) {
+			xs = append(xs, x)
+		}
+	}
+	return xs, nil
 }
 
 // parseDurations splits a comma-separated list of durations of at least a
 // millisecond (the backoffs' start), dropping repeats.
 func parseDurations(s string) ([]time.Duration, error) {
-	var ds []time.Duration
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
+	return parseList(s, func(f string) (time.Duration, error) {
 		d, err := time.ParseDuration(f)
-		if err != nil {
-			return nil, err
+		if err == nil && d < time.Millisecond {
+			err = fmt.Errorf("%v is below 1ms, where the backoffs start", d)
 		}
-		if d < time.Millisecond {
-			return nil, fmt.Errorf("%v is below 1ms, where the backoffs start", d)
+		return d, err
+	})
+}
+
+// parseSizes splits a comma-separated list of fleet sizes, each at least
+// one process, into ascending order without repeats.
+func parseSizes(s string) ([]int, error) {
+	sizes, err := parseList(s, func(f string) (int, error) {
+		n, err := strconv.Atoi(f)
+		if err == nil && n < 1 {
+			err = fmt.Errorf("a fleet of %d processes", n)
 		}
-		if !slices.Contains(ds, d) {
-			ds = append(ds, d)
-		}
+		return n, err
+	})
+	if err == nil && len(sizes) == 0 {
+		err = fmt.Errorf("%q names no fleet size", s)
 	}
-	return ds, nil
+	slices.Sort(sizes)
+	return sizes, err
 }
 
 // parseParts splits a comma-separated list of the suite's parts.

@@ -34,8 +34,11 @@ func TestParseFlags(t *testing.T) {
 	if !slices.Equal(cfg.sweep, []time.Duration{2 * ms, 8 * ms, 32 * ms, 128 * ms}) || cfg.reps != 5 || cfg.backoff != 0 {
 		t.Errorf("defaults: sweep %v, reps %d, backoff %v", cfg.sweep, cfg.reps, cfg.backoff)
 	}
-	if !cfg.runs("f") || !cfg.runs("watchdog") {
+	if !cfg.runs("f") || !cfg.runs("g") || !cfg.runs("watchdog") {
 		t.Errorf("the suite's parts by default: %v, want all", cfg.parts)
+	}
+	if !slices.Equal(cfg.fleet, []int{4, 16, 64}) || cfg.fleetDur != DefaultFleetDur || cfg.fleetReps != DefaultFleetReps {
+		t.Errorf("defaults: fleet %v over %v, %d repetitions", cfg.fleet, cfg.fleetDur, cfg.fleetReps)
 	}
 	cfg, err = parseFlags([]string{"-suite", "-scenarios", "c, f", "-sweep", "4ms,,1s,4ms", "-sweepdur", "1s", "-idledur", "3s"})
 	if err != nil {
@@ -49,6 +52,14 @@ func TestParseFlags(t *testing.T) {
 	}
 	if !slices.Equal(cfg.sweep, []time.Duration{4 * ms, time.Second}) {
 		t.Errorf("sweep %v, want [4ms 1s]", cfg.sweep)
+	}
+	// Fleet sizes in ascending order, without repeats.
+	cfg, err = parseFlags([]string{"-suite", "-scenarios", "g", "-fleet", "32, 8,,32", "-fleetdur", "3s", "-fleetreps", "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.fleet, []int{8, 32}) || cfg.fleetDur != 3*time.Second || cfg.fleetReps != 2 || len(cfg.suiteScenarios()) != 0 {
+		t.Errorf("fleet %v over %v, %d repetitions, scenarios a-e %v; want [8 32] over 3s, 2, none", cfg.fleet, cfg.fleetDur, cfg.fleetReps, cfg.suiteScenarios())
 	}
 }
 
@@ -114,7 +125,13 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-sweep", "8ms"}, // only with -suite
 		{"-suite", "-sweep", "100us"},
 		{"-suite", "-sweep", "fast"},
-		{"-suite", "-scenarios", "a,g"},
+		{"-suite", "-scenarios", "a,h"},
+		{"-fleet", "4,16"}, // only with -suite
+		{"-suite", "-fleet", "0"},
+		{"-suite", "-fleet", "four"},
+		{"-suite", "-fleet", ","},
+		{"-suite", "-fleetdur", "0s"},
+		{"-suite", "-fleetreps", "0"},
 		{"-suite", "-scenarios", ","},
 		{"-suite", "-idledur", "0s"},
 		{"stray"},

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,18 +22,9 @@ import (
 // lockbench starting its own redis-server and re-executing this test binary
 // as its worker.
 func TestEndToEnd(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "lockbench.json")
-	cfg, err := parseFlags([]string{"-dur", "300ms", "-reps", "1", "-name", "a", "-json", "-out", out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout, progress bytes.Buffer
-	if err := execute(t.Context(), cfg, &stdout, &progress); err != nil {
-		t.Fatalf("execute: %v\nprogress:\n%s", err, progress.String())
-	}
-
+	stdout, f := executeArgs(t, "-dur", "300ms", "-reps", "1", "-name", "a", "-json")
 	var seen []string
-	sc := bufio.NewScanner(&stdout)
+	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		line := sc.Bytes()
 		if keys := jsonKeys(t, line); !slices.Equal(keys[:len(requiredFields)], requiredFields) {
@@ -67,28 +57,20 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("results for %v, want one per library %v", seen, locks.All)
 	}
 
-	f, err := results.Read(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(f.Results) != len(locks.All) || f.Meta.RedisVersion == "" || f.Meta.Reps != 1 || f.Watchdog != nil {
 		t.Errorf("results file: %d results, meta %+v, watchdog %v", len(f.Results), f.Meta, f.Watchdog)
 	}
 	if !strings.HasPrefix(f.Meta.Command, "go run ./cmd/lockbench -dur 300ms") {
 		t.Errorf("recorded command %q", f.Meta.Command)
 	}
-	if _, err := os.Stat(out); err != nil {
-		t.Error(err)
-	}
 }
 
-// TestEndToEndSweep runs the suite's scenario c with a one-setting sweep:
-// the defaults go to Results, the other setting to Sweep, each with its
-// setting, ranges and per-command counts.
-func TestEndToEndSweep(t *testing.T) {
+// executeArgs runs lockbench with args, writing its results to a file of
+// its own (-out), and returns what it printed and the results file.
+func executeArgs(t *testing.T, args ...string) (*bytes.Buffer, *results.File) {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "lockbench.json")
-	cfg, err := parseFlags([]string{"-suite", "-scenarios", "c", "-libs", "latchkey,latchkey-spin,redislock", "-sweep", "8ms,128ms",
-		"-reps", "2", "-dur", "300ms", "-sweepdur", "200ms", "-out", out})
+	cfg, err := parseFlags(append(args, "-out", out))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +82,15 @@ func TestEndToEndSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &stdout, f
+}
+
+// TestEndToEndSweep runs the suite's scenario c with a one-setting sweep:
+// the defaults go to Results, the other setting to Sweep, each with its
+// setting, ranges and per-command counts.
+func TestEndToEndSweep(t *testing.T) {
+	_, f := executeArgs(t, "-suite", "-scenarios", "c", "-libs", "latchkey,latchkey-spin,redislock", "-sweep", "8ms,128ms",
+		"-reps", "2", "-dur", "300ms", "-sweepdur", "200ms")
 	if len(f.Results) != 3 || len(f.Sweep) != 2 || f.Idle != nil || f.Watchdog != nil {
 		t.Fatalf("%d results, %d sweep points, idle %v, watchdog %v; want 3, 2 and neither", len(f.Results), len(f.Sweep), f.Idle, f.Watchdog)
 	}
@@ -174,5 +165,60 @@ func TestIdleEndToEnd(t *testing.T) {
 	if rl.CmdsPerS.Median <= 0 || lk.CmdsPerS.Median > 0.05*rl.CmdsPerS.Median {
 		t.Errorf("commands/s while blocked: latchkey %v, redislock %v; want latchkey's ≤ 0.05× redislock's\nprogress:\n%s",
 			lk.CmdsPerS.Median, rl.CmdsPerS.Median, progress.String())
+	}
+}
+
+// TestFleetEndToEnd runs scenario g with fleets of 1 and 3 processes. Alone,
+// a process never waits: one try per acquisition and no subscription. In a
+// fleet of 3, latchkey's waiters subscribe, one SUBSCRIBE and one
+// UNSUBSCRIBE per wait at most, the spin lock's never do, and the pollers
+// try more than once per acquisition. rueidislock has no count of tries.
+func TestFleetEndToEnd(t *testing.T) {
+	stdout, f := executeArgs(t, "-suite", "-scenarios", "g", "-fleet", "3,1", "-fleetdur", "600ms", "-json")
+	fl := f.Fleet
+	if fl == nil || len(fl.Scenarios) != 2 || fl.Scenarios[0].Procs != 1 || fl.Scenarios[1].Procs != 3 || fl.Reps != 1 || fl.DurS != 0.6 {
+		t.Fatalf("fleet %+v; want sizes 1 and 3, one repetition of 0.6s", fl)
+	}
+	if len(fl.Results) != 2*len(locks.All) || len(f.Results) != 0 || f.Idle != nil || f.Watchdog != nil {
+		t.Fatalf("%d fleet results, %d others, idle %v, watchdog %v; want one per library per size and nothing else", len(fl.Results), len(f.Results), f.Idle, f.Watchdog)
+	}
+	// The -json lines are the fleet's results too.
+	if n := strings.Count(stdout.String(), `"scenario":"g"`); n != len(fl.Results) {
+		t.Errorf("%d JSON lines of scenario g, want %d", n, len(fl.Results))
+	}
+	for _, lib := range locks.All {
+		alone, fleet := fl.Find(lib, 1), fl.Find(lib, 3)
+		if alone == nil || fleet == nil {
+			t.Fatalf("%s: results %v alone, %v in a fleet of 3", lib, alone, fleet)
+		}
+		for _, r := range []*results.FleetResult{alone, fleet} {
+			if r.Scenario != "g" || r.G != 1 || r.CSUS != 5000 || r.Acquisitions <= 0 || r.Violations != 0 || r.Errors != 0 {
+				t.Errorf("%s with %d processes: %+v", lib, r.Procs, r.Result)
+			}
+			if (r.AttemptsPerAcq != nil) != locks.CountsAttempts(lib) {
+				t.Errorf("%s with %d processes: attempts %v, but CountsAttempts is %v", lib, r.Procs, r.AttemptsPerAcq, locks.CountsAttempts(lib))
+			}
+		}
+		if alone.SubscribesPerAcq.Median != 0 || alone.UnsubscribesPerAcq.Median != 0 {
+			t.Errorf("%s alone subscribed: %v, %v per acquisition", lib, alone.SubscribesPerAcq, alone.UnsubscribesPerAcq)
+		}
+		// The one Lock that the run's end leaves granted too late counts
+		// a try and no acquisition.
+		if a := alone.AttemptsPerAcq; a != nil && (a.Median < 1 || a.Median > 1+1/alone.Acquisitions+1e-9) {
+			t.Errorf("%s alone: %v tries per acquisition over %v acquisitions, want 1", lib, a.Median, alone.Acquisitions)
+		}
+	}
+	// At most one wait per acquisition, plus one per process that the
+	// run's end cut off.
+	lk := fl.Find(locks.Latchkey, 3)
+	most := (lk.Acquisitions + 3) / lk.Acquisitions
+	if s, u := lk.SubscribesPerAcq.Median, lk.UnsubscribesPerAcq.Median; s <= 0 || s > most || u <= 0 || u > most {
+		t.Errorf("latchkey in a fleet of 3: %v SUBSCRIBE and %v UNSUBSCRIBE per acquisition, want some and at most one per wait (%v)", s, u, most)
+	}
+	for _, lib := range locks.Polling {
+		r := fl.Find(lib, 3)
+		if r.SubscribesPerAcq.Median != 0 || r.AttemptsPerAcq.Median <= 1 {
+			t.Errorf("%s in a fleet of 3: %v SUBSCRIBE, %v tries per acquisition; want none and more than one", lib, r.SubscribesPerAcq.Median, r.AttemptsPerAcq.Median)
+		}
 	}
 }

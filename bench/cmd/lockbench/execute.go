@@ -55,6 +55,11 @@ func execute(ctx context.Context, cfg config, out, progress io.Writer) (err erro
 			return err
 		}
 	}
+	if cfg.suite && cfg.runs(fleetName) {
+		if f.Fleet, err = b.fleet(ctx); err != nil {
+			return err
+		}
+	}
 	if cfg.suite && cfg.runs("watchdog") || cfg.watchdog {
 		if f.Watchdog, err = b.watchdogScale(ctx); err != nil {
 			return fmt.Errorf("watchdog scale: %w", err)
@@ -78,16 +83,9 @@ func execute(ctx context.Context, cfg config, out, progress io.Writer) (err erro
 func (b *bench) scenarios(ctx context.Context, scenarios []results.Scenario) (defaults, sweep []results.Result, err error) {
 	for _, sc := range scenarios {
 		runs := b.cfg.runsFor(sc)
-		samples := make([][]*sample, len(runs))
-		for rep := range b.cfg.reps {
-			for i, run := range runs {
-				s, err := b.runOnce(ctx, run, sc)
-				if err != nil {
-					return nil, nil, fmt.Errorf("scenario %s, %s, repetition %d: %w", sc.Name, run, rep+1, err)
-				}
-				fmt.Fprintf(b.progress, "%s rep %d/%d %-18s %s\n", sc.Name, rep+1, b.cfg.reps, run, s.describe())
-				samples[i] = append(samples[i], s)
-			}
+		samples, err := b.repeat(ctx, sc.Name, sc, runs, b.cfg.reps)
+		if err != nil {
+			return nil, nil, err
 		}
 		for i, run := range runs {
 			if r := summarize(run, sc, samples[i]); run.isSweep(b.cfg) {
@@ -100,19 +98,32 @@ func (b *bench) scenarios(ctx context.Context, scenarios []results.Scenario) (de
 	return defaults, sweep, nil
 }
 
+// repeat runs every one of runs in sc reps times, interleaved within each
+// repetition, and returns each run's samples. tag names sc in errors and
+// in the progress lines.
+func (b *bench) repeat(ctx context.Context, tag string, sc results.Scenario, runs []runSpec, reps int) ([][]*sample, error) {
+	samples := make([][]*sample, len(runs))
+	for rep := range reps {
+		for i, run := range runs {
+			s, err := b.runOnce(ctx, run, sc)
+			if err != nil {
+				return nil, fmt.Errorf("scenario %s, %s, repetition %d: %w", tag, run, rep+1, err)
+			}
+			fmt.Fprintf(b.progress, "%s rep %d/%d %-18s %s\n", tag, rep+1, reps, run, s.describe())
+			samples[i] = append(samples[i], s)
+		}
+	}
+	return samples, nil
+}
+
 // floor runs latchkey alone in floorScenario, cfg.reps times.
 func (b *bench) floor(ctx context.Context) (*results.Result, error) {
 	run := runSpec{lib: locks.Latchkey, dur: b.cfg.dur}
-	var samples []*sample
-	for rep := range b.cfg.reps {
-		s, err := b.runOnce(ctx, run, floorScenario)
-		if err != nil {
-			return nil, fmt.Errorf("scenario %s, repetition %d: %w", floorScenario.Name, rep+1, err)
-		}
-		fmt.Fprintf(b.progress, "%s rep %d/%d %-18s %s\n", floorScenario.Name, rep+1, b.cfg.reps, run, s.describe())
-		samples = append(samples, s)
+	samples, err := b.repeat(ctx, floorScenario.Name, floorScenario, []runSpec{run}, b.cfg.reps)
+	if err != nil {
+		return nil, err
 	}
-	r := summarize(run, floorScenario, samples)
+	r := summarize(run, floorScenario, samples[0])
 	return &r, nil
 }
 
@@ -143,8 +154,8 @@ func (b *bench) meta(ctx context.Context) (results.Meta, error) {
 	return m, nil
 }
 
-// printResults writes the results: JSON lines (one per library per scenario, then
-// the watchdog scale) or tables.
+// printResults writes the results: JSON lines (one per library per scenario,
+// the fleet's per library per size, then the watchdog scale) or tables.
 func printResults(out io.Writer, asJSON bool, f *results.File) error {
 	if !asJSON {
 		return printTables(out, f)
@@ -153,6 +164,13 @@ func printResults(out io.Writer, asJSON bool, f *results.File) error {
 	for _, r := range slices.Concat(f.Results, f.Sweep) {
 		if err := enc.Encode(r); err != nil {
 			return err
+		}
+	}
+	if f.Fleet != nil {
+		for _, r := range f.Fleet.Results {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
 		}
 	}
 	if f.Idle != nil {

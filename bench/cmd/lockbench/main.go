@@ -10,7 +10,7 @@
 // Usage:
 //
 //	lockbench [-addr host:port] [-procs 1] [-g 1] [-keys 1] [-cs 0] [-dur 2s] [-reps 5] [-libs ...] [-backoff d] [-json] [-out file]
-//	lockbench -suite [-dur 2s] [-reps 5] [-sweep 2ms,8ms,32ms,128ms] [-sweepdur 2s] [-idledur 4s] [-scenarios a,b,c,d,e,f,watchdog] [-out results/lockbench.json]
+//	lockbench -suite [-dur 2s] [-reps 5] [-sweep 2ms,8ms,32ms,128ms] [-sweepdur 2s] [-idledur 4s] [-fleet 4,16,64] [-fleetdur 2s] [-fleetreps 1] [-scenarios a,b,c,d,e,f,g,watchdog] [-out results/lockbench.json]
 //	lockbench -watchdog
 //
 // The suite runs scenarios a–e with every library at its default retry
@@ -18,6 +18,9 @@
 // redislock) also run at each -sweep setting, interleaved with the
 // defaults, for the spin frontier. Scenario f, idle waiting, measures
 // Redis' load while every waiter is blocked behind a 2s hold (idle.go).
+// Scenario g, the fleet, has one lock taken in turn by -fleet processes of
+// one goroutine each, critical section 5ms, and adds tries and
+// SUBSCRIBE/UNSUBSCRIBE calls per acquisition to the figures (fleet.go).
 //
 // Without -addr it starts a redis-server process on a free 127.0.0.1 port
 // (--save "" --appendonly no) and kills it at the end. A Redis given with

@@ -35,6 +35,7 @@ type bench struct {
 type sample struct {
 	dur          time.Duration
 	acquisitions int64
+	attempts     int64 // tries to take the lock, when the library counts them
 	waits        latency.Histogram
 	counts
 	cpuSeconds float64          // Redis CPU used during the run
@@ -114,6 +115,7 @@ func merge(reports []report) *sample {
 	s := &sample{}
 	for _, r := range reports {
 		s.acquisitions += r.Acquisitions
+		s.attempts += r.Attempts
 		s.waits.Merge(&r.Waits)
 		s.events = append(s.events, r.EventsNS...)
 		s.add(r.counts)

@@ -21,7 +21,7 @@ var suite = []results.Scenario{
 var floorScenario = results.Scenario{Name: "d-floor", Label: "(d) with one goroutine: the ceiling", Procs: 1, G: 1, Keys: 1, CSUS: 1000}
 
 // suiteScenarios are the suite's scenarios a–e that -scenarios chose
-// ((f) runs on its own: see idle.go).
+// ((f) and (g) run on their own: see idle.go and fleet.go).
 func (c config) suiteScenarios() []results.Scenario {
 	var scs []results.Scenario
 	for _, sc := range suite {

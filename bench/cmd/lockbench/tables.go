@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/latchkey/latchkey/bench/internal/results"
 )
 
-// printTables prints one table per scenario and the watchdog scale.
+// printTables prints one table per scenario, the fleet's and the watchdog scale.
 func printTables(out io.Writer, f *results.File) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	for _, sc := range f.Meta.Scenarios {
@@ -40,6 +42,24 @@ func printTables(out io.Writer, f *results.File) error {
 			return err
 		}
 	}
+	if fl := f.Fleet; fl != nil && len(fl.Scenarios) > 0 {
+		sc := fl.Scenarios[0]
+		fmt.Fprintf(tw, "\nscenario %s (%s): %s processes × %d goroutine, %d keys, cs %gµs; median of %d × %gs\n",
+			sc.Name, sc.Label, fleetSizes(fl), sc.G, sc.Keys, sc.CSUS, fl.Reps, fl.DurS)
+		fmt.Fprintln(tw, "procs\tlib\tacq/s\t% of 1/cs\tCPU µs/acq\tcmds/acq\tsub/acq\tunsub/acq\tattempts/acq\tmean wait µs\tmax µs\tviolations\terrors\ttimeouts\t")
+		for _, r := range fl.Results {
+			attempts := "-"
+			if r.AttemptsPerAcq != nil {
+				attempts = fmt.Sprintf("%.2f", r.AttemptsPerAcq.Median)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%s\t%.0f\t%.0f\t%d\t%d\t%d\t\n", r.Procs, r.Lib, r.AcqPerS, r.AcqPerS*r.CSUS/1e4,
+				r.RedisCPUUSPerAcq, r.RedisCmdsPerAcq, r.SubscribesPerAcq.Median, r.UnsubscribesPerAcq.Median, attempts, r.MeanWaitUS.Median, r.MaxUS,
+				r.Violations, r.Errors, r.Timeouts)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	if w := f.Watchdog; w != nil {
 		fmt.Fprintf(tw, "\nwatchdog scale: timeout %gms, interval %gms, batch %d; %d goroutines idle, %d lost, %d errors\n",
 			w.TimeoutMS, w.IntervalMS, w.BatchSize, w.GoroutinesIdle, w.Lost, w.Errors)
@@ -50,4 +70,13 @@ func printTables(out io.Writer, f *results.File) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// fleetSizes lists the fleet's sizes, "4/16/64".
+func fleetSizes(fl *results.Fleet) string {
+	sizes := make([]string, len(fl.Scenarios))
+	for i, sc := range fl.Scenarios {
+		sizes[i] = strconv.Itoa(sc.Procs)
+	}
+	return strings.Join(sizes, "/")
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/latchkey/latchkey/bench/internal/locks"
 )
 
 // blockedLocker never grants: Lock waits for its context.
@@ -33,5 +36,43 @@ func TestHammerCountsWaitersAtTheEnd(t *testing.T) {
 	}
 	if w, most := tl.waits.Max(), end.Sub(start); w > most || w < most-10*time.Millisecond {
 		t.Errorf("censored wait %v, want about the run's %v", w, most)
+	}
+}
+
+// flakyLib's lockers lose their first try the way rueidislock can under
+// load, waiting for a wake-up that never comes, then grant; or, with err
+// set, fail at once with it.
+type flakyLib struct {
+	tries atomic.Int32
+	err   error
+}
+
+func (l *flakyLib) Locker(string) locks.Locker { return l }
+func (l *flakyLib) Close() error               { return nil }
+
+func (l *flakyLib) Lock(ctx context.Context) (func() error, error) {
+	switch {
+	case l.err != nil:
+		l.tries.Add(1)
+		return nil, l.err
+	case l.tries.Add(1) == 1:
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return func() error { return nil }, nil
+}
+
+// TestWarmUpRetries: a warm-up Lock that waits past warmTry is tried again
+// and the warm-up succeeds; any other error ends it at once.
+func TestWarmUpRetries(t *testing.T) {
+	defer func(d time.Duration) { warmTry = d }(warmTry)
+	warmTry = 20 * time.Millisecond
+	lost := &flakyLib{}
+	if err := warmUp(lost, workerParams{G: 1}); err != nil || lost.tries.Load() != 2 {
+		t.Errorf("warm-up after a lost try: %v after %d tries, want success after 2", err, lost.tries.Load())
+	}
+	broken := &flakyLib{err: errors.New("refused")}
+	if err := warmUp(broken, workerParams{G: 1}); err == nil || broken.tries.Load() != 1 {
+		t.Errorf("warm-up with a failing library: %v after %d tries, want its error after 1", err, broken.tries.Load())
 	}
 }

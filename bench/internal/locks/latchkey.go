@@ -32,6 +32,10 @@ func openLatchkey(opts Options, spin bool) (Lib, error) {
 		return nil, fmt.Errorf("locks: latchkey: connecting to %s: %w", opts.Addr, err)
 	}
 	lo := rlock.Options{SpinBackoffMax: opts.Backoff} // 0: rlock's default
+	if on := opts.OnAttempt; on != nil {
+		// rlock calls it after every run of the acquire script, a try.
+		lo.OnAttempt = func(string, bool) { on() }
+	}
 	// For experiments on the handover bound (see docs/benchmarks.md); the
 	// worker processes inherit the variable.
 	if v := os.Getenv(HandoversEnv); v != "" {

@@ -24,6 +24,15 @@ const (
 // All lists every library, latchkey's first.
 var All = []string{Latchkey, LatchkeySpin, Redsync, Redislock, Rueidislock}
 
+// Counting lists the libraries whose tries to take a lock Options.OnAttempt
+// sees: latchkey's two locks through rlock's OnAttempt hook, redsync through
+// a go-redis hook on its SET commands, and redislock through its retry
+// strategy. rueidislock's API shows none of its tries.
+var Counting = []string{Latchkey, LatchkeySpin, Redsync, Redislock}
+
+// CountsAttempts tells whether lib calls Options.OnAttempt.
+func CountsAttempts(lib string) bool { return slices.Contains(Counting, lib) }
+
 // Peers are the other projects' libraries latchkey's targets are set against.
 var Peers = []string{Redsync, Redislock, Rueidislock}
 
@@ -50,6 +59,10 @@ type Options struct {
 	// fixed retry delay. 0 keeps the library's default (DefaultBackoff);
 	// any other value for a library without a retry setting is an error.
 	Backoff time.Duration
+	// OnAttempt, when set, is called once per try to take a lock by the
+	// libraries that can tell (CountsAttempts); the others never call it.
+	// It runs on the locking goroutine and must be fast.
+	OnAttempt func()
 }
 
 func (o Options) withDefaults() Options {

@@ -23,15 +23,30 @@ var errNotReleased = errors.New("locks: release found the lock no longer held (i
 // redislockLib is bsm/redislock on one go-redis v9 pool.
 type redislockLib struct {
 	goRedisBase
-	c       *redislock.Client
-	lease   time.Duration
-	backoff time.Duration // the strategy's cap
+	c         *redislock.Client
+	lease     time.Duration
+	backoff   time.Duration // the strategy's cap
+	onAttempt func()        // Options.OnAttempt; nil: not counted
 }
 
 func openRedislock(opts Options) (Lib, error) {
 	rdb := newGoRedis(opts)
 	return &redislockLib{goRedisBase: goRedisBase{rdb}, c: redislock.New(rdb), lease: opts.Lease,
-		backoff: cmp.Or(opts.Backoff, RedislockBackoffMax)}, nil
+		backoff: cmp.Or(opts.Backoff, RedislockBackoffMax), onAttempt: opts.OnAttempt}, nil
+}
+
+// countingRetry counts redislock's failed tries: Obtain asks its strategy
+// for the next backoff once after each try that found the lock taken.
+// The try that succeeds is counted by the caller; a try the context cuts
+// short is not counted at all.
+type countingRetry struct {
+	redislock.RetryStrategy
+	onFailed func()
+}
+
+func (r countingRetry) NextBackoff() time.Duration {
+	r.onFailed()
+	return r.RetryStrategy.NextBackoff()
 }
 
 func (l *redislockLib) Locker(key string) Locker {
@@ -45,10 +60,16 @@ type redislockLocker struct {
 
 func (l *redislockLocker) Lock(ctx context.Context) (func() error, error) {
 	// The strategy counts its retries, so each acquire needs a fresh one.
-	opt := &redislock.Options{RetryStrategy: redislock.ExponentialBackoff(RedislockBackoffMin, l.lib.backoff)}
-	lk, err := l.lib.c.Obtain(ctx, l.key, l.lib.lease, opt)
+	var retry redislock.RetryStrategy = redislock.ExponentialBackoff(RedislockBackoffMin, l.lib.backoff)
+	if l.lib.onAttempt != nil {
+		retry = countingRetry{RetryStrategy: retry, onFailed: l.lib.onAttempt}
+	}
+	lk, err := l.lib.c.Obtain(ctx, l.key, l.lib.lease, &redislock.Options{RetryStrategy: retry})
 	if err != nil {
 		return nil, err
+	}
+	if l.lib.onAttempt != nil {
+		l.lib.onAttempt() // the try that took it
 	}
 	return func() error {
 		// Release with its own context: the acquire's may have ended.

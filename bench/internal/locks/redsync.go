@@ -19,6 +19,9 @@ type redsyncLib struct {
 
 func openRedsync(opts Options) (Lib, error) {
 	rdb := newGoRedis(opts)
+	if opts.OnAttempt != nil {
+		rdb.AddHook(setCounter{onSet: opts.OnAttempt})
+	}
 	// redsync gives up after WithTries attempts (32 by default, a few
 	// seconds); the benchmark bounds every acquire by its context instead.
 	ro := []redsync.Option{redsync.WithExpiry(opts.Lease), redsync.WithTries(math.MaxInt32)}

@@ -1,7 +1,7 @@
 // Package results defines what lockbench writes and benchdoc reads: one
 // Result per library per scenario, the sweep of retry settings, the idle
-// waiting measurement, the watchdog measurements, and the Meta that says
-// where and how they were taken.
+// waiting measurement, the fleet, the watchdog measurements, and the Meta
+// that says where and how they were taken.
 package results
 
 // Figures are one library's measured figures in one scenario. A Result

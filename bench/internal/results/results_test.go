@@ -26,6 +26,13 @@ func TestWriteRead(t *testing.T) {
 		Sweep: []Result{{Lib: "redsync", Scenario: "c", Setting: "delay 2ms", BackoffMS: 2}, {Lib: "redsync", Scenario: "d", BackoffMS: 2}},
 		Idle: &Idle{Scenario: Scenario{Name: "f"}, Baseline: IdleResult{CPUMSPerS: Spread{Median: 1}},
 			Results: []IdleResult{{Lib: "latchkey", CmdsPerS: Spread{Median: 0.5, Min: 0, Max: 1}}}},
+		Fleet: &Fleet{Scenarios: []Scenario{{Name: "g", Procs: 4, G: 1, Keys: 1, CSUS: 5000}, {Name: "g", Procs: 16, G: 1, Keys: 1, CSUS: 5000}}, Reps: 1, DurS: 2,
+			Results: []FleetResult{
+				{Result: Result{Lib: "latchkey", Scenario: "g", Procs: 4, Figures: Figures{AcqPerS: 180}}, AttemptsPerAcq: &Spread{Median: 1.5, Min: 1.5, Max: 1.5},
+					SubscribesPerAcq: Spread{Median: 0.9}, UnsubscribesPerAcq: Spread{Median: 0.8}},
+				{Result: Result{Lib: "latchkey", Scenario: "g", Procs: 16, Figures: Figures{AcqPerS: 170}}},
+				{Result: Result{Lib: "rueidislock", Scenario: "g", Procs: 4}},
+			}},
 		Watchdog: &Watchdog{Steps: []WatchdogStep{{Locks: 10000, CallsPerTick: 100}}},
 	}
 	if err := Write(path, in); err != nil {
@@ -44,6 +51,15 @@ func TestWriteRead(t *testing.T) {
 	if r := out.Find("latchkey", "b"); r != nil {
 		t.Errorf("Find(latchkey, b) = %+v, want nil", r)
 	}
+	if r := out.Fleet.Find("latchkey", 16); r == nil || r.AcqPerS != 170 {
+		t.Errorf("Fleet.Find(latchkey, 16) = %+v", r)
+	}
+	if r := out.Fleet.Find("rueidislock", 4); r == nil || r.AttemptsPerAcq != nil {
+		t.Errorf("Fleet.Find(rueidislock, 4) = %+v, want a result without attempts", r)
+	}
+	if r := out.Fleet.Find("rueidislock", 16); r != nil {
+		t.Errorf("Fleet.Find(rueidislock, 16) = %+v, want nil", r)
+	}
 	if rs := out.Settings("redsync", "c"); len(rs) != 2 || rs[0].Setting != "delay random" || rs[1].BackoffMS != 2 {
 		t.Errorf("Settings(redsync, c) = %+v, want the default, then the 2ms sweep point", rs)
 	}
@@ -59,6 +75,14 @@ func TestReadRejects(t *testing.T) {
 		if _, err := Read(p); !errors.Is(err, ErrBadFile) {
 			t.Errorf("Read(%s): %v, want ErrBadFile", name, err)
 		}
+	}
+	// A run of scenario g alone has fleet results only.
+	p := filepath.Join(dir, "fleet.json")
+	if err := os.WriteFile(p, []byte(`{"results": [], "fleet": {"results": [{"lib": "latchkey", "procs": 4}]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := Read(p); err != nil || f.Fleet.Find("latchkey", 4) == nil {
+		t.Errorf("Read of a fleet-only file: %v, %v", f, err)
 	}
 }
 
