@@ -144,9 +144,17 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 		// back before contending under an owner id of our own.
 		_ = sd.undo(b.owner, 1)
 	}
-	// A plain try first, unless this client is subscribed already (then it
-	// is queued, and a plain try would not keep its place): a free lock
-	// needs no subscription, and no watch on Close either.
+	// A plain try first, unless this client is subscribed already: then it
+	// may be queued (a plain try would not keep its place), or its
+	// subscription lingers from an earlier wait and costs nothing to take
+	// again, so the first try may as well be the waiter's (not for a call
+	// that will not wait: it must not queue). A free lock needs no
+	// subscription, and no watch on Close either.
+	if !sd.spin && !noWait && tn.sub == nil && c.hub.Subscribed(sd.inbox) {
+		if sub, err := c.hub.Subscribe(ctx, sd.inbox); err == nil {
+			tn.sub = sub
+		}
+	}
 	var first try
 	var firstErr error
 	if sd.spin || tn.sub == nil {
