@@ -15,7 +15,8 @@
 --
 -- Returns {1, 1, token} when granted (token: the grant's fencing token, one
 -- more than any before), or {0, pttl} when refused: pttl is how long the
--- holder's lease (or another client's reservation) lasts, -1 without expiry.
+-- holder's lease lasts (-1 without expiry), or another client's reservation
+-- (for a waiter: the reservation and a lease after it).
 --
 -- The fencing counter has no expiry: a token must never go back, even after
 -- the lock has been free for a long time.
@@ -35,6 +36,14 @@ else
       reserved = true
     else
       pttl = redis.call('pttl', reservation)
+      if waiter and pttl >= 0 then
+        -- The woken client takes it within the window, then holds it for
+        -- a lease (told here by the caller's own): a queued waiter sleeps
+        -- until that holder's release wakes it, not until the window ends
+        -- only to be refused again. A woken client that died in the window
+        -- costs what one that died holding the lock does.
+        pttl = pttl + lease
+      end
     end
   end
 end

@@ -460,8 +460,9 @@ func TestAcquire(t *testing.T) {
 
 		r = acquire(t, c, k, luascripts.AcquireArgs{Owner: "Y2", Lease: lease, Client: "y", Waiter: true})
 		assert.False(t, r.Acquired)
+		between(t, r.PTTL, lease, lease+5*time.Second, "a waiter waits for the woken client's release: the reservation and a lease")
 		assert.Equal(t, []string{"y"}, queued(t, c, k), "a refused waiter is queued")
-		between(t, pttl(t, c, k.Queue), 10*time.Second, 15*time.Second, "the reservation's pttl plus the slack")
+		between(t, pttl(t, c, k.Queue), lease+10*time.Second, lease+15*time.Second, "the waiter's wait plus the slack")
 		assert.Equal(t, "x", get(t, c, k.Reservation))
 		assert.False(t, exists(t, c, k.Lock))
 	})
