@@ -16,13 +16,15 @@ type Keys struct {
 	Channel     string // base of the wake-up channels: "<Channel>:<client id>"
 	Fence       string // fencing counter, no expiry
 	Queue       string // ZSET of waiting clients, oldest first
+	QueueDesc   string // the queued clients' descriptions {client id -> ClientInfo JSON}
 	Reservation string // the woken client's id, for a short window (PX)
 	Holder      string // the holder record (record.lua), expiring with the lock
 }
 
 // NewKeys derives a lock's keys from its base key "<prefix>:{<name>}".
 func NewKeys(base string) Keys {
-	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q", Reservation: base + ":r", Holder: base + ":holder"}
+	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q", QueueDesc: base + ":q:d",
+		Reservation: base + ":r", Holder: base + ":holder"}
 }
 
 // Inbox is the channel on which client's waiters for this lock are woken.
@@ -61,7 +63,7 @@ type AcquireArgs struct {
 
 // AcquireKeys are the acquire script's KEYS, in order.
 func (k Keys) AcquireKeys() []string {
-	return []string{k.Lock, k.Fence, k.Queue, k.Reservation, k.Holder}
+	return []string{k.Lock, k.Fence, k.Queue, k.Reservation, k.Holder, k.QueueDesc}
 }
 
 // RunAcquire runs the acquire script. A grant that a.Sync's replicas did
@@ -118,7 +120,7 @@ func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (R
 	if a.Heir != "" {
 		args = append(args, a.Heir, Millis(a.HeirLease), recordAbout(a.HeirAbout))
 	}
-	res, notSynced := Release.ExecSync(ctx, c, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation, k.Holder}, args, a.Sync)
+	res, notSynced := Release.ExecSync(ctx, c, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation, k.Holder, k.QueueDesc}, args, a.Sync)
 	v, err := res.AsIntSlice()
 	if err != nil {
 		return ReleaseReply{}, err
@@ -133,7 +135,7 @@ func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (R
 // RunLeave runs the leave script for client; it reports whether the lock
 // was reserved for client (the reservation is then passed on).
 func RunLeave(ctx context.Context, c rueidis.Client, k Keys, client string, w Wake) (bool, error) {
-	n, err := Leave.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation},
+	n, err := Leave.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation, k.QueueDesc},
 		[]string{client, w.spec()}).AsInt64()
 	return n == 1, err
 }
@@ -141,7 +143,7 @@ func RunLeave(ctx context.Context, c rueidis.Client, k Keys, client string, w Wa
 // RunForceUnlock runs the forceunlock script; it reports whether there was
 // a lock to delete.
 func RunForceUnlock(ctx context.Context, c rueidis.Client, k Keys, w Wake) (bool, error) {
-	n, err := ForceUnlock.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation, k.Holder}, []string{Wake{Sharded: w.Sharded}.spec()}).AsInt64()
+	n, err := ForceUnlock.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation, k.Holder, k.QueueDesc}, []string{Wake{Sharded: w.Sharded}.spec()}).AsInt64()
 	return n == 1, err
 }
 

@@ -77,7 +77,9 @@ type SemDescribeReply struct {
 	Queue   QueueHead // each with its Want
 }
 
-func describeKeys(k Keys) []string { return []string{k.Lock, k.Holder, k.Queue, k.Reservation} }
+func describeKeys(k Keys) []string {
+	return []string{k.Lock, k.Holder, k.Queue, k.Reservation, k.QueueDesc}
+}
 
 // DescribeCall is the describe script's call for k, returning at most
 // maxQueue queued clients.

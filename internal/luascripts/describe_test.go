@@ -45,7 +45,7 @@ func TestQueueDescriptions(t *testing.T) {
 		// The same expiry, but for the clock ticks between the script's
 		// commands (Redis 7.0 reads the clock for each one): milliseconds,
 		// where a bug would be seconds or no expiry.
-		assert.InDelta(t, expireAt(t, c, k.Queue), expireAt(t, c, k.Queue+":d"), 100)
+		assert.InDelta(t, expireAt(t, c, k.Queue), expireAt(t, c, k.QueueDesc), 100)
 		d, err := luascripts.ParseDescribe(describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10)))
 		require.NoError(t, err)
 		require.Len(t, d.Queue.Clients, 2)
@@ -56,7 +56,7 @@ func TestQueueDescriptions(t *testing.T) {
 		_, err = luascripts.RunRelease(ctx, c, k, luascripts.ReleaseArgs{Owner: "holder", Count: 1, Wake: wake})
 		require.NoError(t, err)
 		assert.False(t, exists(t, c, k.Queue))
-		assert.False(t, exists(t, c, k.Queue+":d"), "a dropped client's description stayed")
+		assert.False(t, exists(t, c, k.QueueDesc), "a dropped client's description stayed")
 
 		take(t, c, k, "holder2")
 		acquire(t, c, k, luascripts.AcquireArgs{Owner: "w3", Lease: lease, Client: "c3", Waiter: true, About: "1|c3"})
@@ -66,7 +66,7 @@ func TestQueueDescriptions(t *testing.T) {
 		assert.Equal(t, map[string]string{"c4": "1|c4"}, describedQueue(t, c, k.Queue), "leave")
 		do(t, c, c.B().Del().Key(k.Lock).Build())
 		require.True(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "w5", Lease: lease, Client: "c4", Waiter: true, About: "1|c4"}).Acquired)
-		assert.False(t, exists(t, c, k.Queue+":d"), "a granted client's description stayed")
+		assert.False(t, exists(t, c, k.QueueDesc), "a granted client's description stayed")
 	})
 	t.Run("RWMutex", func(t *testing.T) {
 		k := luascripts.NewRWKeys("latchkey:{" + uniqueTag(t) + "}:rw")

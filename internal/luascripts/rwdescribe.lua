@@ -24,4 +24,4 @@ for i = 1, #kv, 2 do
 end
 live_records(readers, holds)
 local max = tonumber(ARGV[1])
-return {holds, writers, queue_head(KEYS[3], max), queue_head(KEYS[4], max)}
+return {holds, writers, queue_head(KEYS[3], KEYS[3] .. ':d', max), queue_head(KEYS[4], KEYS[4] .. ':d', max)}

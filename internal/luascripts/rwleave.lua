@@ -8,7 +8,7 @@
 -- Takes the client off the queue and, when nobody writes, wakes whom that
 -- may unblock (clients queued behind it). Run it before unsubscribing.
 -- Returns 1 when the client was queued, else 0.
-local removed = dequeue(KEYS[3], ARGV[2])
+local removed = dequeue(KEYS[3], KEYS[3] .. ':d', ARGV[2])
 if redis.call('exists', KEYS[1]) == 0 then
   rw_wake(ARGV[1], ARGV[3], redis.call('hlen', KEYS[2]))
 end

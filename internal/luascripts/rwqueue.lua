@@ -47,7 +47,7 @@ local function rw_wake(base, spec, nreaders)
     if redis.call(publish, base .. ':ch:r:' .. client, 'unlock') > 0 then
       woken = woken + 1
     else
-      dequeue(qr, client)
+      dequeue(qr, qr .. ':d', client)
     end
   end
   if woken > 0 or nreaders > 0 then
@@ -61,7 +61,7 @@ local function rw_wake(base, spec, nreaders)
     if redis.call(publish, base .. ':ch:w:' .. w[1], 'unlock') > 0 then
       return 1
     end
-    dequeue(qw, w[1])
+    dequeue(qw, qw .. ':d', w[1])
   end
 end
 

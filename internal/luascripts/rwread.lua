@@ -38,7 +38,7 @@ if not writes then
 end
 if pttl ~= -2 then
   if queued then
-    enqueue(qr, client, math.max(pttl, 0) + 10000, ARGV[8])
+    enqueue(qr, qr .. ':d', client, math.max(pttl, 0) + 10000, ARGV[8])
   end
   return {0, pttl}
 end
@@ -49,6 +49,6 @@ end
 redis.call('hset', readers .. ':' .. owner, owner, 1, '#rec', record_of(owner, 0, ARGV[8]))
 redis.call('pexpire', readers .. ':' .. owner, lease)
 if queued then
-  dequeue(qr, client)
+  dequeue(qr, qr .. ':d', client)
 end
 return {1}

@@ -40,7 +40,7 @@ else
 end
 if pttl ~= -2 then
   if queued then
-    enqueue(qw, client, math.max(pttl, 0) + 10000, ARGV[7])
+    enqueue(qw, qw .. ':d', client, math.max(pttl, 0) + 10000, ARGV[7])
   end
   return {0, pttl}
 end
@@ -48,6 +48,6 @@ local token = redis.call('incr', fence)
 redis.call('hset', w, owner, 1, '#rec', record_of(owner, token, ARGV[7]))
 redis.call('pexpire', w, lease)
 if queued then
-  dequeue(qw, client)
+  dequeue(qw, qw .. ':d', client)
 end
 return {1, token}

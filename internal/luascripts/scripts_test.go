@@ -121,7 +121,7 @@ func keysFor(t *testing.T, c rueidis.Client, base string) luascripts.Keys {
 	k := luascripts.NewKeys(base)
 	t.Cleanup(func() {
 		// t.Context() is already cancelled here.
-		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Lock, k.Queue, k.Queue+":d", k.Reservation, k.Holder).Build()).Error())
+		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Lock, k.Queue, k.QueueDesc, k.Reservation, k.Holder).Build()).Error())
 	})
 	return k
 }

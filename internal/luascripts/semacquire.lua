@@ -40,7 +40,7 @@ elseif held + n + ahead > size then
 end
 if pttl ~= -2 then
   if queued then
-    enqueue(q, client, math.max(pttl, 0) + 10000, ARGV[9])
+    enqueue(q, q .. ':d', client, math.max(pttl, 0) + 10000, ARGV[9])
     redis.call('hset', qn, client, n, '#size', size)
     redis.call('pexpire', qn, redis.call('pttl', q))
   end

@@ -13,7 +13,7 @@ local h, q, qn = KEYS[1], KEYS[2], KEYS[3]
 local holds = {}
 live_records(h, holds)
 local size = tonumber(redis.call('hget', h, '#size')) or tonumber(redis.call('hget', qn, '#size')) or 0
-local head = queue_head(q, tonumber(ARGV[1]))
+local head = queue_head(q, q .. ':d', tonumber(ARGV[1]))
 local ids = {}
 for i = 1, #head[1], 2 do
   ids[#ids + 1] = head[1][i]

@@ -71,7 +71,7 @@ end
 -- sem_dequeue takes client off the queue, and B:qn with the last one. It
 -- returns 1 when the client was queued.
 local function sem_dequeue(q, qn, client)
-  local removed = dequeue(q, client)
+  local removed = dequeue(q, q .. ':d', client)
   redis.call('hdel', qn, client)
   if redis.call('exists', q) == 0 then
     redis.call('del', qn)
