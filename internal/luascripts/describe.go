@@ -19,7 +19,7 @@ var (
 
 // The Inspect scripts of RWMutex and Semaphore (Mutex's is Describe).
 var (
-	RWDescribe  = New("rwdescribe", queueSrc+recordSrc+rwDescribeSrc)
+	RWDescribe  = New("rwdescribe", queueSrc+leasesSrc+rwQueueSrc+rwDescribeSrc)
 	SemDescribe = New("semdescribe", queueSrc+recordSrc+semDescribeSrc)
 )
 
@@ -89,7 +89,7 @@ func DescribeCall(k Keys, maxQueue int) Call {
 
 // RWDescribeCall is rwdescribe's call for k.
 func RWDescribeCall(k RWKeys, maxQueue int) Call {
-	return Call{Keys: []string{k.Write, k.Readers, k.QueueR, k.QueueW}, Args: []string{strconv.Itoa(maxQueue)}}
+	return Call{Keys: k.scripts(), Args: []string{strconv.Itoa(maxQueue)}}
 }
 
 // SemDescribeCall is semdescribe's call for k.

@@ -71,7 +71,7 @@ func TestQueueDescriptions(t *testing.T) {
 	t.Run("RWMutex", func(t *testing.T) {
 		k := luascripts.NewRWKeys("latchkey:{" + uniqueTag(t) + "}:rw")
 		t.Cleanup(func() { // t.Context() has ended by then
-			assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Write, k.Readers, k.QueueR, k.QueueW, k.QueueR+":d", k.QueueW+":d", k.Fence).Build()).Error())
+			assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Write, k.Readers, k.ReadLeases, k.ReadRecords, k.QueueR, k.QueueW, k.QueueRDesc, k.QueueWDesc, k.Fence).Build()).Error())
 		})
 		rw := func(write bool, owner, client string, queued bool) luascripts.RWAcquireReply {
 			t.Helper()
@@ -99,10 +99,10 @@ func TestQueueDescriptions(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, left)
 		assert.Zero(t, woken, "nobody listened")
-		assert.False(t, exists(t, c, k.QueueR+":d"), "a dropped reader's description stayed")
+		assert.False(t, exists(t, c, k.QueueRDesc), "a dropped reader's description stayed")
 		assert.False(t, exists(t, c, k.Write), "the write record outlived the hold")
 		require.NoError(t, luascripts.RunRWLeave(ctx, c, k, "cw2", true, wake))
-		assert.False(t, exists(t, c, k.QueueW+":d"), "a writer that left kept its description")
+		assert.False(t, exists(t, c, k.QueueWDesc), "a writer that left kept its description")
 	})
 	t.Run("Semaphore", func(t *testing.T) {
 		f := newSem(t, c, []string{standaloneAddr}, false, 1)
