@@ -20,7 +20,7 @@ var (
 // The Inspect scripts of RWMutex and Semaphore (Mutex's is Describe).
 var (
 	RWDescribe  = New("rwdescribe", queueSrc+leasesSrc+rwQueueSrc+rwDescribeSrc)
-	SemDescribe = New("semdescribe", queueSrc+recordSrc+semDescribeSrc)
+	SemDescribe = New("semdescribe", queueSrc+leasesSrc+semQueueSrc+semDescribeSrc)
 )
 
 // DescribeReply is a Mutex's state as describe.lua read it.
