@@ -43,7 +43,7 @@ var aclCommands = []string{
 	"evalsha", "eval",
 	"pttl", "hexists", "hincrby", "pexpire", "hget", "hset", "exists", "del",
 	"get", "set", "incr", "time", "zadd", "zrem", "zpopmin", "publish", "spublish",
-	"hkeys", "hgetall", "hmget", "hdel", "hlen", "zrank", "zrange", "zrangebyscore", "zcount", "zcard", "zscore",
+	"hgetall", "hmget", "hdel", "hlen", "zrank", "zrange", "zrangebyscore", "zcount", "zcard", "zscore",
 	"zremrangebyscore", "pexpireat",
 	"subscribe", "unsubscribe", "ssubscribe", "sunsubscribe",
 	"cluster|slots",
