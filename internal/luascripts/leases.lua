@@ -44,8 +44,7 @@ local function lease_live(side, owner, now)
 end
 
 -- drop_lapsed drops every owner whose lease ran out before now from the
--- side's three keys, and returns the least time left of the other leases,
--- in ms (-1 when none is left).
+-- side's three keys.
 local function drop_lapsed(side, now)
   local before = string.format('(%d', now)
   local dead = redis.call('zrangebyscore', side.leases, '-inf', before)
@@ -59,6 +58,12 @@ local function drop_lapsed(side, now)
     end
     redis.call('zremrangebyscore', side.leases, '-inf', before)
   end
+end
+
+-- first_end is the time left of the side's first lease to end, in ms from
+-- now (-1 when there is none): how long a refused caller may wait before a
+-- holder's lease can run out without a message.
+local function first_end(side, now)
   local first = redis.call('zrange', side.leases, 0, 0, 'WITHSCORES')
   if first[2] == nil then
     return -1

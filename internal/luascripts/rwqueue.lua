@@ -20,10 +20,16 @@ local w, qr, qrd, qw, qwd = KEYS[1], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local readers = {counts = KEYS[2], leases = KEYS[3], records = KEYS[4]}
 
 -- live_readers drops the readers whose lease ran out and returns how many
--- are left and the least time left of their leases (-1 when none is left).
+-- are left, and the time left of the first of their leases to end (-1
+-- when none is left).
 local function live_readers()
-  local least = drop_lapsed(readers, server_ms())
-  return redis.call('hlen', readers.counts), least
+  local now = server_ms()
+  drop_lapsed(readers, now)
+  local n = redis.call('hlen', readers.counts)
+  if n == 0 then
+    return 0, -1
+  end
+  return n, first_end(readers, now)
 end
 
 -- rw_wake tells the clients whom a free write side can now admit: every

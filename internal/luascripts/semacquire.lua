@@ -18,7 +18,7 @@
 local base, owner, n, size = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local lease, client, queued, spec = tonumber(ARGV[5]), ARGV[6], ARGV[7] == '1', ARGV[8]
 local now = server_ms()
-local held, least = sem_held(now)
+local held = sem_held(now)
 local recorded = sem_size()
 if recorded and recorded ~= size then
   if held > 0 or redis.call('exists', q) == 1 then
@@ -30,12 +30,12 @@ local prev = tonumber(redis.call('hget', qn, client))
 local ahead, mine = sem_ahead(client)
 local pttl = -2
 if held + n > size then
-  pttl = least
+  pttl = first_end(holders, now)
 elseif held + n + ahead > size then
   sem_wake(base, spec, size - held, client)
   ahead, mine = sem_ahead(client)
   if held + n + ahead > size then
-    pttl = least
+    pttl = first_end(holders, now)
   end
 end
 if pttl ~= -2 then

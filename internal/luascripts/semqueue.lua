@@ -28,10 +28,9 @@ local h, q, qd, qn = KEYS[1], KEYS[4], KEYS[5], KEYS[6]
 local holders = {counts = KEYS[1], leases = KEYS[2], records = KEYS[3]}
 
 -- sem_held drops the holders whose lease ran out before now and returns
--- the permits the others hold and the least time left of their leases
--- (-1: none).
+-- the permits the others hold.
 local function sem_held(now)
-  local least = drop_lapsed(holders, now)
+  drop_lapsed(holders, now)
   local held = 0
   local kv = redis.call('hgetall', h)
   for i = 1, #kv, 2 do
@@ -39,7 +38,7 @@ local function sem_held(now)
       held = held + tonumber(kv[i + 1])
     end
   end
-  return held, least
+  return held
 end
 
 -- sem_ahead returns the permits wanted by the clients queued before client
