@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -264,13 +263,9 @@ func leaseLive(t testing.TB, rc rueidis.Client, leases, owner string) bool {
 	}
 	require.NoError(t, err)
 	// Any node's TIME: the test's servers share this machine's clock.
-	now, err := rc.Do(ctx, rc.B().Time().Build()).AsStrSlice()
+	now, err := redistest.ServerMillis(ctx, rc)
 	require.NoError(t, err)
-	sec, err := strconv.ParseInt(now[0], 10, 64)
-	require.NoError(t, err)
-	us, err := strconv.ParseInt(now[1], 10, 64)
-	require.NoError(t, err)
-	return int64(end) >= sec*1000+us/1000
+	return int64(end) >= now
 }
 
 // endLease makes owner's lease in leases (see leaseLive) run out now, as

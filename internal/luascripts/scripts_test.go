@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1108,13 +1107,9 @@ func TestRenewLeaseSet(t *testing.T) {
 // serverMillis is the server's clock, in ms.
 func serverMillis(t *testing.T, c rueidis.Client) int64 {
 	t.Helper()
-	v, err := do(t, c, c.B().Time().Build()).AsStrSlice()
+	now, err := redistest.ServerMillis(t.Context(), c)
 	require.NoError(t, err)
-	sec, err := strconv.ParseInt(v[0], 10, 64)
-	require.NoError(t, err)
-	us, err := strconv.ParseInt(v[1], 10, 64)
-	require.NoError(t, err)
-	return sec*1000 + us/1000
+	return now
 }
 
 // ---- NOSCRIPT fallback ----
