@@ -23,7 +23,7 @@ import (
 //   - ping: rueidis' health check on idle connections.
 //   - evalsha, eval: every lock operation is a Lua script, sent with EVALSHA
 //     and again with EVAL when the server answers NOSCRIPT.
-//   - pttl … spublish: the commands the scripts call. Redis checks the
+//   - pttl … pexpireat: the commands the scripts call. Redis checks the
 //     user's permissions inside scripts too.
 //   - subscribe … sunsubscribe: waiting for unlock messages (sharded on
 //     Cluster, classic otherwise).
@@ -43,7 +43,8 @@ var aclCommands = []string{
 	"evalsha", "eval",
 	"pttl", "hexists", "hincrby", "pexpire", "hget", "hset", "exists", "del",
 	"get", "set", "incr", "time", "zadd", "zrem", "zpopmin", "publish", "spublish",
-	"hkeys", "hgetall", "hmget", "hdel", "hlen", "zrank", "zrange", "zrangebyscore", "zcount", "zcard", "zscore",
+	"hgetall", "hmget", "hdel", "hlen", "zrank", "zrange", "zrangebyscore", "zcount", "zcard", "zscore",
+	"zremrangebyscore", "pexpireat",
 	"subscribe", "unsubscribe", "ssubscribe", "sunsubscribe",
 	"cluster|slots",
 	"scan",

@@ -250,6 +250,34 @@ func exists(t testing.TB, rc rueidis.Client, key string) bool {
 	return n == 1
 }
 
+// leaseLive reports whether owner holds a lease that has not run out in
+// leases, the lease set of an RWMutex's readers ("<lock>:rw:rd:e") or a
+// Semaphore's holders ("<lock>:sem:h:e"): its score is the end of its
+// lease, by the server's clock.
+func leaseLive(t testing.TB, rc rueidis.Client, leases, owner string) bool {
+	t.Helper()
+	ctx := context.Background()
+	end, err := rc.Do(ctx, rc.B().Zscore().Key(leases).Member(owner).Build()).AsFloat64()
+	if rueidis.IsRedisNil(err) {
+		return false
+	}
+	require.NoError(t, err)
+	// Any node's TIME: the test's servers share this machine's clock.
+	now, err := redistest.ServerMillis(ctx, rc)
+	require.NoError(t, err)
+	return int64(end) >= now
+}
+
+// endLease makes owner's lease in leases (see leaseLive) run out now, as
+// if its holder had stopped renewing it long ago; it reports whether
+// owner had one.
+func endLease(t testing.TB, rc rueidis.Client, leases, owner string) bool {
+	t.Helper()
+	n, err := rc.Do(context.Background(), rc.B().Zadd().Key(leases).Xx().Ch().ScoreMember().ScoreMember(1, owner).Build()).AsInt64()
+	require.NoError(t, err)
+	return n == 1
+}
+
 // blockWaiters starts n goroutines running lock (each should call Lock on
 // a handle of one client made with att.options) and returns once all of
 // them wait. The first waiter contends for the client: it tries,

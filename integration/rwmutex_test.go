@@ -213,7 +213,7 @@ func TestRWMutexDeadReaderLapsesAlone(t *testing.T) {
 		}()
 		// Past the dead reader's lease, the live reader still holds.
 		awaitCond(t, 10*time.Second, "the dead reader's hold lapsed", func() bool {
-			return !exists(t, redisClient(t, tp), "latchkey:{"+name+"}:rw:rd:"+dead.ID()+":1")
+			return !leaseLive(t, redisClient(t, tp), "latchkey:{"+name+"}:rw:rd:e", dead.ID()+":1")
 		})
 		require.NoError(t, rl.Err(), "the live reader lost its hold with the dead one")
 		select {
@@ -465,15 +465,11 @@ func TestRWMutexLostReader(t *testing.T) {
 		rw := c.RWMutex(name)
 		rctx, err := rw.RLock(ctx)
 		require.NoError(t, err)
-		// The reader's own key goes: as if its lease ran out.
-		var keys []string
-		for _, n := range nodeClients(t, tp.addrs) {
-			k, err := scanKeys(ctx, n, "latchkey:{"+name+"}:rw:rd:*")
-			require.NoError(t, err)
-			keys = append(keys, k...)
-		}
-		require.Len(t, keys, 1)
-		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(keys[0]).Build()).Error())
+		// The reader's lease runs out.
+		readers, err := rc.Do(ctx, rc.B().Hkeys().Key("latchkey:{"+name+"}:rw:rd").Build()).AsStrSlice()
+		require.NoError(t, err)
+		require.Len(t, readers, 1)
+		require.True(t, endLease(t, rc, "latchkey:{"+name+"}:rw:rd:e", readers[0]))
 		_, err = rw.RLock(rctx)
 		require.ErrorIs(t, err, rlock.ErrLockLost)
 		require.ErrorIs(t, context.Cause(rctx), rlock.ErrLockLost)

@@ -89,9 +89,10 @@ func (rw *RWMutex) newSide(write, spin bool, writer string) *side {
 			return released{left: left, woke: woken}, err
 		},
 		leave: func(ctx context.Context) error { return luascripts.RunRWLeave(ctx, c.rc, keys, c.id, write, c.wake) },
-		// A reader's own key lapses with it while the live readers keep
-		// the shared one.
-		keep: func(owner string) [][]string { return [][]string{{keys.Readers}, {keys.Reader(owner)}} },
+		// The readers share their keys: each renewal checks and moves the
+		// owner's own lease in the lease set, so a dead reader lapses
+		// alone while the live ones keep the keys.
+		keep: func(string) [][]string { return [][]string{keys.ReadKeep()} },
 	}
 	if write {
 		sd.key, sd.what, sd.metric = keys.Write, "write lock", kindWrite.spinIf(spin)

@@ -170,7 +170,9 @@ func (s *Semaphore) side(n int64) *side {
 			_, err := luascripts.RunSemLeave(ctx, c.rc, keys, c.id, s.size, c.wake)
 			return err
 		},
-		keep: func(owner string) [][]string { return [][]string{{keys.Holders}, {keys.Holder(owner)}} },
+		// The holders share their keys: each renewal checks and moves the
+		// owner's own lease in the lease set.
+		keep: func(string) [][]string { return [][]string{keys.Keep()} },
 	}
 }
 

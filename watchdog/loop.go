@@ -117,12 +117,7 @@ func (w *Watchdog) tick() (failed bool) {
 			call := luascripts.Call{Keys: make([]string, 0, n), Args: make([]string, 0, n+1)}
 			call.Args = append(call.Args, lease)
 			for _, e := range batch {
-				call.Keys = append(call.Keys, e.key)
-				call.Args = append(call.Args, e.owner)
-				for _, k := range e.follow {
-					call.Keys = append(call.Keys, k)
-					call.Args = append(call.Args, "") // renewed with e.key
-				}
+				call.AppendRenew(e.owner, e.key, e.follow...)
 			}
 			calls = append(calls, call)
 			batches = append(batches, batch)

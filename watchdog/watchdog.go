@@ -238,7 +238,12 @@ type Entry struct {
 // goroutine, with an error matching ErrGone or ErrExpired; it must not block
 // and must not call Stop. The keys in follow, in key's slot, are renewed
 // with key while owner holds it, whatever they hold (a lock's side record,
-// which must expire with it).
+// which must expire with it). A follow key marked as a lease set
+// (luascripts.LeaseSet: a sorted set of lease ends, as the holders of an
+// RWMutex's read side share) is part of the check: the lease counts as
+// held only while owner's score there has not passed, and each renewal
+// moves that score out. Owner ids must not be "" or "#lease", which the
+// renew script reads as marks.
 func (w *Watchdog) Add(key, owner string, sentAt time.Time, onLost func(cause error), follow ...string) *Entry {
 	// On Cluster, keys batch by slot. Any other client talks to one server,
 	// so all its keys batch together: slot stays 0. (A standalone client's

@@ -5,6 +5,7 @@
 -- KEYS[3]  wait queue           (same hash tag; see queue.lua)
 -- KEYS[4]  reservation          (same hash tag; see queue.lua)
 -- KEYS[5]  holder record        (same hash tag; see describe.lua)
+-- KEYS[6]  the wait queue's description hash (same hash tag; see queue.lua)
 -- ARGV[1]  owner id (new: never held before)
 -- ARGV[2]  lease in ms (> 0)
 -- ARGV[3]  the caller's client id
@@ -20,7 +21,7 @@
 --
 -- The fencing counter has no expiry: a token must never go back, even after
 -- the lock has been free for a long time.
-local lock, fence, queue, reservation, record = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lock, fence, queue, reservation, record, desc = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local owner, lease, client, waiter = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 -- One EXISTS for both keys answers the common case: a lock that is free and
 -- reserved for nobody is granted without further reads.
@@ -53,13 +54,13 @@ if pttl == -2 then
   -- The release that reserved the lock for this client popped it off
   -- the queue already.
   if waiter and not reserved then
-    dequeue(queue, client)
+    dequeue(queue, desc, client)
   end
   local token = redis.call('incr', fence)
   describe(record, owner, token, ARGV[5], lease)
   return {1, 1, token}
 end
 if waiter then
-  enqueue(queue, client, math.max(pttl, 0) + 10000, ARGV[5])
+  enqueue(queue, desc, client, math.max(pttl, 0) + 10000, ARGV[5])
 end
 return {0, pttl}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -16,13 +17,15 @@ type Keys struct {
 	Channel     string // base of the wake-up channels: "<Channel>:<client id>"
 	Fence       string // fencing counter, no expiry
 	Queue       string // ZSET of waiting clients, oldest first
+	QueueDesc   string // the queued clients' descriptions {client id -> ClientInfo JSON}
 	Reservation string // the woken client's id, for a short window (PX)
 	Holder      string // the holder record (record.lua), expiring with the lock
 }
 
 // NewKeys derives a lock's keys from its base key "<prefix>:{<name>}".
 func NewKeys(base string) Keys {
-	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q", Reservation: base + ":r", Holder: base + ":holder"}
+	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q", QueueDesc: base + ":q:d",
+		Reservation: base + ":r", Holder: base + ":holder"}
 }
 
 // Inbox is the channel on which client's waiters for this lock are woken.
@@ -61,7 +64,7 @@ type AcquireArgs struct {
 
 // AcquireKeys are the acquire script's KEYS, in order.
 func (k Keys) AcquireKeys() []string {
-	return []string{k.Lock, k.Fence, k.Queue, k.Reservation, k.Holder}
+	return []string{k.Lock, k.Fence, k.Queue, k.Reservation, k.Holder, k.QueueDesc}
 }
 
 // RunAcquire runs the acquire script. A grant that a.Sync's replicas did
@@ -118,7 +121,7 @@ func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (R
 	if a.Heir != "" {
 		args = append(args, a.Heir, Millis(a.HeirLease), recordAbout(a.HeirAbout))
 	}
-	res, notSynced := Release.ExecSync(ctx, c, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation, k.Holder}, args, a.Sync)
+	res, notSynced := Release.ExecSync(ctx, c, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation, k.Holder, k.QueueDesc}, args, a.Sync)
 	v, err := res.AsIntSlice()
 	if err != nil {
 		return ReleaseReply{}, err
@@ -133,7 +136,7 @@ func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (R
 // RunLeave runs the leave script for client; it reports whether the lock
 // was reserved for client (the reservation is then passed on).
 func RunLeave(ctx context.Context, c rueidis.Client, k Keys, client string, w Wake) (bool, error) {
-	n, err := Leave.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation},
+	n, err := Leave.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation, k.QueueDesc},
 		[]string{client, w.spec()}).AsInt64()
 	return n == 1, err
 }
@@ -141,32 +144,55 @@ func RunLeave(ctx context.Context, c rueidis.Client, k Keys, client string, w Wa
 // RunForceUnlock runs the forceunlock script; it reports whether there was
 // a lock to delete.
 func RunForceUnlock(ctx context.Context, c rueidis.Client, k Keys, w Wake) (bool, error) {
-	n, err := ForceUnlock.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation, k.Holder}, []string{Wake{Sharded: w.Sharded}.spec()}).AsInt64()
+	n, err := ForceUnlock.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation, k.Holder, k.QueueDesc}, []string{Wake{Sharded: w.Sharded}.spec()}).AsInt64()
 	return n == 1, err
+}
+
+// leaseSetMark starts a kept key that LeaseSet marked. No key latchkey
+// builds starts with a NUL byte.
+const leaseSetMark = "\x00lease set\x00"
+
+// LeaseSet marks key, among the keys that follow a group's first (a
+// side's keep, the watchdog's follow keys), as the group's lease set: a
+// sorted set {owner -> the end of its lease, server ms} (leases.lua). The
+// renew script then counts the group as held only while the owner's score
+// has not passed, and moves the score out with the keys' expiries. The
+// mark is taken off before the key is sent.
+func LeaseSet(key string) string { return leaseSetMark + key }
+
+// AppendRenew adds one group of kept keys to a renew call, whose Args
+// start with the lease: first, a hash in which owner holds a field, and
+// the keys that follow it (LeaseSet's among them).
+func (c *Call) AppendRenew(owner, first string, follow ...string) {
+	c.Keys = append(c.Keys, first)
+	c.Args = append(c.Args, owner)
+	for _, k := range follow {
+		arg := "" // renewed when first is held (renew.lua)
+		if key, ok := strings.CutPrefix(k, leaseSetMark); ok {
+			k, arg = key, "#lease"
+		}
+		c.Keys = append(c.Keys, k)
+		c.Args = append(c.Args, arg)
+	}
 }
 
 // RunRenewHold runs the renew script for one hold: keep lists its keys in
 // groups, each a key in which owner holds a field and the keys that follow
-// it (a holder record). It reports whether owner still holds every group's
-// key, whose expiries (and their followers') are then at least lease. A
-// renewal that y's replicas did not acknowledge is returned with a
+// it (a holder record, a lease set). It reports whether owner still holds
+// every group, whose keys' expiries are then at least lease. A renewal
+// that y's replicas did not acknowledge is returned with a
 // *NotReplicatedError.
 func RunRenewHold(ctx context.Context, c rueidis.Client, keep [][]string, owner string, lease time.Duration, y Sync) (bool, error) {
-	var keys []string
-	args := []string{Millis(lease)}
+	call := Call{Args: []string{Millis(lease)}}
 	for _, g := range keep {
-		keys = append(keys, g...)
-		args = append(args, owner)
-		for range g[1:] {
-			args = append(args, "")
-		}
+		call.AppendRenew(owner, g[0], g[1:]...)
 	}
-	res, notSynced := Renew.ExecSync(ctx, c, keys, args, y)
+	res, notSynced := Renew.ExecSync(ctx, c, call.Keys, call.Args, y)
 	v, err := res.AsIntSlice()
 	if err != nil {
 		return false, err
 	}
-	held, err := ParseRenew(v, len(keys))
+	held, err := ParseRenew(v, len(call.Keys))
 	if err != nil {
 		return false, err
 	}

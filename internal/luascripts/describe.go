@@ -19,8 +19,8 @@ var (
 
 // The Inspect scripts of RWMutex and Semaphore (Mutex's is Describe).
 var (
-	RWDescribe  = New("rwdescribe", queueSrc+recordSrc+rwDescribeSrc)
-	SemDescribe = New("semdescribe", queueSrc+recordSrc+semDescribeSrc)
+	RWDescribe  = New("rwdescribe", queueSrc+leasesSrc+rwQueueSrc+rwDescribeSrc)
+	SemDescribe = New("semdescribe", queueSrc+leasesSrc+semQueueSrc+semDescribeSrc)
 )
 
 // DescribeReply is a Mutex's state as describe.lua read it.
@@ -77,7 +77,9 @@ type SemDescribeReply struct {
 	Queue   QueueHead // each with its Want
 }
 
-func describeKeys(k Keys) []string { return []string{k.Lock, k.Holder, k.Queue, k.Reservation} }
+func describeKeys(k Keys) []string {
+	return []string{k.Lock, k.Holder, k.Queue, k.Reservation, k.QueueDesc}
+}
 
 // DescribeCall is the describe script's call for k, returning at most
 // maxQueue queued clients.
@@ -87,7 +89,7 @@ func DescribeCall(k Keys, maxQueue int) Call {
 
 // RWDescribeCall is rwdescribe's call for k.
 func RWDescribeCall(k RWKeys, maxQueue int) Call {
-	return Call{Keys: []string{k.Write, k.Readers, k.QueueR, k.QueueW}, Args: []string{strconv.Itoa(maxQueue)}}
+	return Call{Keys: k.scripts(), Args: []string{strconv.Itoa(maxQueue)}}
 }
 
 // SemDescribeCall is semdescribe's call for k.

@@ -11,11 +11,11 @@ import (
 	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
-// describedQueue returns the description hash of queue: what the scripts
-// keep of each queued client for Inspect.
-func describedQueue(t *testing.T, c rueidis.Client, queue string) map[string]string {
+// describedQueue returns a queue's description hash, desc: what the
+// scripts keep of each queued client for Inspect.
+func describedQueue(t *testing.T, c rueidis.Client, desc string) map[string]string {
 	t.Helper()
-	return hgetall(t, c, queue+":d")
+	return hgetall(t, c, desc)
 }
 
 // describe runs one of the Inspect scripts.
@@ -41,11 +41,11 @@ func TestQueueDescriptions(t *testing.T) {
 		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "w1", Lease: lease, Client: "c1", Waiter: true, About: `{"id":"c1"}`})
 		require.False(t, r.Acquired)
 		acquire(t, c, k, luascripts.AcquireArgs{Owner: "w2", Lease: lease, Client: "c2", Waiter: true})
-		assert.Equal(t, map[string]string{"c1": `{"id":"c1"}`}, describedQueue(t, c, k.Queue), "c2 gave no description")
+		assert.Equal(t, map[string]string{"c1": `{"id":"c1"}`}, describedQueue(t, c, k.QueueDesc), "c2 gave no description")
 		// The same expiry, but for the clock ticks between the script's
 		// commands (Redis 7.0 reads the clock for each one): milliseconds,
 		// where a bug would be seconds or no expiry.
-		assert.InDelta(t, expireAt(t, c, k.Queue), expireAt(t, c, k.Queue+":d"), 100)
+		assert.InDelta(t, expireAt(t, c, k.Queue), expireAt(t, c, k.QueueDesc), 100)
 		d, err := luascripts.ParseDescribe(describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10)))
 		require.NoError(t, err)
 		require.Len(t, d.Queue.Clients, 2)
@@ -56,22 +56,22 @@ func TestQueueDescriptions(t *testing.T) {
 		_, err = luascripts.RunRelease(ctx, c, k, luascripts.ReleaseArgs{Owner: "holder", Count: 1, Wake: wake})
 		require.NoError(t, err)
 		assert.False(t, exists(t, c, k.Queue))
-		assert.False(t, exists(t, c, k.Queue+":d"), "a dropped client's description stayed")
+		assert.False(t, exists(t, c, k.QueueDesc), "a dropped client's description stayed")
 
 		take(t, c, k, "holder2")
 		acquire(t, c, k, luascripts.AcquireArgs{Owner: "w3", Lease: lease, Client: "c3", Waiter: true, About: "1|c3"})
 		acquire(t, c, k, luascripts.AcquireArgs{Owner: "w4", Lease: lease, Client: "c4", Waiter: true, About: "1|c4"})
 		_, err = luascripts.RunLeave(ctx, c, k, "c3", wake)
 		require.NoError(t, err)
-		assert.Equal(t, map[string]string{"c4": "1|c4"}, describedQueue(t, c, k.Queue), "leave")
+		assert.Equal(t, map[string]string{"c4": "1|c4"}, describedQueue(t, c, k.QueueDesc), "leave")
 		do(t, c, c.B().Del().Key(k.Lock).Build())
 		require.True(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "w5", Lease: lease, Client: "c4", Waiter: true, About: "1|c4"}).Acquired)
-		assert.False(t, exists(t, c, k.Queue+":d"), "a granted client's description stayed")
+		assert.False(t, exists(t, c, k.QueueDesc), "a granted client's description stayed")
 	})
 	t.Run("RWMutex", func(t *testing.T) {
 		k := luascripts.NewRWKeys("latchkey:{" + uniqueTag(t) + "}:rw")
 		t.Cleanup(func() { // t.Context() has ended by then
-			assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Write, k.Readers, k.QueueR, k.QueueW, k.QueueR+":d", k.QueueW+":d", k.Fence).Build()).Error())
+			assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Write, k.Readers, k.ReadLeases, k.ReadRecords, k.QueueR, k.QueueW, k.QueueRDesc, k.QueueWDesc, k.Fence).Build()).Error())
 		})
 		rw := func(write bool, owner, client string, queued bool) luascripts.RWAcquireReply {
 			t.Helper()
@@ -83,8 +83,8 @@ func TestQueueDescriptions(t *testing.T) {
 		require.True(t, rw(true, "w", "cw", false).Granted)
 		require.False(t, rw(false, "r1", "cr1", true).Granted)
 		require.False(t, rw(true, "w2", "cw2", true).Granted)
-		assert.Equal(t, map[string]string{"cr1": `{"id":"cr1"}`}, describedQueue(t, c, k.QueueR))
-		assert.Equal(t, map[string]string{"cw2": `{"id":"cw2"}`}, describedQueue(t, c, k.QueueW))
+		assert.Equal(t, map[string]string{"cr1": `{"id":"cr1"}`}, describedQueue(t, c, k.QueueRDesc))
+		assert.Equal(t, map[string]string{"cw2": `{"id":"cw2"}`}, describedQueue(t, c, k.QueueWDesc))
 		d, err := luascripts.ParseRWDescribe(describe(t, c, luascripts.RWDescribe, luascripts.RWDescribeCall(k, 10)))
 		require.NoError(t, err)
 		require.Len(t, d.Writer, 1)
@@ -99,27 +99,23 @@ func TestQueueDescriptions(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, left)
 		assert.Zero(t, woken, "nobody listened")
-		assert.False(t, exists(t, c, k.QueueR+":d"), "a dropped reader's description stayed")
+		assert.False(t, exists(t, c, k.QueueRDesc), "a dropped reader's description stayed")
 		assert.False(t, exists(t, c, k.Write), "the write record outlived the hold")
 		require.NoError(t, luascripts.RunRWLeave(ctx, c, k, "cw2", true, wake))
-		assert.False(t, exists(t, c, k.QueueW+":d"), "a writer that left kept its description")
+		assert.False(t, exists(t, c, k.QueueWDesc), "a writer that left kept its description")
 	})
 	t.Run("Semaphore", func(t *testing.T) {
 		f := newSem(t, c, []string{standaloneAddr}, false, 1)
-		t.Cleanup(func() { assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(f.k.Queue+":d").Build()).Error()) })
 		sem := func(owner, client string) luascripts.SemAcquireReply {
 			t.Helper()
 			r, err := luascripts.RunSemAcquire(ctx, c, f.k, luascripts.SemAcquireArgs{
 				Owner: owner, Permits: 1, Size: 1, Lease: lease, Client: client, Queued: true, Wake: wake, About: `{"id":"` + client + `"}`})
 			require.NoError(t, err)
-			if r.Granted {
-				*f.owners = append(*f.owners, owner)
-			}
 			return r
 		}
 		require.True(t, sem("a", "ca").Granted)
 		require.False(t, sem("b", "cb").Granted)
-		assert.Equal(t, map[string]string{"cb": `{"id":"cb"}`}, describedQueue(t, c, f.k.Queue))
+		assert.Equal(t, map[string]string{"cb": `{"id":"cb"}`}, describedQueue(t, c, f.k.QueueDesc))
 		d, err := luascripts.ParseSemDescribe(describe(t, c, luascripts.SemDescribe, luascripts.SemDescribeCall(f.k, 10)))
 		require.NoError(t, err)
 		require.Len(t, d.Holders, 1)
@@ -132,6 +128,6 @@ func TestQueueDescriptions(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, status)
 		assert.Zero(t, woken, "nobody listened")
-		assert.False(t, exists(t, c, f.k.Queue+":d"), "a dropped client's description stayed")
+		assert.False(t, exists(t, c, f.k.QueueDesc), "a dropped client's description stayed")
 	})
 }

@@ -5,6 +5,7 @@
 -- KEYS[3]  wait queue           (same hash tag)
 -- KEYS[4]  reservation          (same hash tag)
 -- KEYS[5]  holder record        (same hash tag; see describe.lua)
+-- KEYS[6]  the wait queue's description hash (same hash tag)
 -- ARGV[1]  wake spec, "p0" or "s0": PUBLISH or SPUBLISH, and no
 --          reservation (see queue.lua)
 --
@@ -13,5 +14,5 @@
 if redis.call('del', KEYS[1], KEYS[5]) == 0 then
   return 0
 end
-wake(KEYS[3], KEYS[2], KEYS[4], ARGV[1])
+wake(KEYS[3], KEYS[6], KEYS[2], KEYS[4], ARGV[1])
 return 1

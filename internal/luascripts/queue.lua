@@ -16,14 +16,16 @@
 -- description}, so that Inspect can say who waits, not just which id: a
 -- client's field is written when it joins the queue and deleted when it
 -- leaves it (dequeue; every script takes clients off a queue through it),
--- and the hash has the queue's expiry, so it outlives neither.
+-- and the hash has the queue's expiry, so it outlives neither. Its callers
+-- pass it in KEYS beside the queue (the desc parameters below), as every
+-- key a script touches must be: the helpers build no key names.
 
 -- enqueue puts client at the back of queue unless it is already queued (NX:
 -- it keeps its place), and keeps the queue at least ttl ms, so that it
 -- outlives every waiter's TTL-bounded wait but not an abandoned lock.
 -- about is the caller's "<ms>|<description>" (record.lua), or nil: its
--- description is kept in the description hash.
-local function enqueue(queue, client, ttl, about)
+-- description is kept in desc, the queue's description hash.
+local function enqueue(queue, desc, client, ttl, about)
   local now = redis.call('time')
   local added = redis.call('zadd', queue, 'NX', now[1] * 1000000 + now[2], client) == 1
   local left = redis.call('pttl', queue)
@@ -32,22 +34,21 @@ local function enqueue(queue, client, ttl, about)
     redis.call('pexpire', queue, ttl)
     left = ttl
   end
-  local d = queue .. ':d'
   if added and about then
     local bar = string.find(about, '|', 1, true)
     if bar and bar < #about then
-      redis.call('hset', d, client, string.sub(about, bar + 1))
+      redis.call('hset', desc, client, string.sub(about, bar + 1))
     end
   end
   if added or extended then
-    redis.call('pexpire', d, left)
+    redis.call('pexpire', desc, left)
   end
 end
 
--- dequeue takes client off queue and drops its description. It returns 1
--- when the client was queued, else 0.
-local function dequeue(queue, client)
-  redis.call('hdel', queue .. ':d', client)
+-- dequeue takes client off queue and drops its description from desc. It
+-- returns 1 when the client was queued, else 0.
+local function dequeue(queue, desc, client)
+  redis.call('hdel', desc, client)
   return redis.call('zrem', queue, client)
 end
 
@@ -56,7 +57,7 @@ end
 -- (PUBLISH) or "s" (SPUBLISH, Cluster) followed by the reservation window in
 -- ms, 0 for none; one argument instead of two keeps the hot path's calls
 -- short. It returns the client woken, or nil when nobody listens.
-local function wake(queue, channel, reservation, spec)
+local function wake(queue, desc, channel, reservation, spec)
   local publish = 'publish'
   if string.sub(spec, 1, 1) == 's' then
     publish = 'spublish'
@@ -67,7 +68,7 @@ local function wake(queue, channel, reservation, spec)
     if head[1] == nil then
       return nil
     end
-    redis.call('hdel', queue .. ':d', head[1])
+    redis.call('hdel', desc, head[1])
     if redis.call(publish, channel .. ':' .. head[1], 'unlock') > 0 then
       if window > 0 then
         redis.call('set', reservation, head[1], 'PX', window)
@@ -77,9 +78,10 @@ local function wake(queue, channel, reservation, spec)
   end
 end
 
--- queue_head describes queue for Inspect: {{client, queued at (us), ...},
--- total, {description or false, ...}} for the oldest max clients.
-local function queue_head(queue, max)
+-- queue_head describes queue (whose description hash is desc) for Inspect:
+-- {{client, queued at (us), ...}, total, {description or false, ...}} for
+-- the oldest max clients.
+local function queue_head(queue, desc, max)
   local head = redis.call('zrange', queue, 0, max - 1, 'WITHSCORES')
   local ids = {}
   for i = 1, #head, 2 do
@@ -87,7 +89,7 @@ local function queue_head(queue, max)
   end
   local descs = {}
   if #ids > 0 then
-    descs = redis.call('hmget', queue .. ':d', unpack(ids))
+    descs = redis.call('hmget', desc, unpack(ids))
   end
   return {head, redis.call('zcard', queue), descs}
 end

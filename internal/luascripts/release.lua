@@ -7,6 +7,7 @@
 -- KEYS[4]  wait queue           (same hash tag)
 -- KEYS[5]  reservation          (same hash tag)
 -- KEYS[6]  holder record        (same hash tag; see describe.lua)
+-- KEYS[7]  the wait queue's description hash (same hash tag; see queue.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  the owner's hold count before this release (exact: the caller
 --          serialises an owner's calls, so it knows it)
@@ -33,6 +34,7 @@
 -- can have made that state; but a lease that ran out before the first call
 -- arrived leaves the same "owner gone", which a retry reports as freed.
 local lock, channel, fence, queue, reservation, record = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local desc = KEYS[7]
 local owner, n, heir = ARGV[1], tonumber(ARGV[2]), ARGV[5] or ''
 local count = tonumber(redis.call('hget', lock, owner))
 if count ~= n then
@@ -61,7 +63,7 @@ if heir ~= '' then
   describe(record, heir, token, ARGV[7], lease)
   return {-3, token}
 end
-if wake(queue, channel, reservation, ARGV[3]) then
+if wake(queue, desc, channel, reservation, ARGV[3]) then
   return {0, 1}
 end
 return {0, 0}

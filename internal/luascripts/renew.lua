@@ -1,29 +1,50 @@
 -- renew: extend a batch of leases in one call (the watchdog's tick).
 --
--- KEYS[1..n]   lock hashes, all in one Cluster slot
+-- KEYS[1..n]   the kept keys, in groups, all in one Cluster slot
 -- ARGV[1]      lease in milliseconds (> 0)
--- ARGV[2..n+1] owner id for each key, in the same order; "" for a key that
---              follows the key before it (a lock's holder record): renewed
---              when that key's owner holds it
+-- ARGV[2..n+1] for each key, in the same order, one of:
+--              an owner id: the key is a hash in which that owner holds a
+--                field; it starts a group;
+--              "": the key follows the group's first (a lock's holder
+--                record, a side's records): renewed when the group is held;
+--              "#lease": the key is the group's lease set, a sorted set
+--                {owner -> the end of its lease, server ms} (leases.lua):
+--                the group is held only while its owner's score there has
+--                not passed, and renewing moves that score to now + lease.
 --
--- Returns an array of n integers: 1 when that owner still holds that lock (its
--- expiry is now at least the lease), 0 when it does not (nothing changed). The
--- ownership check is what stops a renewal in flight from reviving a lock that
--- was released a moment before.
+-- Returns an array of n integers: 1 when that key's group is held (each of
+-- its keys' expiry is now at least the lease), 0 when it is not (nothing
+-- of the group changed). The ownership check is what stops a renewal in
+-- flight from reviving a lock that was released a moment before, or a
+-- lease that ran out while its keys lived on for others.
 local lease = tonumber(ARGV[1])
 local out = {}
-local held = false
-for i, key in ipairs(KEYS) do
-  if ARGV[i + 1] ~= '' then
-    held = redis.call('hexists', key, ARGV[i + 1]) == 1
-  end
-  if held then
-    if redis.call('pttl', key) < lease then
-      redis.call('pexpire', key, lease)
+local now -- server time, read at the first lease set
+local first = 1
+while first <= #KEYS do
+  local owner = ARGV[first + 1]
+  local held = redis.call('hexists', KEYS[first], owner) == 1
+  local last = first
+  while ARGV[last + 2] == '' or ARGV[last + 2] == '#lease' do
+    last = last + 1
+    if held and ARGV[last + 1] == '#lease' then
+      now = now or server_ms()
+      held = (tonumber(redis.call('zscore', KEYS[last], owner)) or -1) >= now
     end
-    out[i] = 1
-  else
-    out[i] = 0
   end
+  for i = first, last do
+    if held then
+      if ARGV[i + 1] == '#lease' then
+        redis.call('zadd', KEYS[i], 'XX', 'GT', now + lease, owner)
+      end
+      if redis.call('pttl', KEYS[i]) < lease then
+        redis.call('pexpire', KEYS[i], lease)
+      end
+      out[i] = 1
+    else
+      out[i] = 0
+    end
+  end
+  first = last + 1
 end
 return out

@@ -1,15 +1,14 @@
 -- rwdescribe: an RWMutex's state for Inspect, in one round trip, changing
 -- nothing.
 --
--- KEYS[1]  write hold B:w       KEYS[2]  readers B:rd (see rwqueue.lua)
--- KEYS[3]  reader queue B:qr    KEYS[4]  writer queue B:qw
+-- KEYS[1..8]  as rwqueue.lua says: B:w, the read side's B:rd, B:rd:e and
+--             B:rd:rec, the queues B:qr and B:qw with their descriptions
 -- ARGV[1]  the most queued clients to return per queue (> 0)
 --
--- Returns {{owner, count, pttl, record, ...} of the write hold and the live
--- read holds, writer first (record "" when there is none), the write
--- hold's count of entries, reader queue, writer queue}, each queue as
--- queue_head describes it (queue.lua).
-local w, readers = KEYS[1], KEYS[2]
+-- Returns {{owner, count, pttl, record, ...} of the write hold and the read
+-- holds whose lease has not run out, writer first (record "" when there is
+-- none), the write hold's count of entries, reader queue, writer queue},
+-- each queue as queue_head describes it (queue.lua).
 local holds, writers = {}, 0
 local kv = redis.call('hgetall', w)
 local wpttl = redis.call('pttl', w)
@@ -22,6 +21,6 @@ for i = 1, #kv, 2 do
     end
   end
 end
-live_records(readers, holds)
+live_holds(readers, server_ms(), holds)
 local max = tonumber(ARGV[1])
-return {holds, writers, queue_head(KEYS[3], max), queue_head(KEYS[4], max)}
+return {holds, writers, queue_head(qr, qrd, max), queue_head(qw, qwd, max)}

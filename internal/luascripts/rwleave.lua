@@ -1,15 +1,21 @@
 -- rwleave: a client stops waiting for an RWMutex.
 --
--- KEYS[1]  write hold B:w       KEYS[2]  readers B:rd (see rwqueue.lua)
--- KEYS[3]  the queue to leave, B:qr or B:qw
+-- KEYS[1..8]  as rwqueue.lua says: B:w, the read side's B:rd, B:rd:e and
+--             B:rd:rec, the queues B:qr and B:qw with their descriptions
 -- ARGV[1]  base key B           ARGV[2]  the caller's client id
 -- ARGV[3]  wake spec, "p" or "s"
+-- ARGV[4]  the queue to leave: "r" for B:qr, "w" for B:qw
 --
 -- Takes the client off the queue and, when nobody writes, wakes whom that
 -- may unblock (clients queued behind it). Run it before unsubscribing.
 -- Returns 1 when the client was queued, else 0.
-local removed = dequeue(KEYS[3], ARGV[2])
-if redis.call('exists', KEYS[1]) == 0 then
-  rw_wake(ARGV[1], ARGV[3], redis.call('hlen', KEYS[2]))
+local removed
+if ARGV[4] == 'w' then
+  removed = dequeue(qw, qwd, ARGV[2])
+else
+  removed = dequeue(qr, qrd, ARGV[2])
+end
+if redis.call('exists', w) == 0 then
+  rw_wake(ARGV[1], ARGV[3], redis.call('hlen', readers.counts))
 end
 return removed

@@ -25,32 +25,49 @@ var (
 )
 
 // The RWMutex scripts; those that queue or wake clients start with the
-// queue.lua and rwqueue.lua preludes, those that grant with record.lua's.
+// queue.lua prelude, those that grant with record.lua's, and all with
+// leases.lua's and (but rwreenter) rwqueue.lua's.
 var (
-	RWRead    = New("rwread", queueSrc+recordSrc+rwQueueSrc+rwReadSrc)
-	RWWrite   = New("rwwrite", queueSrc+recordSrc+rwQueueSrc+rwWriteSrc)
-	RWReenter = New("rwreenter", rwReenterSrc)
-	RWUnlock  = New("rwunlock", queueSrc+rwQueueSrc+rwUnlockSrc)
-	RWLeave   = New("rwleave", queueSrc+rwQueueSrc+rwLeaveSrc)
+	RWRead    = New("rwread", queueSrc+recordSrc+leasesSrc+rwQueueSrc+rwReadSrc)
+	RWWrite   = New("rwwrite", queueSrc+recordSrc+leasesSrc+rwQueueSrc+rwWriteSrc)
+	RWReenter = New("rwreenter", leasesSrc+rwReenterSrc)
+	RWUnlock  = New("rwunlock", queueSrc+leasesSrc+rwQueueSrc+rwUnlockSrc)
+	RWLeave   = New("rwleave", queueSrc+leasesSrc+rwQueueSrc+rwLeaveSrc)
 )
 
 // RWKeys are the keys of one RWMutex, all under its hash tag.
 type RWKeys struct {
-	Base    string // "<prefix>:{<name>}:rw", which the others extend
-	Write   string // the write hold {owner -> count}
-	Readers string // the read holds {owner -> count}; each reader also has Readers+":"+owner
-	QueueR  string // waiting readers' clients, oldest first
-	QueueW  string // waiting writers' clients, oldest first
-	Fence   string // the writers' fencing counter
+	Base        string // "<prefix>:{<name>}:rw", which the others extend
+	Write       string // the write hold {owner -> count, "#rec" -> its record}
+	Readers     string // the read holds {owner -> count}
+	ReadLeases  string // the readers' lease set {owner -> the end of its lease, server ms}
+	ReadRecords string // the readers' records {owner -> record}
+	QueueR      string // waiting readers' clients, oldest first
+	QueueRDesc  string // their descriptions {client id -> ClientInfo JSON}
+	QueueW      string // waiting writers' clients, oldest first
+	QueueWDesc  string // their descriptions
+	Fence       string // the writers' fencing counter
 }
 
 // NewRWKeys derives an RWMutex's keys from its base key.
 func NewRWKeys(base string) RWKeys {
-	return RWKeys{Base: base, Write: base + ":w", Readers: base + ":rd", QueueR: base + ":qr", QueueW: base + ":qw", Fence: base + ":fence"}
+	return RWKeys{Base: base, Write: base + ":w",
+		Readers: base + ":rd", ReadLeases: base + ":rd:e", ReadRecords: base + ":rd:rec",
+		QueueR: base + ":qr", QueueRDesc: base + ":qr:d", QueueW: base + ":qw", QueueWDesc: base + ":qw:d",
+		Fence: base + ":fence"}
 }
 
-// Reader is the key that carries one reader's own lease.
-func (k RWKeys) Reader(owner string) string { return k.Readers + ":" + owner }
+// scripts are the KEYS of every RWMutex script but rwreenter (rwqueue.lua).
+func (k RWKeys) scripts() []string {
+	return []string{k.Write, k.Readers, k.ReadLeases, k.ReadRecords, k.QueueR, k.QueueRDesc, k.QueueW, k.QueueWDesc}
+}
+
+// ReadKeep is the group of keys a read hold keeps alive: the readers, in
+// which its owner has a field, their lease set, which holds its lease, and
+// their records (renew.lua).
+func (k RWKeys) ReadKeep() []string {
+	return []string{k.Readers, LeaseSet(k.ReadLeases), k.ReadRecords}
+}
 
 // Inbox is the channel on which client's waiting readers (write false) or
 // writers (write true) are woken.
@@ -94,10 +111,10 @@ func RunRWAcquire(ctx context.Context, c rueidis.Client, k RWKeys, write bool, a
 	var res rueidis.RedisResult
 	var notSynced error
 	if write {
-		res, notSynced = RWWrite.ExecSync(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW, k.Fence},
+		res, notSynced = RWWrite.ExecSync(ctx, c, append(k.scripts(), k.Fence),
 			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.flavour(), recordAbout(a.About)}, a.Sync)
 	} else {
-		res, notSynced = RWRead.ExecSync(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW},
+		res, notSynced = RWRead.ExecSync(ctx, c, k.scripts(),
 			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Writer, a.Wake.flavour(), recordAbout(a.About)}, a.Sync)
 	}
 	v, err := res.AsIntSlice()
@@ -120,7 +137,7 @@ func RunRWAcquire(ctx context.Context, c rueidis.Client, k RWKeys, write bool, a
 // RunRWReenter runs RWReenter: the reader's new hold count, 0 when its
 // read hold is gone.
 func RunRWReenter(ctx context.Context, c rueidis.Client, k RWKeys, owner string) (int64, error) {
-	n, err := RWReenter.Exec(ctx, c, []string{k.Readers}, []string{owner}).AsInt64()
+	n, err := RWReenter.Exec(ctx, c, []string{k.Readers, k.ReadLeases}, []string{owner}).AsInt64()
 	if err == nil && n < 0 {
 		err = unexpected("rwreenter", n)
 	}
@@ -146,7 +163,7 @@ func RunRWUnlock(ctx context.Context, c rueidis.Client, k RWKeys, a RWUnlockArgs
 	if a.Write {
 		side = "w"
 	}
-	res, notSynced := RWUnlock.ExecSync(ctx, c, []string{k.Write, k.Readers, k.QueueR, k.QueueW},
+	res, notSynced := RWUnlock.ExecSync(ctx, c, k.scripts(),
 		[]string{k.Base, a.Owner, side, strconv.FormatInt(a.Count, 10), a.Wake.flavour(), flag(a.Retry)}, a.Sync)
 	v, err := res.AsIntSlice()
 	if err != nil {
@@ -160,9 +177,9 @@ func RunRWUnlock(ctx context.Context, c rueidis.Client, k RWKeys, a RWUnlockArgs
 
 // RunRWLeave runs RWLeave for client's reader (write false) or writer entry.
 func RunRWLeave(ctx context.Context, c rueidis.Client, k RWKeys, client string, write bool, w Wake) error {
-	q := k.QueueR
+	side := "r"
 	if write {
-		q = k.QueueW
+		side = "w"
 	}
-	return RWLeave.Exec(ctx, c, []string{k.Write, k.Readers, q}, []string{k.Base, client, w.flavour()}).Error()
+	return RWLeave.Exec(ctx, c, k.scripts(), []string{k.Base, client, w.flavour(), side}).Error()
 }

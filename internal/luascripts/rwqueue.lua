@@ -1,29 +1,35 @@
--- rwqueue: the prelude of the RWMutex scripts (after queue.lua's enqueue).
+-- rwqueue: the prelude of the RWMutex scripts (after queue.lua's and
+-- leases.lua's).
 --
 -- An RWMutex with base key B has: B:w, the write hold {owner -> count}
--- with the lease as its expiry; B:rd, the readers {owner -> count}, whose
--- expiry is the longest reader's; and per reader B:rd:<owner> {owner -> 1}
--- with that reader's own lease, so that a dead reader lapses alone. Waiting
+-- with the lease as its expiry and the grant's record in the field "#rec";
+-- its read side (leases.lua): B:rd, the readers {owner -> count}, B:rd:e,
+-- each reader's lease end, and B:rd:rec, their records, so that a dead
+-- reader lapses alone while the others renew the side's keys. Waiting
 -- clients queue in B:qr (readers) and B:qw (writers), scored by the server
--- time they queued at, and listen on B:ch:r:<client> and B:ch:w:<client>.
--- A client keeps its entry until it is granted or leaves.
+-- time they queued at, with their descriptions in B:qr:d and B:qw:d, and
+-- listen on B:ch:r:<client> and B:ch:w:<client>. A client keeps its entry
+-- until it is granted or leaves.
+--
+-- Every script but rwreenter gets the same KEYS (rwwrite one more, its
+-- fencing counter B:fence):
+--   KEYS[1] B:w    KEYS[2] B:rd    KEYS[3] B:rd:e    KEYS[4] B:rd:rec
+--   KEYS[5] B:qr   KEYS[6] B:qr:d  KEYS[7] B:qw      KEYS[8] B:qw:d
+-- and B itself as ARGV[1], for the channels (which are not keys).
+local w, qr, qrd, qw, qwd = KEYS[1], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local readers = {counts = KEYS[2], leases = KEYS[3], records = KEYS[4]}
 
--- live_readers drops the readers whose own key expired and returns how
--- many are left and the least PTTL among them (-1 when none expires).
-local function live_readers(readers)
-  local n, least = 0, -1
-  for _, o in ipairs(redis.call('hkeys', readers)) do
-    local p = redis.call('pttl', readers .. ':' .. o)
-    if p == -2 then
-      redis.call('hdel', readers, o)
-    else
-      n = n + 1
-      if p >= 0 and (least < 0 or p < least) then
-        least = p
-      end
-    end
+-- live_readers drops the readers whose lease ran out and returns how many
+-- are left, and the time left of the first of their leases to end (-1
+-- when none is left).
+local function live_readers()
+  local now = server_ms()
+  drop_lapsed(readers, now)
+  local n = redis.call('hlen', readers.counts)
+  if n == 0 then
+    return 0, -1
   end
-  return n, least
+  return n, first_end(readers, now)
 end
 
 -- rw_wake tells the clients whom a free write side can now admit: every
@@ -36,7 +42,6 @@ local function rw_wake(base, spec, nreaders)
   if string.sub(spec, 1, 1) == 's' then
     publish = 'spublish'
   end
-  local qr, qw = base .. ':qr', base .. ':qw'
   local head = redis.call('zrange', qw, 0, 0, 'WITHSCORES')
   local before = '+inf'
   if head[1] then
@@ -47,21 +52,21 @@ local function rw_wake(base, spec, nreaders)
     if redis.call(publish, base .. ':ch:r:' .. client, 'unlock') > 0 then
       woken = woken + 1
     else
-      dequeue(qr, client)
+      dequeue(qr, qrd, client)
     end
   end
   if woken > 0 or nreaders > 0 then
     return woken
   end
   while true do
-    local w = redis.call('zrange', qw, 0, 0)
-    if w[1] == nil then
+    local first = redis.call('zrange', qw, 0, 0)[1]
+    if first == nil then
       return 0
     end
-    if redis.call(publish, base .. ':ch:w:' .. w[1], 'unlock') > 0 then
+    if redis.call(publish, base .. ':ch:w:' .. first, 'unlock') > 0 then
       return 1
     end
-    dequeue(qw, w[1])
+    dequeue(qw, qwd, first)
   end
 end
 

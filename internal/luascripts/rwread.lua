@@ -1,7 +1,7 @@
 -- rwread: a new owner takes a read hold of an RWMutex, or learns how long to wait.
 --
--- KEYS[1]  write hold B:w       KEYS[2]  readers B:rd (see rwqueue.lua)
--- KEYS[3]  reader queue B:qr    KEYS[4]  writer queue B:qw
+-- KEYS[1..8]  as rwqueue.lua says: B:w, the read side's B:rd, B:rd:e and
+--             B:rd:rec, the queues B:qr and B:qw with their descriptions
 -- ARGV[1]  base key B           ARGV[2]  owner id (new)
 -- ARGV[3]  lease in ms (> 0)    ARGV[4]  the caller's client id
 -- ARGV[5]  "1" to queue the client if refused (and dequeue it if granted)
@@ -13,7 +13,6 @@
 -- caller (or any writer, for a caller not queued) waits: writers come first.
 -- Returns {1} when granted, {0, pttl} when refused: how long until the state
 -- can change without a message, -1 for no bound.
-local w, readers, qr, qw = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local base, owner, lease, client, queued, writer = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1', ARGV[6]
 local writes = writer ~= '' and redis.call('hexists', w, writer) == 1
 local pttl = -2
@@ -27,7 +26,7 @@ if not writes then
       if not mine or tonumber(head[2]) < tonumber(mine) then
         -- A writer waits first. If nothing holds, it should be acting:
         -- prod the queue, which also drops it if it stopped listening.
-        pttl = redis.call('pttl', readers)
+        pttl = redis.call('pttl', readers.counts)
         if pttl == -2 then
           rw_wake(base, ARGV[7], 0)
           pttl = -1
@@ -38,17 +37,13 @@ if not writes then
 end
 if pttl ~= -2 then
   if queued then
-    enqueue(qr, client, math.max(pttl, 0) + 10000, ARGV[8])
+    enqueue(qr, qrd, client, math.max(pttl, 0) + 10000, ARGV[8])
   end
   return {0, pttl}
 end
-redis.call('hincrby', readers, owner, 1)
-if redis.call('pttl', readers) < lease then
-  redis.call('pexpire', readers, lease)
-end
-redis.call('hset', readers .. ':' .. owner, owner, 1, '#rec', record_of(owner, 0, ARGV[8]))
-redis.call('pexpire', readers .. ':' .. owner, lease)
+redis.call('hincrby', readers.counts, owner, 1)
+lease_start(readers, owner, server_ms(), lease, record_of(owner, 0, ARGV[8]))
 if queued then
-  dequeue(qr, client)
+  dequeue(qr, qrd, client)
 end
 return {1}

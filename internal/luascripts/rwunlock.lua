@@ -1,8 +1,8 @@
 -- rwunlock: drop one of an owner's read or write holds of an RWMutex; at the
 -- last, wake whom the lock can now admit.
 --
--- KEYS[1]  write hold B:w       KEYS[2]  readers B:rd (see rwqueue.lua)
--- KEYS[3]  reader queue B:qr    KEYS[4]  writer queue B:qw
+-- KEYS[1..8]  as rwqueue.lua says: B:w, the read side's B:rd, B:rd:e and
+--             B:rd:rec, the queues B:qr and B:qw with their descriptions
 -- ARGV[1]  base key B           ARGV[2]  owner id
 -- ARGV[3]  "r" for a read hold, "w" for the write hold
 -- ARGV[4]  the owner's hold count before this release (exact)
@@ -11,9 +11,8 @@
 --
 -- Returns {left, woken}: the holds left (0: released; the lock's waiters
 -- were woken as rw_wake says, woken of them), or {-1, 0} when the owner
--- does not hold with that count: nothing changed. Idempotent for a retry,
--- as release.lua.
-local w, readers = KEYS[1], KEYS[2]
+-- does not hold with that count, or its read lease ran out: nothing
+-- changed. Idempotent for a retry, as release.lua.
 local base, owner, side, n, retry = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[6] == '1'
 local left
 if side == 'w' then
@@ -27,18 +26,18 @@ if side == 'w' then
     redis.call('hdel', w, '#rec')
   end
 else
-  if redis.call('exists', readers .. ':' .. owner) == 0 and not retry then
+  if not retry and not lease_live(readers, owner, server_ms()) then
     return {-1, 0}
   end
-  left = release_count(readers, owner, n, retry)
+  left = release_count(readers.counts, owner, n, retry)
   if left == 0 and n == 1 then
-    redis.call('del', readers .. ':' .. owner)
+    lease_end(readers, owner)
   end
 end
 if left ~= 0 or n ~= 1 or redis.call('exists', w) == 1 then
   return {left, 0}
 end
-local nreaders = redis.call('hlen', readers)
+local nreaders = redis.call('hlen', readers.counts)
 if side == 'w' or nreaders == 0 then
   return {0, rw_wake(base, ARGV[5], nreaders)}
 end

@@ -1,25 +1,26 @@
 -- rwwrite: a new owner takes the write hold of an RWMutex, or learns how long to wait.
 --
--- KEYS[1]  write hold B:w       KEYS[2]  readers B:rd (see rwqueue.lua)
--- KEYS[3]  reader queue B:qr    KEYS[4]  writer queue B:qw
--- KEYS[5]  fencing counter B:fence (no expiry)
+-- KEYS[1..8]  as rwqueue.lua says: B:w, the read side's B:rd, B:rd:e and
+--             B:rd:rec, the queues B:qr and B:qw with their descriptions
+-- KEYS[9]  fencing counter B:fence (no expiry)
 -- ARGV[1]  base key B           ARGV[2]  owner id (new)
 -- ARGV[3]  lease in ms (> 0)    ARGV[4]  the caller's client id
 -- ARGV[5]  "1" to queue the client if refused (and dequeue it if granted)
 -- ARGV[6]  wake spec, "p" or "s"
 -- ARGV[7]  the caller's "<ms>|<client description>" (record.lua)
 --
--- Granted when nobody writes, no reader holds, and no client queued before
--- the caller (any client, for a caller not queued) waits.
+-- Granted when nobody writes, no live reader holds, and no client queued
+-- before the caller (any client, for a caller not queued) waits. Readers
+-- whose lease ran out are dropped on the way.
 -- Returns {1, token} when granted, {0, pttl} when refused: how long until
 -- the state can change without a message, -1 for no bound.
-local w, readers, qr, qw, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local fence = KEYS[9]
 local base, owner, lease, client, queued = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1'
 local pttl = -2
 if redis.call('exists', w) == 1 then
   pttl = redis.call('pttl', w)
 else
-  local n, least = live_readers(readers)
+  local n, least = live_readers()
   if n > 0 then
     pttl = least
   else
@@ -40,7 +41,7 @@ else
 end
 if pttl ~= -2 then
   if queued then
-    enqueue(qw, client, math.max(pttl, 0) + 10000, ARGV[7])
+    enqueue(qw, qwd, client, math.max(pttl, 0) + 10000, ARGV[7])
   end
   return {0, pttl}
 end
@@ -48,6 +49,6 @@ local token = redis.call('incr', fence)
 redis.call('hset', w, owner, 1, '#rec', record_of(owner, token, ARGV[7]))
 redis.call('pexpire', w, lease)
 if queued then
-  dequeue(qw, client)
+  dequeue(qw, qwd, client)
 end
 return {1, token}

@@ -31,6 +31,8 @@ var (
 	leaveSrc string
 	//go:embed renew.lua
 	renewSrc string
+	//go:embed leases.lua
+	leasesSrc string
 	//go:embed forceunlock.lua
 	forceUnlockSrc string
 	//go:embed inspect.lua
@@ -49,13 +51,14 @@ var (
 
 // The scripts. They are safe for concurrent use. Those that queue or wake
 // clients start with the queue.lua prelude, those that grant a Mutex with
-// record.lua's.
+// record.lua's, renew and the scripts of sides that share keys among their
+// holders with leases.lua's.
 var (
 	Acquire     = New("acquire", queueSrc+recordSrc+acquireSrc)
 	Reenter     = New("reenter", reenterSrc)
 	Release     = New("release", queueSrc+recordSrc+releaseSrc)
 	Leave       = New("leave", queueSrc+leaveSrc)
-	Renew       = New("renew", renewSrc)
+	Renew       = New("renew", leasesSrc+renewSrc)
 	ForceUnlock = New("forceunlock", queueSrc+forceUnlockSrc)
 	Inspect     = New("inspect", inspectSrc)
 	Describe    = New("describe", queueSrc+describeSrc)

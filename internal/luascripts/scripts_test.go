@@ -121,7 +121,7 @@ func keysFor(t *testing.T, c rueidis.Client, base string) luascripts.Keys {
 	k := luascripts.NewKeys(base)
 	t.Cleanup(func() {
 		// t.Context() is already cancelled here.
-		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Lock, k.Queue, k.Queue+":d", k.Reservation, k.Holder).Build()).Error())
+		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Lock, k.Queue, k.QueueDesc, k.Reservation, k.Holder).Build()).Error())
 	})
 	return k
 }
@@ -1043,6 +1043,74 @@ func TestRenew(t *testing.T) {
 	assert.False(t, exists(t, c, missing.Lock), "missing key not created")
 	assert.False(t, exists(t, c, released.Lock), "released key not recreated")
 	assert.Greater(t, pttl(t, c, long.Lock), 80*time.Second, "a longer lease is not lowered")
+}
+
+// TestRenewLeaseSet: a group whose keys include a lease set (a side whose
+// holders share keys) is held only while its owner's score there has not
+// passed; renewing it moves the score and every key's expiry out, and a
+// group not held changes nothing, in one batch with one that is.
+func TestRenewLeaseSet(t *testing.T) {
+	c := standaloneClient(t)
+	base := "latchkey:{" + uniqueTag(t) + "}"
+	counts, leases, records := base+":h", base+":h:e", base+":h:rec"
+	t.Cleanup(func() {
+		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(counts, leases, records).Build()).Error())
+	})
+	now := serverMillis(t, c)
+	do(t, c, c.B().Hset().Key(counts).FieldValue().FieldValue("A", "1").FieldValue("D", "1").FieldValue("X", "1").Build())
+	// D's lease ran out a second ago; X has none.
+	do(t, c, c.B().Zadd().Key(leases).ScoreMember().ScoreMember(float64(now+10_000), "A").ScoreMember(float64(now-1000), "D").Build())
+	do(t, c, c.B().Hset().Key(records).FieldValue().FieldValue("A", "a").FieldValue("D", "d").FieldValue("X", "x").Build())
+	for _, k := range []string{counts, leases, records} {
+		do(t, c, c.B().Pexpire().Key(k).Milliseconds(10_000).Build())
+	}
+	at := map[string]int64{}
+	for _, k := range []string{counts, leases, records} {
+		at[k] = expireAt(t, c, k)
+	}
+	score := func(owner string) float64 {
+		t.Helper()
+		f, err := do(t, c, c.B().Zscore().Key(leases).Member(owner).Build()).AsFloat64()
+		require.NoError(t, err)
+		return f
+	}
+
+	group := []string{counts, luascripts.LeaseSet(leases), records}
+	call := luascripts.Call{Args: []string{luascripts.Millis(time.Minute)}}
+	for _, o := range []string{"D", "X", "nobody"} {
+		call.AppendRenew(o, group[0], group[1:]...)
+	}
+	assert.Equal(t, []string{counts, leases, records, counts, leases, records, counts, leases, records}, call.Keys, "the mark is taken off")
+	v, err := luascripts.Renew.Exec(t.Context(), c, call.Keys, call.Args).AsIntSlice()
+	require.NoError(t, err)
+	assert.Equal(t, []int64{0, 0, 0, 0, 0, 0, 0, 0, 0}, v, "a lapsed lease, no lease, no field")
+	assert.Equal(t, float64(now-1000), score("D"), "a lapsed lease was revived")
+	for k, when := range at {
+		assert.Equal(t, when, expireAt(t, c, k), "%s changed for a group not held", k)
+	}
+
+	held, err := luascripts.RunRenewHold(t.Context(), c, [][]string{group}, "A", time.Minute, luascripts.Sync{})
+	require.NoError(t, err)
+	assert.True(t, held)
+	assert.GreaterOrEqual(t, score("A"), float64(now+60_000), "the lease moved out")
+	assert.Equal(t, float64(now-1000), score("D"), "another owner's lease moved")
+	for _, k := range []string{counts, leases, records} {
+		assert.Greater(t, pttl(t, c, k), 50*time.Second, "%s kept", k)
+	}
+	// A shorter renewal lowers nothing.
+	held, err = luascripts.RunRenewHold(t.Context(), c, [][]string{group}, "A", time.Second, luascripts.Sync{})
+	require.NoError(t, err)
+	assert.True(t, held)
+	assert.GreaterOrEqual(t, score("A"), float64(now+60_000))
+	assert.Greater(t, pttl(t, c, leases), 50*time.Second)
+}
+
+// serverMillis is the server's clock, in ms.
+func serverMillis(t *testing.T, c rueidis.Client) int64 {
+	t.Helper()
+	now, err := redistest.ServerMillis(t.Context(), c)
+	require.NoError(t, err)
+	return now
 }
 
 // ---- NOSCRIPT fallback ----

@@ -1,7 +1,7 @@
 -- semacquire: a new owner takes n permits of a Semaphore, or learns how long to wait.
 --
--- KEYS[1]  holders B:h          KEYS[2]  queue B:q (see semqueue.lua)
--- KEYS[3]  wants B:qn
+-- KEYS[1..6]  as semqueue.lua says: the holders' B:h, B:h:e and B:h:rec,
+--             the queue B:q with its descriptions B:q:d, the wants B:qn
 -- ARGV[1]  base key B           ARGV[2]  owner id (new)
 -- ARGV[3]  permits n, 1..size   ARGV[4]  the caller's size (>= 1)
 -- ARGV[5]  lease in ms (> 0)    ARGV[6]  the caller's client id
@@ -15,11 +15,11 @@
 -- Returns {1} when granted, {0, pttl} when refused: how long until permits
 -- can free without a message, -1 for no bound; {-1, size} when the
 -- semaphore is in use with another size (nothing changed).
-local h, q, qn = KEYS[1], KEYS[2], KEYS[3]
 local base, owner, n, size = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local lease, client, queued, spec = tonumber(ARGV[5]), ARGV[6], ARGV[7] == '1', ARGV[8]
-local held, least = sem_held(h)
-local recorded = sem_size(h, qn)
+local now = server_ms()
+local held = sem_held(now)
+local recorded = sem_size()
 if recorded and recorded ~= size then
   if held > 0 or redis.call('exists', q) == 1 then
     return {-1, recorded}
@@ -27,33 +27,29 @@ if recorded and recorded ~= size then
   redis.call('del', h, qn) -- nobody holds or waits: the old size is gone
 end
 local prev = tonumber(redis.call('hget', qn, client))
-local ahead, mine = sem_ahead(q, qn, client)
+local ahead, mine = sem_ahead(client)
 local pttl = -2
 if held + n > size then
-  pttl = least
+  pttl = first_end(holders, now)
 elseif held + n + ahead > size then
   sem_wake(base, spec, size - held, client)
-  ahead, mine = sem_ahead(q, qn, client)
+  ahead, mine = sem_ahead(client)
   if held + n + ahead > size then
-    pttl = least
+    pttl = first_end(holders, now)
   end
 end
 if pttl ~= -2 then
   if queued then
-    enqueue(q, client, math.max(pttl, 0) + 10000, ARGV[9])
+    enqueue(q, qd, client, math.max(pttl, 0) + 10000, ARGV[9])
     redis.call('hset', qn, client, n, '#size', size)
     redis.call('pexpire', qn, redis.call('pttl', q))
   end
   return {0, pttl}
 end
 redis.call('hset', h, owner, n, '#size', size)
-if redis.call('pttl', h) < lease then
-  redis.call('pexpire', h, lease)
-end
-redis.call('hset', h .. ':' .. owner, owner, n, '#rec', record_of(owner, 0, ARGV[9]))
-redis.call('pexpire', h .. ':' .. owner, lease)
+lease_start(holders, owner, now, lease, record_of(owner, 0, ARGV[9]))
 if mine then
-  sem_dequeue(q, qn, client)
+  sem_dequeue(client)
   if prev and prev > n then
     -- The client's entry wanted more than this grant took: those behind
     -- it may fit now.

@@ -22,35 +22,44 @@ var (
 	semAvailableSrc string
 )
 
-// The Semaphore scripts; each starts with the queue.lua and semqueue.lua
-// preludes, and the acquire with record.lua's.
+// The Semaphore scripts; each starts with the queue.lua, leases.lua and
+// semqueue.lua preludes, and the acquire with record.lua's.
 var (
-	SemAcquire   = New("semacquire", queueSrc+recordSrc+semQueueSrc+semAcquireSrc)
-	SemRelease   = New("semrelease", queueSrc+semQueueSrc+semReleaseSrc)
-	SemLeave     = New("semleave", queueSrc+semQueueSrc+semLeaveSrc)
-	SemAvailable = New("semavailable", queueSrc+semQueueSrc+semAvailableSrc)
+	SemAcquire   = New("semacquire", queueSrc+recordSrc+leasesSrc+semQueueSrc+semAcquireSrc)
+	SemRelease   = New("semrelease", queueSrc+leasesSrc+semQueueSrc+semReleaseSrc)
+	SemLeave     = New("semleave", queueSrc+leasesSrc+semQueueSrc+semLeaveSrc)
+	SemAvailable = New("semavailable", queueSrc+leasesSrc+semQueueSrc+semAvailableSrc)
 )
 
 // SemKeys are the keys of one Semaphore, all under its hash tag.
 type SemKeys struct {
-	Base    string // "<prefix>:{<name>}:sem", which the others extend
-	Holders string // {owner -> permits} and "#size"; each holder also has Holders+":"+owner
-	Queue   string // waiting clients, oldest first
-	Wants   string // {client -> permits its contender wants}
+	Base      string // "<prefix>:{<name>}:sem", which the others extend
+	Holders   string // {owner -> permits} and "#size"
+	Leases    string // the holders' lease set {owner -> the end of its lease, server ms}
+	Records   string // the holders' records {owner -> record}
+	Queue     string // waiting clients, oldest first
+	QueueDesc string // their descriptions {client id -> ClientInfo JSON}
+	Wants     string // {client -> permits its contender wants}
 }
 
 // NewSemKeys derives a Semaphore's keys from its base key.
 func NewSemKeys(base string) SemKeys {
-	return SemKeys{Base: base, Holders: base + ":h", Queue: base + ":q", Wants: base + ":qn"}
+	return SemKeys{Base: base, Holders: base + ":h", Leases: base + ":h:e", Records: base + ":h:rec",
+		Queue: base + ":q", QueueDesc: base + ":q:d", Wants: base + ":qn"}
 }
 
-// Holder is the key that carries one holder's own lease.
-func (k SemKeys) Holder(owner string) string { return k.Holders + ":" + owner }
+// Keep is the group of keys a hold keeps alive: the holders, in which its
+// owner has a field, their lease set, which holds its lease, and their
+// records (renew.lua).
+func (k SemKeys) Keep() []string { return []string{k.Holders, LeaseSet(k.Leases), k.Records} }
 
 // Inbox is the channel on which client's waiters are woken.
 func (k SemKeys) Inbox(client string) string { return k.Base + ":ch:" + client }
 
-func (k SemKeys) all() []string { return []string{k.Holders, k.Queue, k.Wants} }
+// all are the KEYS of every Semaphore script (semqueue.lua).
+func (k SemKeys) all() []string {
+	return []string{k.Holders, k.Leases, k.Records, k.Queue, k.QueueDesc, k.Wants}
+}
 
 // SemAcquireArgs are SemAcquire's arguments.
 type SemAcquireArgs struct {
@@ -131,7 +140,7 @@ func RunSemLeave(ctx context.Context, c rueidis.Client, k SemKeys, client string
 // RunSemAvailable runs SemAvailable: the free permits, or, when the
 // semaphore is in use with another size, that size (and free 0).
 func RunSemAvailable(ctx context.Context, c rueidis.Client, k SemKeys, size int64) (free, recorded int64, err error) {
-	v, err := SemAvailable.Exec(ctx, c, []string{k.Holders, k.Wants}, []string{itoa(size)}).AsIntSlice()
+	v, err := SemAvailable.Exec(ctx, c, k.all(), []string{itoa(size)}).AsIntSlice()
 	if err != nil {
 		return 0, 0, err
 	}

@@ -22,15 +22,12 @@ type semFixture struct {
 	k     luascripts.SemKeys
 	size  int64
 	wake  luascripts.Wake
-	// owners are those ever granted, whose own keys gone and the cleanup
-	// look for: Cluster has no KEYS across nodes.
-	owners *[]string
 }
 
 func newSem(t *testing.T, c rueidis.Client, addrs []string, sharded bool, size int64) semFixture {
 	t.Helper()
 	f := semFixture{t: t, c: c, addrs: addrs, k: luascripts.NewSemKeys("latchkey:{" + uniqueTag(t) + "}:sem"),
-		size: size, wake: luascripts.Wake{Sharded: sharded}, owners: new([]string)}
+		size: size, wake: luascripts.Wake{Sharded: sharded}}
 	t.Cleanup(func() {
 		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(f.keys()...).Build()).Error())
 	})
@@ -39,11 +36,7 @@ func newSem(t *testing.T, c rueidis.Client, addrs []string, sharded bool, size i
 
 // keys are every key the semaphore may have.
 func (f semFixture) keys() []string {
-	keys := []string{f.k.Holders, f.k.Queue, f.k.Wants}
-	for _, o := range *f.owners {
-		keys = append(keys, f.k.Holder(o))
-	}
-	return keys
+	return []string{f.k.Holders, f.k.Leases, f.k.Records, f.k.Queue, f.k.QueueDesc, f.k.Wants}
 }
 
 func (f semFixture) acquire(owner, client string, n int64, queued bool) luascripts.SemAcquireReply {
@@ -55,9 +48,6 @@ func (f semFixture) acquireLease(owner, client string, n int64, queued bool, l t
 	r, err := luascripts.RunSemAcquire(f.t.Context(), f.c, f.k, luascripts.SemAcquireArgs{
 		Owner: owner, Permits: n, Size: f.size, Lease: l, Client: client, Queued: queued, Wake: f.wake})
 	require.NoError(f.t, err)
-	if r.Granted {
-		*f.owners = append(*f.owners, owner)
-	}
 	return r
 }
 
@@ -111,11 +101,15 @@ func TestSemAcquireRelease(t *testing.T) {
 	require.True(t, f.acquire("A", "a", 2, false).Granted)
 	require.True(t, f.acquire("B", "b", 1, false).Granted)
 	assert.Equal(t, map[string]string{"A": "2", "B": "1", "#size": "3"}, hgetall(t, f.c, f.k.Holders))
-	own := hgetall(t, f.c, f.k.Holder("A"))
-	assert.Equal(t, "2", own["A"])
-	assert.Regexp(t, `^A\|0\|[0-9]+\|$`, own["#rec"], "the grant's record: owner, no token, time, no description")
-	assert.Len(t, own, 2)
-	between(t, pttl(t, f.c, f.k.Holder("A")), lease-time.Second, lease, "the holder's own lease")
+	recs := hgetall(t, f.c, f.k.Records)
+	assert.Regexp(t, `^A\|0\|[0-9]+\|$`, recs["A"], "the grant's record: owner, no token, time, no description")
+	assert.Len(t, recs, 2)
+	assert.InDelta(t, serverMillis(t, f.c)+lease.Milliseconds(), leaseEnd(t, f.c, f.k.Leases, "A"), 1000, "the holder's lease")
+	// One expiry for the holders' three keys: the longest lease's end.
+	longest := leaseEnd(t, f.c, f.k.Leases, "B")
+	for _, k := range []string{f.k.Holders, f.k.Leases, f.k.Records} {
+		assert.Equal(t, longest, expireAt(t, f.c, k), "%s expires with the longest lease", k)
+	}
 	assert.Zero(t, f.available())
 
 	r := f.acquire("C", "c", 1, false)
@@ -223,15 +217,25 @@ func TestSemWakeMany(t *testing.T) {
 	}
 }
 
-// A holder whose own key expired is dead: its permits are free, and
-// acquires and Available drop its field.
+// A holder whose lease ran out is dead: its permits are free, acquires and
+// Available drop it (its field, lease and record), a renewal finds it
+// gone, and a live holder renews alone.
 func TestSemDeadHolder(t *testing.T) {
 	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 2)
 	require.True(t, f.acquire("A", "a", 1, false).Granted)
-	require.True(t, f.acquireLease("D", "d", 1, false, lease).Granted)
-	do(t, f.c, f.c.B().Del().Key(f.k.Holder("D")).Build()) // its lease ran out
+	require.True(t, f.acquireLease("D", "d", 1, false, time.Millisecond).Granted)
+	time.Sleep(20 * time.Millisecond) // D's lease runs out
+	held, err := luascripts.RunRenewHold(t.Context(), f.c, [][]string{f.k.Keep()}, "D", lease, luascripts.Sync{})
+	require.NoError(t, err)
+	assert.False(t, held, "a dead holder renewed")
+	held, err = luascripts.RunRenewHold(t.Context(), f.c, [][]string{f.k.Keep()}, "A", 2*lease, luascripts.Sync{})
+	require.NoError(t, err)
+	assert.True(t, held)
+	assert.Greater(t, pttl(t, f.c, f.k.Leases), lease, "the renewal raised the holders' expiry")
 	assert.Equal(t, int64(1), f.available())
 	assert.NotContains(t, hgetall(t, f.c, f.k.Holders), "D")
+	assert.NotContains(t, hgetall(t, f.c, f.k.Records), "D")
+	assert.Equal(t, []string{"A"}, zmembers(t, f.c, f.k.Leases))
 	assert.Equal(t, int64(-1), f.release("D", false), "a dead holder's release holds nothing")
 	require.True(t, f.acquire("B", "b", 1, false).Granted)
 	assert.Zero(t, f.release("A", false))

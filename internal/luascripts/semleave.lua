@@ -1,19 +1,18 @@
 -- semleave: a client stops waiting for a Semaphore.
 --
--- KEYS[1]  holders B:h          KEYS[2]  queue B:q (see semqueue.lua)
--- KEYS[3]  wants B:qn
+-- KEYS[1..6]  as semqueue.lua says: the holders' B:h, B:h:e and B:h:rec,
+--             the queue B:q with its descriptions B:q:d, the wants B:qn
 -- ARGV[1]  base key B           ARGV[2]  the caller's client id
 -- ARGV[3]  the caller's size    ARGV[4]  wake spec, "p" or "s"
 --
 -- Takes the client off the queue and wakes whom that may unblock (clients
 -- queued behind it that now fit). Run it before unsubscribing.
 -- Returns 1 when the client was queued, else 0.
-local h, q, qn = KEYS[1], KEYS[2], KEYS[3]
 local base, client, spec = ARGV[1], ARGV[2], ARGV[4]
-local removed = sem_dequeue(q, qn, client)
-local size = sem_size(h, qn) or tonumber(ARGV[3])
-local held = sem_held(h)
-sem_settle(h)
+local removed = sem_dequeue(client)
+local size = sem_size() or tonumber(ARGV[3])
+local held = sem_held(server_ms())
+sem_settle()
 if removed == 1 and size > held then
   sem_wake(base, spec, size - held, nil)
 end

@@ -1,46 +1,49 @@
--- semqueue: the prelude of the Semaphore scripts (after queue.lua's enqueue).
+-- semqueue: the prelude of the Semaphore scripts (after queue.lua's and
+-- leases.lua's).
 --
--- A Semaphore with base key B has: B:h, the holders {owner -> permits} and
--- the field "#size" (owner ids never start with '#'), the size its first
--- user fixed; B:h's expiry is the longest holder's lease, as a Mutex's is.
--- Each holder also has B:h:<owner> {owner -> permits} with its own lease: a
--- holder whose own key is gone is dead, and its permits are free. Waiting
--- clients queue in B:q, scored by the server time they queued at, with the
--- permits each one's contender wants in B:qn {client -> permits}, which
--- records "#size" too, with B:q's expiry. So the size lives while anyone
--- holds or waits, and neither key outlives what it records. Clients
--- listen on B:ch:<client>, and keep their entry until granted or gone.
+-- A Semaphore with base key B has its holders' side (leases.lua): B:h,
+-- the holders {owner -> permits} and the field "#size" (owner ids never
+-- start with '#'), the size its first user fixed; B:h:e, each holder's
+-- lease end; B:h:rec, their records. The three expire with the longest
+-- holder's lease, as a Mutex's key does with its one; a holder whose lease
+-- ran out is dead, and its permits are free. Waiting clients queue in B:q,
+-- scored by the server time they queued at, with their descriptions in
+-- B:q:d and the permits each one's contender wants in B:qn {client ->
+-- permits}, which records "#size" too, with B:q's expiry. So the size
+-- lives while anyone holds or waits, and neither key outlives what it
+-- records. Clients listen on B:ch:<client>, and keep their entry until
+-- granted or gone.
+--
+-- Every Semaphore script gets the same KEYS:
+--   KEYS[1] B:h   KEYS[2] B:h:e   KEYS[3] B:h:rec
+--   KEYS[4] B:q   KEYS[5] B:q:d   KEYS[6] B:qn
+-- and B itself as ARGV[1] (but semavailable and semdescribe, which wake
+-- nobody), for the channels (which are not keys).
 --
 -- The grant rule: a request for n is granted iff the live held permits, n
 -- and the wants of every client queued before the caller (every queued
 -- client, for a caller not queued) fit in the size. So a small request
 -- cannot overtake a large one that waits.
+local h, q, qd, qn = KEYS[1], KEYS[4], KEYS[5], KEYS[6]
+local holders = {counts = KEYS[1], leases = KEYS[2], records = KEYS[3]}
 
--- sem_held drops the holders whose own key expired and returns the permits
--- the others hold and the least PTTL among their own keys (-1: none).
-local function sem_held(h)
-  local held, least = 0, -1
+-- sem_held drops the holders whose lease ran out before now and returns
+-- the permits the others hold.
+local function sem_held(now)
+  drop_lapsed(holders, now)
+  local held = 0
   local kv = redis.call('hgetall', h)
   for i = 1, #kv, 2 do
-    local o = kv[i]
-    if string.sub(o, 1, 1) ~= '#' then
-      local p = redis.call('pttl', h .. ':' .. o)
-      if p == -2 then
-        redis.call('hdel', h, o)
-      else
-        held = held + tonumber(kv[i + 1])
-        if p >= 0 and (least < 0 or p < least) then
-          least = p
-        end
-      end
+    if string.sub(kv[i], 1, 1) ~= '#' then
+      held = held + tonumber(kv[i + 1])
     end
   end
-  return held, least
+  return held
 end
 
 -- sem_ahead returns the permits wanted by the clients queued before client
 -- (all queued clients when it is not queued), and whether it is queued.
-local function sem_ahead(q, qn, client)
+local function sem_ahead(client)
   local rank = redis.call('zrank', q, client)
   local clients = {}
   if not rank then
@@ -56,13 +59,13 @@ local function sem_ahead(q, qn, client)
 end
 
 -- sem_size is the size the semaphore is in use with, or nil.
-local function sem_size(h, qn)
+local function sem_size()
   return tonumber(redis.call('hget', h, '#size')) or tonumber(redis.call('hget', qn, '#size'))
 end
 
 -- sem_settle deletes B:h once no holder is left in it but "#size" (B:qn
 -- keeps the size while clients wait).
-local function sem_settle(h)
+local function sem_settle()
   if redis.call('hlen', h) == 1 and redis.call('hexists', h, '#size') == 1 then
     redis.call('del', h)
   end
@@ -70,8 +73,8 @@ end
 
 -- sem_dequeue takes client off the queue, and B:qn with the last one. It
 -- returns 1 when the client was queued.
-local function sem_dequeue(q, qn, client)
-  local removed = dequeue(q, client)
+local function sem_dequeue(client)
+  local removed = dequeue(q, qd, client)
   redis.call('hdel', qn, client)
   if redis.call('exists', q) == 0 then
     redis.call('del', qn)
@@ -91,7 +94,6 @@ local function sem_wake(base, spec, free, stop)
   if string.sub(spec, 1, 1) == 's' then
     publish = 'spublish'
   end
-  local q, qn = base .. ':q', base .. ':qn'
   local used, told = 0, 0
   for _, client in ipairs(redis.call('zrange', q, 0, -1)) do
     if client == stop then
@@ -105,7 +107,7 @@ local function sem_wake(base, spec, free, stop)
       end
       used = used + want
     else
-      sem_dequeue(q, qn, client)
+      sem_dequeue(client)
     end
   end
   return told

@@ -1,0 +1,87 @@
+-- leases: the prelude of renew and of the scripts of the sides whose holds
+-- share keys: an RWMutex's readers, a Semaphore's holders.
+--
+-- Such a side is three keys, which every caller passes in KEYS: its counts
+-- {owner -> hold count, or permits}, its lease set, a sorted set {owner ->
+-- the end of its lease, server ms}, and its records {owner -> the grant's
+-- record (record.lua)}. An owner is in all three or in none. One whose
+-- score is below the server's time is dead: its lease ran out without a
+-- release, and whoever next needs to count the side drops it. Each of the
+-- three keys expires with the side's longest lease, so they go when the
+-- last holder stops renewing. A key per owner would say the same with its
+-- PTTL, but no caller could declare it: the owners are not known to it.
+--
+-- A side is a table {counts = key, leases = key, records = key}.
+
+-- server_ms is the server's clock in ms: the one PEXPIRE counts by.
+local function server_ms()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- lease_start gives owner, whose count the caller has set, a lease of
+-- lease ms from now and its record, and has the side's keys expire with
+-- the longest lease.
+local function lease_start(side, owner, now, lease, record)
+  redis.call('zadd', side.leases, now + lease, owner)
+  redis.call('hset', side.records, owner, record)
+  local longest = redis.call('zrange', side.leases, -1, -1, 'WITHSCORES')[2]
+  for _, key in ipairs({side.counts, side.leases, side.records}) do
+    redis.call('pexpireat', key, longest)
+  end
+end
+
+-- lease_end drops owner's lease and record; the caller drops its count.
+local function lease_end(side, owner)
+  redis.call('zrem', side.leases, owner)
+  redis.call('hdel', side.records, owner)
+end
+
+-- lease_live reports whether owner holds a lease that has not run out.
+local function lease_live(side, owner, now)
+  local score = redis.call('zscore', side.leases, owner)
+  return score and tonumber(score) >= now
+end
+
+-- drop_lapsed drops every owner whose lease ran out before now from the
+-- side's three keys.
+local function drop_lapsed(side, now)
+  local before = string.format('(%d', now)
+  local dead = redis.call('zrangebyscore', side.leases, '-inf', before)
+  if #dead > 0 then
+    -- In slices: unpack has a limit (Lua's C stack) far above the usual
+    -- number of dead owners, which is one.
+    for i = 1, #dead, 1000 do
+      local j = math.min(i + 999, #dead)
+      redis.call('hdel', side.counts, unpack(dead, i, j))
+      redis.call('hdel', side.records, unpack(dead, i, j))
+    end
+    redis.call('zremrangebyscore', side.leases, '-inf', before)
+  end
+end
+
+-- first_end is the time left of the side's first lease to end, in ms from
+-- now (-1 when there is none): how long a refused caller may wait before a
+-- holder's lease can run out without a message.
+local function first_end(side, now)
+  local first = redis.call('zrange', side.leases, 0, 0, 'WITHSCORES')
+  if first[2] == nil then
+    return -1
+  end
+  return tonumber(first[2]) - now
+end
+
+-- live_holds appends {owner, count, ms left, record} to out for each owner
+-- whose lease has not run out, for Inspect.
+local function live_holds(side, now, out)
+  local live = redis.call('zrangebyscore', side.leases, now, '+inf', 'WITHSCORES')
+  for i = 1, #live, 2 do
+    local count = redis.call('hget', side.counts, live[i])
+    if count then
+      local record = redis.call('hget', side.records, live[i]) or ''
+      for _, v in ipairs({live[i], count, tonumber(live[i + 1]) - now, record}) do
+        out[#out + 1] = v
+      end
+    end
+  end
+end

@@ -1,0 +1,257 @@
+package luascripts_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
+)
+
+// rwFixture is one RWMutex's keys on one client, with helpers that run its
+// scripts and fail the test on an error.
+type rwFixture struct {
+	t    *testing.T
+	c    rueidis.Client
+	k    luascripts.RWKeys
+	wake luascripts.Wake
+}
+
+func newRW(t *testing.T, c rueidis.Client) rwFixture {
+	t.Helper()
+	f := rwFixture{t: t, c: c, k: luascripts.NewRWKeys("latchkey:{" + uniqueTag(t) + "}:rw")}
+	t.Cleanup(func() { // t.Context() has ended by then
+		keys := append(f.keys(), f.k.Fence)
+		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(keys...).Build()).Error())
+	})
+	return f
+}
+
+// keys are every key of the RWMutex but its fencing counter.
+func (f rwFixture) keys() []string {
+	return []string{f.k.Write, f.k.Readers, f.k.ReadLeases, f.k.ReadRecords, f.k.QueueR, f.k.QueueRDesc, f.k.QueueW, f.k.QueueWDesc}
+}
+
+// readKeep is what a read hold keeps alive (rlock's side.keep).
+func (f rwFixture) readKeep(string) [][]string {
+	return [][]string{f.k.ReadKeep()}
+}
+
+// gone asserts that nothing of the RWMutex but its fencing counter is left.
+func (f rwFixture) gone() {
+	f.t.Helper()
+	n, err := f.c.Do(f.t.Context(), f.c.B().Exists().Key(f.keys()...).Build()).AsInt64()
+	require.NoError(f.t, err)
+	assert.Zero(f.t, n, "keys of the RWMutex left")
+}
+
+func (f rwFixture) acquire(write bool, owner, client string, queued bool, l time.Duration) luascripts.RWAcquireReply {
+	f.t.Helper()
+	r, err := luascripts.RunRWAcquire(f.t.Context(), f.c, f.k, write, luascripts.RWAcquireArgs{
+		Owner: owner, Lease: l, Client: client, Queued: queued, Wake: f.wake, About: `{"id":"` + client + `"}`})
+	require.NoError(f.t, err)
+	return r
+}
+
+func (f rwFixture) read(owner, client string, queued bool) luascripts.RWAcquireReply {
+	return f.acquire(false, owner, client, queued, lease)
+}
+
+func (f rwFixture) write(owner, client string, queued bool) luascripts.RWAcquireReply {
+	return f.acquire(true, owner, client, queued, lease)
+}
+
+// unlock drops one hold of owner's whose count is n; it returns the holds
+// left and the clients woken.
+func (f rwFixture) unlock(owner string, write bool, n int64, retry bool) (int64, int64) {
+	f.t.Helper()
+	left, woken, err := luascripts.RunRWUnlock(f.t.Context(), f.c, f.k, luascripts.RWUnlockArgs{Owner: owner, Write: write, Count: n, Wake: f.wake, Retry: retry})
+	require.NoError(f.t, err)
+	return left, woken
+}
+
+func (f rwFixture) reenter(owner string) int64 {
+	f.t.Helper()
+	n, err := luascripts.RunRWReenter(f.t.Context(), f.c, f.k, owner)
+	require.NoError(f.t, err)
+	return n
+}
+
+func (f rwFixture) leave(client string, write bool) {
+	f.t.Helper()
+	require.NoError(f.t, luascripts.RunRWLeave(f.t.Context(), f.c, f.k, client, write, f.wake))
+}
+
+func (f rwFixture) describe() luascripts.RWDescribeReply {
+	f.t.Helper()
+	d, err := luascripts.ParseRWDescribe(describe(f.t, f.c, luascripts.RWDescribe, luascripts.RWDescribeCall(f.k, 10)))
+	require.NoError(f.t, err)
+	return d
+}
+
+func (f rwFixture) listen(client string, write bool) listener {
+	f.t.Helper()
+	inbox := f.k.Inbox(client, write)
+	return listener{c: f.c, inbox: inbox, msgs: subscribe(f.t, []string{standaloneAddr}, false, inbox)}
+}
+
+// TestRWReadersAndWriters: readers share, a writer waits for the last of
+// them and is woken by its release, readers queued behind a writer are
+// woken by its release, re-entries count, and every script leaves nothing
+// behind.
+func TestRWReadersAndWriters(t *testing.T) {
+	f := newRW(t, standaloneClient(t))
+	require.True(t, f.read("R1", "c1", false).Granted)
+	require.True(t, f.read("R2", "c2", false).Granted)
+	assert.Equal(t, map[string]string{"R1": "1", "R2": "1"}, hgetall(t, f.c, f.k.Readers))
+	recs := hgetall(t, f.c, f.k.ReadRecords)
+	assert.Len(t, recs, 2)
+	assert.Regexp(t, `^R1\|0\|[0-9]+\|\{"id":"c1"\}$`, recs["R1"], "the grant's record: owner, no token, time, description")
+	now := serverMillis(t, f.c)
+	for _, o := range []string{"R1", "R2"} {
+		end := leaseEnd(t, f.c, f.k.ReadLeases, o)
+		assert.InDelta(t, now+lease.Milliseconds(), end, 1000, "%s's lease ends a lease from now", o)
+	}
+	between(t, pttl(t, f.c, f.k.Readers), lease-time.Second, lease, "the readers' longest lease")
+	// One expiry for the side's three keys: the longest lease's end.
+	longest := leaseEnd(t, f.c, f.k.ReadLeases, "R2")
+	for _, k := range []string{f.k.Readers, f.k.ReadLeases, f.k.ReadRecords} {
+		assert.Equal(t, longest, expireAt(t, f.c, k), "%s expires with the longest lease", k)
+	}
+	assert.Equal(t, int64(2), f.reenter("R1"))
+
+	d := f.describe()
+	require.Len(t, d.Readers, 2)
+	for _, h := range d.Readers {
+		assert.Equal(t, h.Owner, h.Record.Owner)
+		assert.Greater(t, h.PTTL, (lease - time.Second).Milliseconds(), "%s's lease left", h.Owner)
+	}
+
+	cw := f.listen("cw", true)
+	r := f.write("W", "cw", true)
+	require.False(t, r.Granted)
+	between(t, r.PTTL, lease-time.Second, lease, "refused: the least reader's lease")
+	r = f.read("R3", "c3", false)
+	require.False(t, r.Granted, "a new reader overtook a queued writer")
+
+	left, woken := f.unlock("R1", false, 2, false)
+	assert.Equal(t, []int64{1, 0}, []int64{left, woken})
+	left, woken = f.unlock("R1", false, 1, false)
+	assert.Equal(t, []int64{0, 0}, []int64{left, woken}, "R2 still reads: nobody woken")
+	assert.NotContains(t, hgetall(t, f.c, f.k.Readers), "R1")
+	assert.NotContains(t, hgetall(t, f.c, f.k.ReadRecords), "R1", "the record outlived the hold")
+	assert.Equal(t, []string{"R2"}, zmembers(t, f.c, f.k.ReadLeases), "the lease outlived the hold")
+	cw.quiet(t)
+	left, woken = f.unlock("R2", false, 1, false)
+	assert.Equal(t, []int64{0, 1}, []int64{left, woken}, "the last reader wakes the writer")
+	cw.woken(t)
+	assert.False(t, exists(t, f.c, f.k.Readers))
+
+	r = f.write("W", "cw", true)
+	require.True(t, r.Granted)
+	assert.Positive(t, r.Token)
+	// The writer reads too (a downgrade), whoever waits.
+	r2 := f.acquire(false, "WR", "cw", false, lease)
+	require.False(t, r2.Granted, "without naming its write owner")
+	r2, err := luascripts.RunRWAcquire(t.Context(), f.c, f.k, false, luascripts.RWAcquireArgs{Owner: "WR", Lease: lease, Client: "cw", Writer: "W", Wake: f.wake})
+	require.NoError(t, err)
+	require.True(t, r2.Granted)
+
+	c4, c5 := f.listen("c4", false), f.listen("c5", false)
+	require.False(t, f.read("R4", "c4", true).Granted)
+	require.False(t, f.read("R5", "c5", true).Granted)
+	cw2 := f.listen("cw2", true)
+	require.False(t, f.write("W2", "cw2", true).Granted)
+	d = f.describe()
+	require.Len(t, d.Writer, 1)
+	assert.Equal(t, r.Token, d.Writer[0].Record.Token)
+	require.Len(t, d.Readers, 1)
+	assert.Len(t, d.QueueR.Clients, 2)
+	assert.Len(t, d.QueueW.Clients, 1)
+
+	left, woken = f.unlock("W", true, 1, false)
+	assert.Equal(t, []int64{0, 2}, []int64{left, woken}, "the write release wakes both queued readers")
+	c4.woken(t)
+	c5.woken(t)
+	cw2.quiet(t)
+	// A retry takes the owner's absence for its own earlier run (and
+	// wakes again: a message too many is harmless, one too few is not).
+	left, _ = f.unlock("W", true, 1, true)
+	assert.Zero(t, left)
+	left, _ = f.unlock("W", true, 1, false)
+	assert.Equal(t, int64(-1), left)
+
+	require.True(t, f.read("R4", "c4", true).Granted)
+	f.leave("c5", false)
+	left, woken = f.unlock("WR", false, 1, false)
+	assert.Equal(t, []int64{0, 0}, []int64{left, woken}, "R4 still reads")
+	left, woken = f.unlock("R4", false, 1, false)
+	assert.Equal(t, []int64{0, 1}, []int64{left, woken})
+	cw2.woken(t)
+	left, _ = f.unlock("R4", false, 1, true)
+	assert.Zero(t, left, "a retried read release")
+	f.leave("cw2", true)
+	f.gone()
+}
+
+// TestRWDeadReader: a reader whose lease ran out is dead: it cannot re-enter
+// or release, a writer's acquire drops it (with its record), and it no
+// longer holds a writer back while a live reader does.
+func TestRWDeadReader(t *testing.T) {
+	f := newRW(t, standaloneClient(t))
+	require.True(t, f.read("L", "cl", false).Granted)
+	require.True(t, f.acquire(false, "D", "cd", false, time.Millisecond).Granted)
+	time.Sleep(20 * time.Millisecond) // D's lease runs out
+	assert.Zero(t, f.reenter("D"), "a dead reader re-entered")
+	left, _ := f.unlock("D", false, 1, false)
+	assert.Equal(t, int64(-1), left, "a dead reader released")
+
+	r := f.write("W", "cw", false)
+	require.False(t, r.Granted, "a writer got in beside a live reader")
+	between(t, r.PTTL, lease-time.Second, lease, "refused: the live reader's lease, not the dead one's")
+	assert.Equal(t, map[string]string{"L": "1"}, hgetall(t, f.c, f.k.Readers), "the writer's acquire dropped the dead reader")
+	assert.NotContains(t, hgetall(t, f.c, f.k.ReadRecords), "D", "with its record")
+	assert.Equal(t, []string{"L"}, zmembers(t, f.c, f.k.ReadLeases), "and its lease")
+	d := f.describe()
+	require.Len(t, d.Readers, 1)
+	assert.Equal(t, "L", d.Readers[0].Owner)
+
+	// Renewals keep a live reader and find a dead one gone.
+	held, err := luascripts.RunRenewHold(t.Context(), f.c, f.readKeep("L"), "L", 2*lease, luascripts.Sync{})
+	require.NoError(t, err)
+	assert.True(t, held)
+	assert.Greater(t, pttl(t, f.c, f.k.Readers), lease, "the renewal raised the readers' expiry")
+	held, err = luascripts.RunRenewHold(t.Context(), f.c, f.readKeep("D"), "D", 2*lease, luascripts.Sync{})
+	require.NoError(t, err)
+	assert.False(t, held, "a dead reader renewed")
+
+	left, woken := f.unlock("L", false, 1, false)
+	assert.Equal(t, []int64{0, 0}, []int64{left, woken})
+	require.True(t, f.write("W", "cw", false).Granted)
+	held, err = luascripts.RunRenewHold(t.Context(), f.c, [][]string{{f.k.Write}}, "W", lease, luascripts.Sync{})
+	require.NoError(t, err)
+	assert.True(t, held)
+	left, _ = f.unlock("W", true, 1, false)
+	assert.Zero(t, left)
+	f.gone()
+}
+
+// leaseEnd is owner's score in a lease set: the end of its lease, server ms.
+func leaseEnd(t *testing.T, c rueidis.Client, leases, owner string) int64 {
+	t.Helper()
+	f, err := do(t, c, c.B().Zscore().Key(leases).Member(owner).Build()).AsFloat64()
+	require.NoError(t, err)
+	return int64(f)
+}
+
+// zmembers are the members of a sorted set, lowest score first.
+func zmembers(t *testing.T, c rueidis.Client, key string) []string {
+	t.Helper()
+	v, err := do(t, c, c.B().Zrange().Key(key).Min("0").Max("-1").Build()).AsStrSlice()
+	require.NoError(t, err)
+	return v
+}
