@@ -44,6 +44,9 @@ type side struct {
 	// leave takes the client off the side's queue, waking whom that
 	// unblocks (a release that woke it is passed on).
 	leave func(ctx context.Context) error
+	// peek reads how long the side stays held (-2ms: free), for a waiter
+	// refused by another client's reservation. Nil for sides without.
+	peek func(ctx context.Context) (time.Duration, error)
 	// keep lists the keys a hold of owner keeps alive, in groups: the
 	// watchdog renews each group (its first key holds owner's field, the
 	// rest follow it), Extend moves them all.
@@ -56,6 +59,9 @@ type reply struct {
 	token   int64         // the grant's fencing token; 0 for a side without
 	pttl    time.Duration // refused: how long the state may last without a message; < 0 for no bound
 	fail    error         // refused for good (a Semaphore's size mismatch)
+	// reserved: refused because the free lock is reserved for another
+	// client (the one a release woke), for pttl.
+	reserved bool
 }
 
 // release is one release call's request.
@@ -280,13 +286,27 @@ func (notified) wait(ctx context.Context, cn *contention) (try, error) {
 		default:
 			return t, err
 		}
-		var open bool
-		if wait, open = boundWait(wait, cn.deadline); !open {
-			return t, busyOr(lastErr)
-		}
-		sd.onWait(cn.lo)
-		if _, err := cn.t.sub.Wait(ctx, mark, wait); err != nil {
-			return t, withLast(err, lastErr)
+		for {
+			var open bool
+			if wait, open = boundWait(wait, cn.deadline); !open {
+				return t, busyOr(lastErr)
+			}
+			sd.onWait(cn.lo)
+			woke, err := cn.t.sub.Wait(ctx, mark, wait)
+			if err != nil {
+				return t, withLast(err, lastErr)
+			}
+			if woke != notify.TimedOut || !t.reserved || sd.peek == nil {
+				break
+			}
+			// The reservation that refused us ran out. Most often the woken
+			// client took the lock: then we are queued, and its release
+			// will wake us. A PTTL tells, where a try would be refused.
+			p, err := sd.peek(ctx)
+			if err != nil || p == -2*time.Millisecond {
+				break
+			}
+			t.reserved, wait = false, ttlBound(p)
 		}
 	}
 }

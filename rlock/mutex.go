@@ -164,10 +164,14 @@ func (c *Client) newMutex(name string, spin bool) *Mutex {
 			r, err := luascripts.RunAcquire(ctx, c.rc, keys, luascripts.AcquireArgs{
 				Owner: owner, Lease: lease, Client: c.id, Waiter: queued, Sync: c.opts.sync(), About: c.about,
 			})
-			return reply{granted: r.Acquired, token: r.Token, pttl: r.PTTL}, err
+			return reply{granted: r.Acquired, token: r.Token, pttl: r.PTTL, reserved: r.Reserved}, err
 		},
 		reenter: func(ctx context.Context, owner string) (int64, error) {
 			return luascripts.RunReenter(ctx, c.rc, keys, owner)
+		},
+		peek: func(ctx context.Context) (time.Duration, error) {
+			ms, err := c.rc.Do(ctx, c.rc.B().Pttl().Key(keys.Lock).Build()).AsInt64()
+			return time.Duration(ms) * time.Millisecond, err
 		},
 		release: func(ctx context.Context, r release) (released, error) {
 			a := luascripts.ReleaseArgs{Owner: r.owner, Count: r.count, Wake: c.wake, Retry: r.retry}

@@ -15,9 +15,11 @@
 --          when it queues, the queue's description hash
 --
 -- Returns {1, 1, token} when granted (token: the grant's fencing token, one
--- more than any before), or {0, pttl} when refused: pttl is how long the
--- holder's lease lasts (-1 without expiry), or another client's reservation
--- (for a waiter: the reservation and a lease after it).
+-- more than any before), {0, pttl} when refused: pttl is how long the
+-- holder's lease lasts, -1 without expiry; or {0, pttl, 1} when refused
+-- because the free lock is reserved for another client, for pttl: the
+-- caller may check whether that client took it (a PTTL of the lock) before
+-- it tries again.
 --
 -- The fencing counter has no expiry: a token must never go back, even after
 -- the lock has been free for a long time.
@@ -25,7 +27,7 @@ local lock, fence, queue, reservation, record, desc = KEYS[1], KEYS[2], KEYS[3],
 local owner, lease, client, waiter = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 -- One EXISTS for both keys answers the common case: a lock that is free and
 -- reserved for nobody is granted without further reads.
-local pttl, reserved
+local pttl, mine, other -- the free lock is reserved for the caller, for another client
 if redis.call('exists', lock, reservation) == 0 then
   pttl = -2
 else
@@ -34,17 +36,10 @@ else
     -- Free but reserved: only the woken client may take it.
     if redis.call('get', reservation) == client then
       redis.call('del', reservation)
-      reserved = true
+      mine = true
     else
       pttl = redis.call('pttl', reservation)
-      if waiter and pttl >= 0 then
-        -- The woken client takes it within the window, then holds it for
-        -- a lease (told here by the caller's own): a queued waiter sleeps
-        -- until that holder's release wakes it, not until the window ends
-        -- only to be refused again. A woken client that died in the window
-        -- costs what one that died holding the lock does.
-        pttl = pttl + lease
-      end
+      other = true
     end
   end
 end
@@ -53,7 +48,7 @@ if pttl == -2 then
   redis.call('pexpire', lock, lease)
   -- The release that reserved the lock for this client popped it off
   -- the queue already.
-  if waiter and not reserved then
+  if waiter and not mine then
     dequeue(queue, desc, client)
   end
   local token = redis.call('incr', fence)
@@ -61,6 +56,9 @@ if pttl == -2 then
   return {1, 1, token}
 end
 if waiter then
-  enqueue(queue, desc, client, math.max(pttl, 0) + 10000, ARGV[5])
+  enqueue(queue, desc, client, pttl, ARGV[5])
+end
+if other then
+  return {0, pttl, 1}
 end
 return {0, pttl}

@@ -1,26 +1,12 @@
 package luascripts
 
 import (
-	_ "embed"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
-)
-
-var (
-	//go:embed rwdescribe.lua
-	rwDescribeSrc string
-	//go:embed semdescribe.lua
-	semDescribeSrc string
-)
-
-// The Inspect scripts of RWMutex and Semaphore (Mutex's is Describe).
-var (
-	RWDescribe  = New("rwdescribe", queueSrc+leasesSrc+rwQueueSrc+rwDescribeSrc)
-	SemDescribe = New("semdescribe", queueSrc+leasesSrc+semQueueSrc+semDescribeSrc)
 )
 
 // DescribeReply is a Mutex's state as describe.lua read it.

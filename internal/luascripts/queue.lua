@@ -21,11 +21,13 @@
 -- key a script touches must be: the helpers build no key names.
 
 -- enqueue puts client at the back of queue unless it is already queued (NX:
--- it keeps its place), and keeps the queue at least ttl ms, so that it
--- outlives every waiter's TTL-bounded wait but not an abandoned lock.
+-- it keeps its place), and keeps the queue at least the wait (ms) the
+-- client was told and 10 s more, so that it outlives every waiter's
+-- TTL-bounded wait but not an abandoned lock.
 -- about is the caller's "<ms>|<description>" (record.lua), or nil: its
 -- description is kept in desc, the queue's description hash.
-local function enqueue(queue, desc, client, ttl, about)
+local function enqueue(queue, desc, client, wait, about)
+  local ttl = math.max(wait, 0) + 10000
   local now = redis.call('time')
   local added = redis.call('zadd', queue, 'NX', now[1] * 1000000 + now[2], client) == 1
   local left = redis.call('pttl', queue)
@@ -52,16 +54,46 @@ local function dequeue(queue, desc, client)
   return redis.call('zrem', queue, client)
 end
 
+-- publisher is the command a wake spec asks for: every script that wakes
+-- clients gets the same spec, "p" (PUBLISH) or "s" (SPUBLISH, Cluster)
+-- followed by the Mutex's reservation window in ms (the others ignore it).
+local function publisher(spec)
+  if string.sub(spec, 1, 1) == 's' then
+    return 'spublish'
+  end
+  return 'publish'
+end
+
+-- release_count drops one of owner's holds in hash, whose count the caller
+-- says is n (it serialises an owner's calls, so it knows). retry: an
+-- earlier call with these arguments may have run; a state that call would
+-- have left (the count one lower, the owner gone) is then its doing, since
+-- owner ids are never reused. It returns the holds left, or -1 when owner
+-- does not hold with that count (nothing changed), and whether an earlier
+-- call had already done it (then nothing changed either); at 0 the field
+-- is gone.
+local function release_count(hash, owner, n, retry)
+  local count = tonumber(redis.call('hget', hash, owner))
+  if count ~= n then
+    if retry and ((n > 1 and count == n - 1) or (n == 1 and count == nil)) then
+      return n - 1, true
+    end
+    return -1, false
+  end
+  if n > 1 then
+    return redis.call('hincrby', hash, owner, -1), false
+  end
+  redis.call('hdel', hash, owner)
+  return 0, false
+end
+
 -- wake publishes to the oldest queued client that still listens and
 -- reserves the free lock for it. spec is the caller's wake argument: "p"
 -- (PUBLISH) or "s" (SPUBLISH, Cluster) followed by the reservation window in
 -- ms, 0 for none; one argument instead of two keeps the hot path's calls
 -- short. It returns the client woken, or nil when nobody listens.
 local function wake(queue, desc, channel, reservation, spec)
-  local publish = 'publish'
-  if string.sub(spec, 1, 1) == 's' then
-    publish = 'spublish'
-  end
+  local publish = publisher(spec)
   local window = tonumber(string.sub(spec, 2))
   while true do
     local head = redis.call('zpopmin', queue)

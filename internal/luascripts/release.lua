@@ -36,23 +36,12 @@
 local lock, channel, fence, queue, reservation, record = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local desc = KEYS[7]
 local owner, n, heir = ARGV[1], tonumber(ARGV[2]), ARGV[5] or ''
-local count = tonumber(redis.call('hget', lock, owner))
-if count ~= n then
-  if ARGV[4] == '1' then
-    if n > 1 and count == n - 1 then
-      return {count, 0}
-    end
-    if n == 1 and count == nil then
-      if heir ~= '' and redis.call('hexists', lock, heir) == 1 then
-        return {-3, tonumber(redis.call('get', fence)) or 0}
-      end
-      return {0, 0}
-    end
-  end
-  return {-1, 0}
+local left, earlier = release_count(lock, owner, n, ARGV[4] == '1')
+if earlier and left == 0 and heir ~= '' and redis.call('hexists', lock, heir) == 1 then
+  return {-3, tonumber(redis.call('get', fence)) or 0}
 end
-if n > 1 then
-  return {redis.call('hincrby', lock, owner, -1), 0}
+if left ~= 0 or earlier then
+  return {left, 0}
 end
 redis.call('del', lock, record)
 if heir ~= '' then

@@ -20,6 +20,10 @@ type AcquireReply struct {
 	Acquired bool          // the caller holds the lock now, with a hold count of 1
 	Token    int64         // the grant's fencing token, when Acquired
 	PTTL     time.Duration // how long to wait, when not Acquired; < 0 when the holder has no expiry
+	// Reserved: refused because the free lock is reserved for another
+	// client, for PTTL. Whether that client took it, a PTTL of the lock
+	// tells more cheaply than another try.
+	Reserved bool
 }
 
 // ParseAcquire decodes the acquire script's {1, 1, token} / {0, pttl} reply.
@@ -32,6 +36,8 @@ func ParseAcquire(v []int64) (AcquireReply, error) {
 		// between two calls of one script) cannot happen, but a decoder
 		// should not trust that.
 		return AcquireReply{PTTL: pttl(v[1])}, nil
+	case len(v) == 3 && v[0] == 0 && v[1] >= 0 && v[2] == 1:
+		return AcquireReply{PTTL: pttl(v[1]), Reserved: true}, nil
 	}
 	return AcquireReply{}, unexpected("acquire", v)
 }

@@ -24,6 +24,7 @@ func TestParseAcquire(t *testing.T) {
 		{[]int64{0, 0}, luascripts.AcquireReply{PTTL: 0}},
 		{[]int64{0, -1}, luascripts.AcquireReply{PTTL: -time.Millisecond}},     // holder without expiry
 		{[]int64{0, -2}, luascripts.AcquireReply{PTTL: -2 * time.Millisecond}}, // vanished
+		{[]int64{0, 40, 1}, luascripts.AcquireReply{PTTL: 40 * time.Millisecond, Reserved: true}},
 	}
 	for _, tc := range valid {
 		t.Run(fmt.Sprint(tc.in), func(t *testing.T) {
@@ -37,7 +38,8 @@ func TestParseAcquire(t *testing.T) {
 		{},
 		{1},
 		{1, 1},       // acquired without a token
-		{0, 1, 1},    // refused with a token
+		{0, 1, 2},    // refused with a token
+		{0, -1, 1},   // a reservation always has an expiry
 		{1, 1, 1, 1}, // too long
 		{1, 2, 1},    // a grant is a first hold: re-entry has its own script
 		{1, 0, 1},    // acquired with no hold

@@ -3,7 +3,7 @@
 -- KEYS[1..8]  as rwqueue.lua says: B:w, the read side's B:rd, B:rd:e and
 --             B:rd:rec, the queues B:qr and B:qw with their descriptions
 -- ARGV[1]  base key B           ARGV[2]  the caller's client id
--- ARGV[3]  wake spec, "p" or "s"
+-- ARGV[3]  wake spec (queue.lua's publisher), e.g. "p50"
 -- ARGV[4]  the queue to leave: "r" for B:qr, "w" for B:qw
 --
 -- Takes the client off the queue and, when nobody writes, wakes whom that

@@ -2,37 +2,10 @@ package luascripts
 
 import (
 	"context"
-	_ "embed"
 	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
-)
-
-var (
-	//go:embed rwqueue.lua
-	rwQueueSrc string
-	//go:embed rwread.lua
-	rwReadSrc string
-	//go:embed rwwrite.lua
-	rwWriteSrc string
-	//go:embed rwreenter.lua
-	rwReenterSrc string
-	//go:embed rwunlock.lua
-	rwUnlockSrc string
-	//go:embed rwleave.lua
-	rwLeaveSrc string
-)
-
-// The RWMutex scripts; those that queue or wake clients start with the
-// queue.lua prelude, those that grant with record.lua's, and all with
-// leases.lua's and (but rwreenter) rwqueue.lua's.
-var (
-	RWRead    = New("rwread", queueSrc+recordSrc+leasesSrc+rwQueueSrc+rwReadSrc)
-	RWWrite   = New("rwwrite", queueSrc+recordSrc+leasesSrc+rwQueueSrc+rwWriteSrc)
-	RWReenter = New("rwreenter", leasesSrc+rwReenterSrc)
-	RWUnlock  = New("rwunlock", queueSrc+leasesSrc+rwQueueSrc+rwUnlockSrc)
-	RWLeave   = New("rwleave", queueSrc+leasesSrc+rwQueueSrc+rwLeaveSrc)
 )
 
 // RWKeys are the keys of one RWMutex, all under its hash tag.
@@ -97,13 +70,6 @@ type RWAcquireReply struct {
 	PTTL    time.Duration // refused: how long the state may last without a message; -1ms: no bound
 }
 
-func (w Wake) flavour() string {
-	if w.Sharded {
-		return "s"
-	}
-	return "p"
-}
-
 // RunRWAcquire runs RWWrite when write, else RWRead. A grant that a.Sync's
 // replicas did not acknowledge is returned with a *NotReplicatedError
 // beside it.
@@ -112,10 +78,10 @@ func RunRWAcquire(ctx context.Context, c rueidis.Client, k RWKeys, write bool, a
 	var notSynced error
 	if write {
 		res, notSynced = RWWrite.ExecSync(ctx, c, append(k.scripts(), k.Fence),
-			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.flavour(), recordAbout(a.About)}, a.Sync)
+			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.spec(), recordAbout(a.About)}, a.Sync)
 	} else {
 		res, notSynced = RWRead.ExecSync(ctx, c, k.scripts(),
-			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Writer, a.Wake.flavour(), recordAbout(a.About)}, a.Sync)
+			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Writer, a.Wake.spec(), recordAbout(a.About)}, a.Sync)
 	}
 	v, err := res.AsIntSlice()
 	if err != nil {
@@ -164,7 +130,7 @@ func RunRWUnlock(ctx context.Context, c rueidis.Client, k RWKeys, a RWUnlockArgs
 		side = "w"
 	}
 	res, notSynced := RWUnlock.ExecSync(ctx, c, k.scripts(),
-		[]string{k.Base, a.Owner, side, strconv.FormatInt(a.Count, 10), a.Wake.flavour(), flag(a.Retry)}, a.Sync)
+		[]string{k.Base, a.Owner, side, strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry)}, a.Sync)
 	v, err := res.AsIntSlice()
 	if err != nil {
 		return 0, 0, err
@@ -181,5 +147,5 @@ func RunRWLeave(ctx context.Context, c rueidis.Client, k RWKeys, client string, 
 	if write {
 		side = "w"
 	}
-	return RWLeave.Exec(ctx, c, k.scripts(), []string{k.Base, client, w.flavour(), side}).Error()
+	return RWLeave.Exec(ctx, c, k.scripts(), []string{k.Base, client, w.spec(), side}).Error()
 }

@@ -34,14 +34,11 @@ end
 
 -- rw_wake tells the clients whom a free write side can now admit: every
 -- reader queued before the first queued writer, or, when there is none
--- and no reader holds (nreaders 0), that writer. spec is "p" or "s"
+-- and no reader holds (nreaders 0), that writer. spec is a wake spec
 -- (PUBLISH or SPUBLISH). A client that no longer listens is dropped. It
 -- returns how many clients it woke.
 local function rw_wake(base, spec, nreaders)
-  local publish = 'publish'
-  if string.sub(spec, 1, 1) == 's' then
-    publish = 'spublish'
-  end
+  local publish = publisher(spec)
   local head = redis.call('zrange', qw, 0, 0, 'WITHSCORES')
   local before = '+inf'
   if head[1] then
@@ -68,23 +65,4 @@ local function rw_wake(base, spec, nreaders)
     end
     dequeue(qw, qwd, first)
   end
-end
-
--- release_count drops one of owner's holds in hash, whose count the
--- caller says is n, as release.lua does (retry: an earlier call with
--- these arguments may have run). It returns the holds left, or -1 when
--- owner does not hold with that count; at 0 the field is gone.
-local function release_count(hash, owner, n, retry)
-  local count = tonumber(redis.call('hget', hash, owner))
-  if count ~= n then
-    if retry and ((n > 1 and count == n - 1) or (n == 1 and count == nil)) then
-      return n - 1
-    end
-    return -1
-  end
-  if n > 1 then
-    return redis.call('hincrby', hash, owner, -1)
-  end
-  redis.call('hdel', hash, owner)
-  return 0
 end

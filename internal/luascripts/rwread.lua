@@ -6,7 +6,7 @@
 -- ARGV[3]  lease in ms (> 0)    ARGV[4]  the caller's client id
 -- ARGV[5]  "1" to queue the client if refused (and dequeue it if granted)
 -- ARGV[6]  the write owner the caller holds, or "": a writer may always read
--- ARGV[7]  wake spec, "p" or "s"
+-- ARGV[7]  wake spec (queue.lua's publisher), e.g. "p50"
 -- ARGV[8]  the caller's "<ms>|<client description>" (record.lua)
 --
 -- Refused while another owner writes, and while a writer queued before the
@@ -37,7 +37,7 @@ if not writes then
 end
 if pttl ~= -2 then
   if queued then
-    enqueue(qr, qrd, client, math.max(pttl, 0) + 10000, ARGV[8])
+    enqueue(qr, qrd, client, pttl, ARGV[8])
   end
   return {0, pttl}
 end

@@ -6,7 +6,7 @@
 -- ARGV[1]  base key B           ARGV[2]  owner id
 -- ARGV[3]  "r" for a read hold, "w" for the write hold
 -- ARGV[4]  the owner's hold count before this release (exact)
--- ARGV[5]  wake spec, "p" or "s"
+-- ARGV[5]  wake spec (queue.lua's publisher), e.g. "p50"
 -- ARGV[6]  "1" if an earlier call with these arguments may have run
 --
 -- Returns {left, woken}: the holds left (0: released; the lock's waiters
@@ -14,11 +14,11 @@
 -- does not hold with that count, or its read lease ran out: nothing
 -- changed. Idempotent for a retry, as release.lua.
 local base, owner, side, n, retry = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[6] == '1'
-local left
+local left, earlier
 if side == 'w' then
   -- No DEL: the hash goes with its last field, and a retry must not
   -- delete a write hold someone took since.
-  left = release_count(w, owner, n, retry)
+  left, earlier = release_count(w, owner, n, retry)
   -- The record goes with the owner's last hold: it is the owner's only
   -- when it names the owner (a retry may find a newer writer's).
   local rec = left == 0 and redis.call('hget', w, '#rec')
@@ -29,12 +29,14 @@ else
   if not retry and not lease_live(readers, owner, server_ms()) then
     return {-1, 0}
   end
-  left = release_count(readers.counts, owner, n, retry)
+  left, earlier = release_count(readers.counts, owner, n, retry)
   if left == 0 and n == 1 then
     lease_end(readers, owner)
   end
 end
-if left ~= 0 or n ~= 1 or redis.call('exists', w) == 1 then
+-- An earlier run of this release woke whom it could: a retry does not
+-- wake them twice.
+if left ~= 0 or n ~= 1 or earlier or redis.call('exists', w) == 1 then
   return {left, 0}
 end
 local nreaders = redis.call('hlen', readers.counts)

@@ -6,7 +6,7 @@
 -- ARGV[1]  base key B           ARGV[2]  owner id (new)
 -- ARGV[3]  lease in ms (> 0)    ARGV[4]  the caller's client id
 -- ARGV[5]  "1" to queue the client if refused (and dequeue it if granted)
--- ARGV[6]  wake spec, "p" or "s"
+-- ARGV[6]  wake spec (queue.lua's publisher), e.g. "p50"
 -- ARGV[7]  the caller's "<ms>|<client description>" (record.lua)
 --
 -- Granted when nobody writes, no live reader holds, and no client queued
@@ -41,7 +41,7 @@ else
 end
 if pttl ~= -2 then
   if queued then
-    enqueue(qw, qwd, client, math.max(pttl, 0) + 10000, ARGV[7])
+    enqueue(qw, qwd, client, pttl, ARGV[7])
   end
   return {0, pttl}
 end

@@ -10,63 +10,64 @@ package luascripts
 import (
 	"context"
 	"crypto/sha1"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
 )
 
-var (
-	//go:embed queue.lua
-	queueSrc string
-	//go:embed acquire.lua
-	acquireSrc string
-	//go:embed reenter.lua
-	reenterSrc string
-	//go:embed release.lua
-	releaseSrc string
-	//go:embed leave.lua
-	leaveSrc string
-	//go:embed renew.lua
-	renewSrc string
-	//go:embed leases.lua
-	leasesSrc string
-	//go:embed forceunlock.lua
-	forceUnlockSrc string
-	//go:embed inspect.lua
-	inspectSrc string
-	//go:embed record.lua
-	recordSrc string
-	//go:embed describe.lua
-	describeSrc string
-	//go:embed latchset.lua
-	latchSetSrc string
-	//go:embed latchcountdown.lua
-	latchCountDownSrc string
-	//go:embed latchread.lua
-	latchReadSrc string
-)
+// sources are the scripts and their preludes, one .lua file each.
+//
+//go:embed *.lua
+var sources embed.FS
 
-// The scripts. They are safe for concurrent use. Those that queue or wake
-// clients start with the queue.lua prelude, those that grant a Mutex with
-// record.lua's, renew and the scripts of sides that share keys among their
-// holders with leases.lua's.
+// script is the script name.lua, after the preludes it needs (the Lua
+// library: queue.lua queues and wakes clients, record.lua writes holder
+// records, leases.lua keeps the lease sets of sides whose holders share
+// keys, rwqueue.lua and semqueue.lua are the RWMutex's and the Semaphore's).
+func script(name string, preludes ...string) *Script {
+	var src strings.Builder
+	for _, f := range append(preludes, name) {
+		b, err := sources.ReadFile(f + ".lua")
+		if err != nil {
+			panic("luascripts: " + err.Error()) // a file named here is missing from the package
+		}
+		src.Write(b)
+	}
+	return New(name, src.String())
+}
+
+// The scripts. They are safe for concurrent use.
 var (
-	Acquire     = New("acquire", queueSrc+recordSrc+acquireSrc)
-	Reenter     = New("reenter", reenterSrc)
-	Release     = New("release", queueSrc+recordSrc+releaseSrc)
-	Leave       = New("leave", queueSrc+leaveSrc)
-	Renew       = New("renew", leasesSrc+renewSrc)
-	ForceUnlock = New("forceunlock", queueSrc+forceUnlockSrc)
-	Inspect     = New("inspect", inspectSrc)
-	Describe    = New("describe", queueSrc+describeSrc)
+	Acquire     = script("acquire", "queue", "record")
+	Reenter     = script("reenter")
+	Release     = script("release", "queue", "record")
+	Leave       = script("leave", "queue")
+	Renew       = script("renew", "leases")
+	ForceUnlock = script("forceunlock", "queue")
+	Inspect     = script("inspect")
+	Describe    = script("describe", "queue")
+
+	RWRead     = script("rwread", "queue", "record", "leases", "rwqueue")
+	RWWrite    = script("rwwrite", "queue", "record", "leases", "rwqueue")
+	RWReenter  = script("rwreenter", "leases")
+	RWUnlock   = script("rwunlock", "queue", "leases", "rwqueue")
+	RWLeave    = script("rwleave", "queue", "leases", "rwqueue")
+	RWDescribe = script("rwdescribe", "queue", "leases", "rwqueue")
+
+	SemAcquire   = script("semacquire", "queue", "record", "leases", "semqueue")
+	SemRelease   = script("semrelease", "queue", "leases", "semqueue")
+	SemLeave     = script("semleave", "queue", "leases", "semqueue")
+	SemAvailable = script("semavailable", "queue", "leases", "semqueue")
+	SemDescribe  = script("semdescribe", "queue", "leases", "semqueue")
 
 	// The count-down latch's scripts (latch.go).
-	LatchSet       = New("latchset", latchSetSrc)
-	LatchCountDown = New("latchcountdown", latchCountDownSrc)
-	LatchRead      = New("latchread", latchReadSrc)
+	LatchSet       = script("latchset")
+	LatchCountDown = script("latchcountdown")
+	LatchRead      = script("latchread")
 )
 
 // All returns every script latchkey runs: the ACL test checks that the

@@ -6,7 +6,7 @@
 -- ARGV[3]  permits n, 1..size   ARGV[4]  the caller's size (>= 1)
 -- ARGV[5]  lease in ms (> 0)    ARGV[6]  the caller's client id
 -- ARGV[7]  "1" to queue the client if refused (and dequeue it if granted)
--- ARGV[8]  wake spec, "p" or "s"
+-- ARGV[8]  wake spec (queue.lua's publisher), e.g. "p50"
 -- ARGV[9]  the caller's "<ms>|<client description>" (record.lua)
 --
 -- Granted by semqueue.lua's grant rule. A request refused only because of
@@ -40,7 +40,7 @@ elseif held + n + ahead > size then
 end
 if pttl ~= -2 then
   if queued then
-    enqueue(q, qd, client, math.max(pttl, 0) + 10000, ARGV[9])
+    enqueue(q, qd, client, pttl, ARGV[9])
     redis.call('hset', qn, client, n, '#size', size)
     redis.call('pexpire', qn, redis.call('pttl', q))
   end

@@ -2,33 +2,10 @@ package luascripts
 
 import (
 	"context"
-	_ "embed"
 	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
-)
-
-var (
-	//go:embed semqueue.lua
-	semQueueSrc string
-	//go:embed semacquire.lua
-	semAcquireSrc string
-	//go:embed semrelease.lua
-	semReleaseSrc string
-	//go:embed semleave.lua
-	semLeaveSrc string
-	//go:embed semavailable.lua
-	semAvailableSrc string
-)
-
-// The Semaphore scripts; each starts with the queue.lua, leases.lua and
-// semqueue.lua preludes, and the acquire with record.lua's.
-var (
-	SemAcquire   = New("semacquire", queueSrc+recordSrc+leasesSrc+semQueueSrc+semAcquireSrc)
-	SemRelease   = New("semrelease", queueSrc+leasesSrc+semQueueSrc+semReleaseSrc)
-	SemLeave     = New("semleave", queueSrc+leasesSrc+semQueueSrc+semLeaveSrc)
-	SemAvailable = New("semavailable", queueSrc+leasesSrc+semQueueSrc+semAvailableSrc)
 )
 
 // SemKeys are the keys of one Semaphore, all under its hash tag.
@@ -89,7 +66,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // acknowledge is returned with a *NotReplicatedError beside it.
 func RunSemAcquire(ctx context.Context, c rueidis.Client, k SemKeys, a SemAcquireArgs) (SemAcquireReply, error) {
 	res, notSynced := SemAcquire.ExecSync(ctx, c, k.all(), []string{k.Base, a.Owner, itoa(a.Permits), itoa(a.Size),
-		Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.flavour(), recordAbout(a.About)}, a.Sync)
+		Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.spec(), recordAbout(a.About)}, a.Sync)
 	v, err := res.AsIntSlice()
 	if err != nil {
 		return SemAcquireReply{}, err
@@ -120,7 +97,7 @@ type SemReleaseArgs struct {
 // beside it: it ran.
 func RunSemRelease(ctx context.Context, c rueidis.Client, k SemKeys, a SemReleaseArgs) (status, woken int64, err error) {
 	res, notSynced := SemRelease.ExecSync(ctx, c, k.all(),
-		[]string{k.Base, a.Owner, itoa(a.Size), a.Wake.flavour(), flag(a.Retry)}, a.Sync)
+		[]string{k.Base, a.Owner, itoa(a.Size), a.Wake.spec(), flag(a.Retry)}, a.Sync)
 	v, err := res.AsIntSlice()
 	if err != nil {
 		return 0, 0, err
@@ -133,7 +110,7 @@ func RunSemRelease(ctx context.Context, c rueidis.Client, k SemKeys, a SemReleas
 
 // RunSemLeave runs SemLeave for client; it reports whether client was queued.
 func RunSemLeave(ctx context.Context, c rueidis.Client, k SemKeys, client string, size int64, w Wake) (bool, error) {
-	n, err := SemLeave.Exec(ctx, c, k.all(), []string{k.Base, client, itoa(size), w.flavour()}).AsInt64()
+	n, err := SemLeave.Exec(ctx, c, k.all(), []string{k.Base, client, itoa(size), w.spec()}).AsInt64()
 	return n == 1, err
 }
 

@@ -3,7 +3,7 @@
 -- KEYS[1..6]  as semqueue.lua says: the holders' B:h, B:h:e and B:h:rec,
 --             the queue B:q with its descriptions B:q:d, the wants B:qn
 -- ARGV[1]  base key B           ARGV[2]  the caller's client id
--- ARGV[3]  the caller's size    ARGV[4]  wake spec, "p" or "s"
+-- ARGV[3]  the caller's size    ARGV[4]  wake spec (queue.lua's publisher), e.g. "p50"
 --
 -- Takes the client off the queue and wakes whom that may unblock (clients
 -- queued behind it that now fit). Run it before unsubscribing.

@@ -87,13 +87,10 @@ end
 -- until it reaches stop (the caller: it acts for itself) or a live client
 -- that does not fit. That one is told too: a publish is the only way to
 -- learn whether it still listens, and a dead client must not block the
--- queue. A client nobody listens for is dropped. spec is "p" or "s"
+-- queue. A client nobody listens for is dropped. spec is a wake spec
 -- (PUBLISH or SPUBLISH). It returns how many clients it told.
 local function sem_wake(base, spec, free, stop)
-  local publish = 'publish'
-  if string.sub(spec, 1, 1) == 's' then
-    publish = 'spublish'
-  end
+  local publish = publisher(spec)
   local used, told = 0, 0
   for _, client in ipairs(redis.call('zrange', q, 0, -1)) do
     if client == stop then

@@ -4,7 +4,7 @@
 -- KEYS[1..6]  as semqueue.lua says: the holders' B:h, B:h:e and B:h:rec,
 --             the queue B:q with its descriptions B:q:d, the wants B:qn
 -- ARGV[1]  base key B           ARGV[2]  owner id
--- ARGV[3]  the caller's size    ARGV[4]  wake spec, "p" or "s"
+-- ARGV[3]  the caller's size    ARGV[4]  wake spec (queue.lua's publisher), e.g. "p50"
 -- ARGV[5]  "1" if an earlier call with these arguments may have run
 --
 -- Returns {status, woken}: status 0 when released, -1 when the owner held
