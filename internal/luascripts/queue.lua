@@ -70,9 +70,10 @@ end
 -- have left (the count one lower, the owner gone) is then its doing, since
 -- owner ids are never reused. It returns the holds left, or -1 when owner
 -- does not hold with that count (nothing changed), and whether an earlier
--- call had already done it (then nothing changed either); at 0 the field
--- is gone.
-local function release_count(hash, owner, n, retry)
+-- call had already done it (then nothing changed either). At 0 the field
+-- is gone, unless keep: a caller about to delete the whole hash saves the
+-- HDEL.
+local function release_count(hash, owner, n, retry, keep)
   local count = tonumber(redis.call('hget', hash, owner))
   if count ~= n then
     if retry and ((n > 1 and count == n - 1) or (n == 1 and count == nil)) then
@@ -83,7 +84,9 @@ local function release_count(hash, owner, n, retry)
   if n > 1 then
     return redis.call('hincrby', hash, owner, -1), false
   end
-  redis.call('hdel', hash, owner)
+  if not keep then
+    redis.call('hdel', hash, owner)
+  end
   return 0, false
 end
 

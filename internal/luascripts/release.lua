@@ -36,7 +36,7 @@
 local lock, channel, fence, queue, reservation, record = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local desc = KEYS[7]
 local owner, n, heir = ARGV[1], tonumber(ARGV[2]), ARGV[5] or ''
-local left, earlier = release_count(lock, owner, n, ARGV[4] == '1')
+local left, earlier = release_count(lock, owner, n, ARGV[4] == '1', true) -- DEL follows
 if earlier and left == 0 and heir ~= '' and redis.call('hexists', lock, heir) == 1 then
   return {-3, tonumber(redis.call('get', fence)) or 0}
 end
