@@ -268,7 +268,7 @@ func (notified) wait(ctx context.Context, cn *contention) (try, error) {
 		cn.t.sub = sub
 	}
 	var lastErr error
-	retry := c.retryBackoff()
+	retry := retryBackoff()
 	for {
 		mark := cn.t.sub.Mark()
 		t, err := sd.attempt(ctx, cn.lo, true)
@@ -372,7 +372,7 @@ func (sd *side) runRelease(r release) (released, error) {
 	c := sd.c
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReleaseTimeout)
 	defer cancel()
-	retry := c.retryBackoff()
+	retry := retryBackoff()
 	for {
 		out, err := sd.release(ctx, r)
 		var notSynced *luascripts.NotReplicatedError
@@ -418,7 +418,7 @@ const leaveTimeout = time.Second
 // retryBackoff is the pause between retries of a call whose outcome was
 // unknown: short, since the next connection is usually up at once. (The
 // spin variants' SpinBackoffMin and SpinBackoffMax drive only their polls.)
-func (c *Client) retryBackoff() luascripts.Backoff {
+func retryBackoff() luascripts.Backoff {
 	return luascripts.Backoff{Min: time.Millisecond, Max: 128 * time.Millisecond}
 }
 

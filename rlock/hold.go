@@ -237,7 +237,7 @@ func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) 
 	if lost := h.lostOrDone(); lost != nil {
 		return nil, lost
 	}
-	retry := c.retryBackoff()
+	retry := retryBackoff()
 	for {
 		n, err := sd.reenter(ctx, h.owner)
 		if hook := c.opts.OnAttempt; hook != nil {
@@ -560,7 +560,7 @@ func (c *Client) tokenCarried(ctx context.Context, handleErr error, key, name, w
 	}
 	lv := c.carried(ctx, key)
 	if lv == nil {
-		return 0, fmt.Errorf("%w: %q: the context carries no %s (no fencing token without one)", ErrNotHeld, name, what)
+		return 0, fmt.Errorf("%w: %q: the context carries no %s, and so no fencing token", ErrNotHeld, name, what)
 	}
 	if err := lv.h.lostOrDone(); err != nil && !errors.Is(err, ErrLockLost) {
 		return 0, err

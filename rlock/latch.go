@@ -144,7 +144,7 @@ func (l *CountDownLatch) Await(ctx context.Context) (err error) {
 	}
 	defer sub.Release()
 	var lastErr error
-	retry := l.c.retryBackoff()
+	retry := retryBackoff()
 	for {
 		// The mark comes before the read: a zero broadcast after the read
 		// changes it, and Wait returns at once.

@@ -169,7 +169,7 @@ func (rw *RWMutex) Unlock(ctx context.Context) error {
 // Token returns the fencing token of the write hold that ctx carries, even
 // when it was lost, or ErrNotHeld: see Mutex.Token. Read holds have none.
 func (rw *RWMutex) Token(ctx context.Context) (int64, error) {
-	return rw.c.tokenCarried(ctx, rw.err, rw.keys.Write, rw.name, "write hold (read holds have no fencing token)")
+	return rw.c.tokenCarried(ctx, rw.err, rw.keys.Write, rw.name, "write hold (read holds have none)")
 }
 
 // Extend pushes out the lease of the fixed-lease write hold that lctx
@@ -213,7 +213,7 @@ func (rw *RWMutex) downgrade(ctx context.Context, w *hold, lo lockOptions) (_ co
 	sd := rw.newSide(false, rw.read.spin, w.owner)
 	lo.obs = c.obs.begin(ctx, sd.metric, rw.name)
 	defer func() { lo.obs.end(ctx, err) }()
-	retry := c.retryBackoff()
+	retry := retryBackoff()
 	for {
 		t, err := sd.attempt(ctx, lo, false)
 		switch {
