@@ -114,11 +114,7 @@ func (rw *RWMutex) Name() string { return rw.name }
 // a read hold at once (writers may read), whose context does not end with
 // the write Unlock: keep it to downgrade. Options as Mutex.Lock.
 func (rw *RWMutex) RLock(ctx context.Context, opts ...LockOption) (context.Context, error) {
-	lo, err := rw.check(ctx, opts, false)
-	if err != nil {
-		return nil, err
-	}
-	return rw.lock(ctx, false, lo, time.Time{}, false)
+	return rw.blockingLock(ctx, false, opts)
 }
 
 // TryRLock is RLock that gives up when a writer holds or waits: at once,
@@ -132,11 +128,7 @@ func (rw *RWMutex) TryRLock(ctx context.Context, opts ...LockOption) (context.Co
 // for its context, leases and retries. A ctx that carries the write hold
 // re-enters it; one that carries only a read hold gets ErrUpgrade.
 func (rw *RWMutex) Lock(ctx context.Context, opts ...LockOption) (context.Context, error) {
-	lo, err := rw.check(ctx, opts, false)
-	if err != nil {
-		return nil, err
-	}
-	return rw.lock(ctx, true, lo, time.Time{}, false)
+	return rw.blockingLock(ctx, true, opts)
 }
 
 // TryLock is Lock that gives up when the lock is busy: at once, or after
@@ -144,6 +136,14 @@ func (rw *RWMutex) Lock(ctx context.Context, opts ...LockOption) (context.Contex
 // gave up.
 func (rw *RWMutex) TryLock(ctx context.Context, opts ...LockOption) (context.Context, bool, error) {
 	return rw.tryLock(ctx, true, opts)
+}
+
+func (rw *RWMutex) blockingLock(ctx context.Context, write bool, opts []LockOption) (context.Context, error) {
+	lo, err := rw.check(ctx, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return rw.lock(ctx, write, lo, time.Time{}, false)
 }
 
 func (rw *RWMutex) tryLock(ctx context.Context, write bool, opts []LockOption) (context.Context, bool, error) {

@@ -47,6 +47,15 @@ local function enqueue(queue, desc, client, wait, about)
   end
 end
 
+-- refused is an acquire's refusal {0, wait}: a caller that waits (queued)
+-- is queued first, as enqueue says.
+local function refused(queued, queue, desc, client, wait, about)
+  if queued then
+    enqueue(queue, desc, client, wait, about)
+  end
+  return {0, wait}
+end
+
 -- dequeue takes client off queue and drops its description from desc. It
 -- returns 1 when the client was queued, else 0.
 local function dequeue(queue, desc, client)

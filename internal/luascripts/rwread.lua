@@ -36,10 +36,7 @@ if not writes then
   end
 end
 if pttl ~= -2 then
-  if queued then
-    enqueue(qr, qrd, client, pttl, ARGV[8])
-  end
-  return {0, pttl}
+  return refused(queued, qr, qrd, client, pttl, ARGV[8])
 end
 redis.call('hincrby', readers.counts, owner, 1)
 lease_start(readers, owner, server_ms(), lease, record_of(owner, 0, ARGV[8]))

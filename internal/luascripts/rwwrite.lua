@@ -40,10 +40,7 @@ else
   end
 end
 if pttl ~= -2 then
-  if queued then
-    enqueue(qw, qwd, client, pttl, ARGV[7])
-  end
-  return {0, pttl}
+  return refused(queued, qw, qwd, client, pttl, ARGV[7])
 end
 local token = redis.call('incr', fence)
 redis.call('hset', w, owner, 1, '#rec', record_of(owner, token, ARGV[7]))
