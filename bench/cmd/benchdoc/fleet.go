@@ -158,7 +158,7 @@ func writeFleet(b *bytes.Buffer, f *results.File, link *chartLink) {
 	sc := fl.Scenarios[0]
 	fmt.Fprintf(b, "## (g) Fleet\n\n**%s.** "+
 		"With one goroutine per process every waiter is a Redis client of its own, so what a lock does per waiting client is paid by each: "+
-		"latchkey subscribes to the lock's channel for a wait and unsubscribes after it, a poller sends a try per backoff, "+
+		"latchkey queues each waiting process in Redis and wakes it with one message on a subscription that lingers between waits (one SUBSCRIBE per busy period), a poller sends a try per backoff, "+
 		"rueidislock is woken through each client's invalidations. "+
 		"Throughput is also given as a share of 1/cs (%s acquisitions/s: holds back to back, with no time between them). "+
 		"Tries are the attempts to take the lock per acquisition, counted by each worker, tries of the acquires the run's end cut off included; "+
