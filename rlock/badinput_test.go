@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/latchkey/latchkey/rlock"
+	"github.com/latchkey/latchkey/watchdog"
 )
 
 // TestExtremeOptionValues: durations at the int64 limits are rejected with
@@ -31,7 +32,8 @@ func TestExtremeOptionValues(t *testing.T) {
 		"overflowing spin min":          {rlock.Options{SpinBackoffMin: huge}, false},
 		"most negative spin min":        {rlock.Options{SpinBackoffMin: math.MinInt64}, false},
 		"overflowing release timeout":   {rlock.Options{ReleaseTimeout: huge}, true},
-		"huge batch":                    {rlock.Options{RenewBatchSize: math.MaxInt}, true},
+		"huge batch":                    {rlock.Options{RenewBatchSize: math.MaxInt}, false},
+		"batch at limit":                {rlock.Options{RenewBatchSize: watchdog.MaxBatchSize}, true},
 		"most negative batch":           {rlock.Options{RenewBatchSize: math.MinInt}, false},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -39,6 +40,15 @@ const (
 	// a unit mistake, and far enough out they overflow the arithmetic done on
 	// them (milliseconds for Redis, doubling backoffs).
 	MaxLease = 365 * 24 * time.Hour
+	// MaxPrefixLen is the longest Options.Prefix accepted, in bytes: it
+	// starts every key and channel.
+	MaxPrefixLen = 256
+	// MinReleaseTimeout is the shortest ReleaseTimeout accepted: below it
+	// a release cannot get its round trip in, and every Unlock fails.
+	MinReleaseTimeout = 10 * time.Millisecond
+	// MaxHandoffWindow is the longest HandoffWindow accepted: a woken
+	// client that dies keeps the free lock from everyone else that long.
+	MaxHandoffWindow = 5 * time.Second
 )
 
 // PubSubMode selects how unlocks are announced and waited for.
@@ -60,18 +70,19 @@ const (
 type Options struct {
 	// Prefix starts every key and channel: "<Prefix>:{<name>}" is the lock
 	// and "<Prefix>:{<name>}:ch" its channel. Default "latchkey". It must
-	// not contain braces.
+	// be valid UTF-8 without braces, at most MaxPrefixLen bytes.
 	Prefix string
 
 	// WatchdogTimeout is the lease of a lock taken without WithLease, renewed
 	// for as long as it is held. Default 30s; at most MaxLease.
 	WatchdogTimeout time.Duration
 	// WatchdogInterval is the renewal period. Default WatchdogTimeout/3. It
-	// must be shorter than WatchdogTimeout less
-	// watchdog.DriftMargin(WatchdogTimeout), the local deadline by which a
-	// renewal must have succeeded.
+	// must be at least watchdog.MinInterval and shorter than WatchdogTimeout
+	// less watchdog.DriftMargin(WatchdogTimeout), the local deadline by
+	// which a renewal must have succeeded.
 	WatchdogInterval time.Duration
-	// RenewBatchSize is the most locks one renewal call carries. Default 100.
+	// RenewBatchSize is the most locks one renewal call carries. Default
+	// 100; at most watchdog.MaxBatchSize.
 	RenewBatchSize int
 
 	// PubSub selects the pub/sub flavour. Default PubSubAuto. PubSubClassic
@@ -90,8 +101,9 @@ type Options struct {
 	// asking again at once) takes the lock. It makes pub/sub waiters first
 	// come, first served across clients and saves the woken waiter a failed
 	// try. A client that does not come within the window loses its turn to
-	// whoever asks next. Default 50ms; a negative value turns handoffs off
-	// (then a release only wakes, and anyone may take the lock).
+	// whoever asks next. Default 50ms, at most MaxHandoffWindow; a negative
+	// value turns handoffs off (then a release only wakes, and anyone may
+	// take the lock).
 	HandoffWindow time.Duration
 
 	// MaxLocalHandovers bounds how many times in a row a release may hand
@@ -111,7 +123,7 @@ type Options struct {
 	// whose ctx ended may return up to ReleaseTimeout later when Redis does
 	// not answer. Taking a client that stops waiting off the wait queue (a
 	// waiter giving up, Close) is bounded by the smaller of ReleaseTimeout
-	// and one second. Default 5s.
+	// and one second. Default 5s; at least MinReleaseTimeout.
 	ReleaseTimeout time.Duration
 
 	// SyncReplicas, when its Replicas is above 0, makes every grant,
@@ -200,12 +212,14 @@ func (o Options) withDefaults() (Options, error) {
 		o.HandoffWindow = DefaultHandoffWindow
 	case o.HandoffWindow < 0:
 		o.HandoffWindow = 0
-	case o.HandoffWindow < time.Millisecond || o.HandoffWindow > MaxLease:
-		return o, fmt.Errorf("%w: HandoffWindow %v must be between 1ms and %v, or negative for none", ErrInvalidOptions, o.HandoffWindow, MaxLease)
+	case o.HandoffWindow < time.Millisecond || o.HandoffWindow > MaxHandoffWindow:
+		return o, fmt.Errorf("%w: HandoffWindow %v must be between 1ms and MaxHandoffWindow (%v), or negative for none", ErrInvalidOptions, o.HandoffWindow, MaxHandoffWindow)
 	}
 	switch {
-	case containsBrace(o.Prefix):
-		return o, fmt.Errorf("%w: Prefix %q must not contain braces", ErrInvalidOptions, o.Prefix)
+	case containsBrace(o.Prefix) || !utf8.ValidString(o.Prefix):
+		return o, fmt.Errorf("%w: Prefix %q must be valid UTF-8 without braces", ErrInvalidOptions, o.Prefix)
+	case len(o.Prefix) > MaxPrefixLen:
+		return o, fmt.Errorf("%w: Prefix is %d bytes, the limit is MaxPrefixLen (%d)", ErrInvalidOptions, len(o.Prefix), MaxPrefixLen)
 	case o.WatchdogTimeout < 0 || o.WatchdogInterval < 0 || o.RenewBatchSize < 0:
 		return o, fmt.Errorf("%w: watchdog settings must not be negative", ErrInvalidOptions)
 	case o.WatchdogTimeout > MaxLease:
@@ -218,8 +232,8 @@ func (o Options) withDefaults() (Options, error) {
 		// The backoff doubles up to this bound; near MaxInt64 the doubling
 		// overflows to a negative sleep and the jitter panics.
 		return o, fmt.Errorf("%w: SpinBackoffMax %v exceeds MaxLease (%v)", ErrInvalidOptions, o.SpinBackoffMax, MaxLease)
-	case o.ReleaseTimeout < 0:
-		return o, fmt.Errorf("%w: ReleaseTimeout %v is negative", ErrInvalidOptions, o.ReleaseTimeout)
+	case o.ReleaseTimeout < MinReleaseTimeout:
+		return o, fmt.Errorf("%w: ReleaseTimeout %v is below MinReleaseTimeout (%v)", ErrInvalidOptions, o.ReleaseTimeout, MinReleaseTimeout)
 	case o.PubSub < PubSubAuto || o.PubSub > PubSubSharded:
 		return o, fmt.Errorf("%w: unknown PubSub mode %d", ErrInvalidOptions, o.PubSub)
 	case len(o.ClientName) > MaxClientNameLen:

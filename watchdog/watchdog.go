@@ -35,6 +35,16 @@ const (
 	DefaultBatchSize = 100
 )
 
+// Bounds on Options, checked by New.
+const (
+	// MinInterval is the shortest Interval accepted: a shorter one turns
+	// the watchdog into a busy loop whose calls cannot even reach Redis.
+	MinInterval = 10 * time.Millisecond
+	// MaxBatchSize is the largest BatchSize accepted: one renew call is one
+	// script, and Redis serves nobody else while it runs.
+	MaxBatchSize = 10000
+)
+
 // The local deadline of a lease comes DriftMargin before its nominal end.
 const (
 	// DriftFactor is the share of a lease allowed for the server's clock
@@ -65,9 +75,11 @@ type Options struct {
 	Timeout time.Duration
 	// Interval is the time between renewal ticks. Default Timeout/3, which
 	// leaves two more ticks to get through before a lease can lapse.
-	// It must be shorter than Timeout less DriftMargin(Timeout).
+	// It must be at least MinInterval and shorter than Timeout less
+	// DriftMargin(Timeout).
 	Interval time.Duration
-	// BatchSize is the most keys one renew call carries. Default 100.
+	// BatchSize is the most keys one renew call carries. Default 100; at
+	// most MaxBatchSize.
 	BatchSize int
 	// Logger, when set, hears of renew calls that failed (Warn: they are
 	// retried) and of leases given up (Error). Nil is silent.
@@ -112,10 +124,10 @@ func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.Timeout < time.Millisecond:
 		return o, fmt.Errorf("%w: Timeout %v must be at least 1ms", ErrInvalidOptions, o.Timeout)
-	case o.Interval <= 0 || o.Interval >= o.Timeout-DriftMargin(o.Timeout):
-		return o, fmt.Errorf("%w: Interval %v must be positive and shorter than Timeout %v less its drift margin %v", ErrInvalidOptions, o.Interval, o.Timeout, DriftMargin(o.Timeout))
-	case o.BatchSize < 1:
-		return o, fmt.Errorf("%w: BatchSize %d must be at least 1", ErrInvalidOptions, o.BatchSize)
+	case o.Interval < MinInterval || o.Interval >= o.Timeout-DriftMargin(o.Timeout):
+		return o, fmt.Errorf("%w: Interval %v must be at least MinInterval (%v) and shorter than Timeout %v less its drift margin %v", ErrInvalidOptions, o.Interval, MinInterval, o.Timeout, DriftMargin(o.Timeout))
+	case o.BatchSize < 1 || o.BatchSize > MaxBatchSize:
+		return o, fmt.Errorf("%w: BatchSize %d must be between 1 and MaxBatchSize (%d)", ErrInvalidOptions, o.BatchSize, MaxBatchSize)
 	case o.Sync.Replicas > 0 && (o.Sync.Timeout <= 0 || o.Sync.Timeout >= o.Interval):
 		return o, fmt.Errorf("%w: the replica sync timeout %v must be positive and shorter than Interval %v", ErrInvalidOptions, o.Sync.Timeout, o.Interval)
 	}

@@ -200,6 +200,9 @@ func TestOptionsValidation(t *testing.T) {
 		{"NegativeIntervalWithTimeout", watchdog.Options{Timeout: time.Second, Interval: -time.Millisecond}},
 		{"TimeoutUnderOneMillisecond", watchdog.Options{Timeout: 500 * time.Microsecond}},
 		{"NegativeBatchSize", watchdog.Options{BatchSize: -1}},
+		// A 1ns interval spun without renewing anything (issue 21, defect 11).
+		{"IntervalBelowMinimum", watchdog.Options{Interval: time.Nanosecond}},
+		{"BatchSizeAboveMaximum", watchdog.Options{BatchSize: watchdog.MaxBatchSize + 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, err := watchdog.New(c, tc.opts)
