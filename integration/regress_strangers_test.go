@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +38,40 @@ func TestStrangersOptionsBounded(t *testing.T) {
 			}
 			require.ErrorIs(t, err, rlock.ErrInvalidOptions)
 			require.Contains(t, err.Error(), tc.bound)
+		})
+	}
+}
+
+// TestStrangersFailedInnerUnlock (defect 6): an inner Unlock whose release
+// never reached Redis used to drop the local level anyway, so that the
+// final Unlock found a count it did not expect, reported ErrNotHeld and
+// left the lock in Redis, unrenewed, for up to a lease. Now the failed
+// release is completed by a retry of that Unlock, or by the hold's next
+// call, and Redis counts it once.
+func TestStrangersFailedInnerUnlock(t *testing.T) {
+	for _, retry := range []bool{true, false} {
+		t.Run(fmt.Sprintf("retry=%v", retry), func(t *testing.T) {
+			ctx := context.Background()
+			x, rc := resetFixture(t)
+			m := oneConnLockClient(t, proxied(x), rlock.Options{ReleaseTimeout: 300 * time.Millisecond}).Mutex(lockName(t))
+			outer := mustLock(t, ctx, m)
+			inner := mustLock(t, outer, m)
+			require.Equal(t, []string{"2"}, holdCounts(t, rc, m.Key()))
+
+			// The release is swallowed on its way to Redis, and its
+			// connection closed when the blackhole goes: it never runs.
+			x.blackhole(t, "drop", "upstream")
+			require.Error(t, m.Unlock(inner), "a release that cannot reach Redis must fail")
+			x.remove(t, "drop")
+			require.Equal(t, []string{"2"}, holdCounts(t, rc, m.Key()), "the release must not have run")
+
+			if retry {
+				require.NoError(t, m.Unlock(inner), "a retry of the failed Unlock completes it")
+				require.Equal(t, []string{"1"}, holdCounts(t, rc, m.Key()))
+				require.ErrorIs(t, m.Unlock(inner), rlock.ErrNotHeld, "once done, the level is unlocked")
+			}
+			require.NoError(t, m.Unlock(outer), "the final Unlock must release the lock")
+			require.False(t, exists(t, rc, m.Key()), "the lock outlived its final Unlock")
 		})
 	}
 }

@@ -33,6 +33,10 @@ type hold struct {
 	// whose reply was lost can be retried or undone exactly.
 	io    sync.Mutex
 	count int64
+	// pending is the level of an Unlock whose release failed without a
+	// known outcome (nil: none). Its release is re-sent, as a retry, before
+	// the owner's next call, which the script then counts once.
+	pending *level
 
 	// Guarded by Client.mu.
 	levels []*level
@@ -237,6 +241,9 @@ func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) 
 	if lost := h.lostOrDone(); lost != nil {
 		return nil, lost
 	}
+	if _, err := h.settle(); err != nil {
+		return nil, err
+	}
 	retry := retryBackoff()
 	for {
 		n, err := sd.reenter(ctx, h.owner)
@@ -282,6 +289,9 @@ func (h *hold) unlock(lv *level) error {
 		// would release or report the loss depending on which ran first.
 		h.lose(-1, h.expiredCause.Load())
 	}
+	if settled, err := h.settle(); err != nil || settled == lv {
+		return err // a retry of lv's failed Unlock, now done
+	}
 	ok, lost := h.takeLevel(lv)
 	switch {
 	case !ok:
@@ -302,11 +312,12 @@ func (h *hold) unlock(lv *level) error {
 	r, err := sd.runRelease(release{owner: h.owner, count: h.count, sync: true})
 	switch {
 	case err != nil && !errors.Is(err, ErrNotReplicated):
-		// Most likely it ran (Redis was reachable a moment ago); if not,
-		// the last release finds a count it does not expect, reports
-		// ErrNotHeld, and the hold expires within its lease.
+		// It may or may not have run: the level is gone here, and its
+		// release is re-sent before the owner's next call, so that Redis
+		// counts it once either way.
 		h.count--
-		return err
+		h.pending = lv
+		return fmt.Errorf("%w; it is completed by a retry of this Unlock or by the hold's next Lock or Unlock", err)
 	case r.left < 0:
 		h.stopKeeper(-1)
 		h.lose(-1, fmt.Errorf("%q: the %s was found gone at its release", sd.name, sd.what))
@@ -314,6 +325,28 @@ func (h *hold) unlock(lv *level) error {
 	}
 	h.count = r.left
 	return err
+}
+
+// settle completes the release of a failed Unlock (h.pending), as a
+// retry: the script counts it once whether or not the first call ran. It
+// returns the level it completed, if any. The caller holds h.io.
+func (h *hold) settle() (*level, error) {
+	lv := h.pending
+	if lv == nil || h.lostOrDone() != nil {
+		return nil, nil // a lost hold has nothing left to release
+	}
+	sd := h.sd
+	r, err := sd.runRelease(release{owner: h.owner, count: h.count + 1, retry: true, sync: true})
+	switch {
+	case err != nil && !errors.Is(err, ErrNotReplicated):
+		return nil, err
+	case r.left < 0:
+		h.stopKeeper(-1)
+		h.lose(-1, fmt.Errorf("%q: the %s was found gone at its release", sd.name, sd.what))
+		return nil, fmt.Errorf("%w: %w", ErrNotHeld, h.lostOrDone())
+	}
+	h.pending = nil
+	return lv, nil
 }
 
 // releaseLast releases h's last hold. An exclusive hold with a local

@@ -87,15 +87,18 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (context.Contex
 //
 // Unlock ignores ctx's cancellation, so `defer m.Unlock(lctx)` works even
 // when lctx has ended; its Redis call is bounded by Options.ReleaseTimeout
-// instead, and retried while its reply is lost. If it still fails, the hold
-// ends locally and the lock expires within its lease.
+// instead, and retried while its reply is lost. If the last level's release
+// still fails, the hold ends locally and the lock expires within its lease.
+// If an inner level's fails, the level is gone here and its release is sent
+// again by a retry of this Unlock or before the hold's next Lock or Unlock,
+// so that Redis counts it once whether or not the first call ran.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	return m.c.unlockCarried(ctx, m.err, m.keys.Lock, m.name, "hold")
 }
 
 // Token returns the fencing token of the hold that ctx carries, even when
-// that hold was lost, or ErrNotHeld when it carries none or was unlocked. Tokens rise strictly from grant to grant of one lock, across
-// all clients; re-entries share their grant's token. Pass it with every
+// that hold was lost, or ErrNotHeld when it carries none or was unlocked.
+// Tokens rise strictly from grant to grant of one lock, across all clients; re-entries share their grant's token. Pass it with every
 // write to a resource the lock protects, and have the resource reject a
 // token below the highest it has seen: that is what stops a holder that
 // paused past its lease (see docs/safety.md). Token does no I/O.
