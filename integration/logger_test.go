@@ -19,7 +19,7 @@ import (
 // message, for tests to await.
 type logCapture struct {
 	mu      sync.Mutex
-	records []string // "LEVEL message"
+	records []string // "LEVEL message key=value..."
 }
 
 func (h *logCapture) Enabled(context.Context, slog.Level) bool { return true }
@@ -29,7 +29,12 @@ func (h *logCapture) WithGroup(string) slog.Handler            { return h }
 func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.records = append(h.records, r.Level.String()+" "+r.Message)
+	line := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		line += " " + a.String()
+		return true
+	})
+	h.records = append(h.records, line)
 	return nil
 }
 

@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -74,4 +76,39 @@ func TestStrangersFailedInnerUnlock(t *testing.T) {
 			require.False(t, exists(t, rc, m.Key()), "the lock outlived its final Unlock")
 		})
 	}
+}
+
+// TestStrangersDroppedLockContext (defect 13): Lock, then Unlock with the
+// parent context instead of the one Lock returned, used to leave the hold
+// renewed by the watchdog until Close. Once the lock context is
+// unreachable the hold is released, with a Warn that names the lock and
+// where Lock was called.
+func TestStrangersDroppedLockContext(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		rc := redisClient(t, tp)
+		logs := &logCapture{}
+		r, _, observed := observe(t)
+		m := lockClient(t, tp, observed(rlock.Options{Logger: slog.New(logs)})).Mutex(lockName(t))
+		lockAndDrop(t, ctx, m)
+		require.True(t, exists(t, rc, m.Key()))
+		awaitCond(t, 20*time.Second, "the dropped hold to be released", func() bool {
+			runtime.GC()
+			return !exists(t, rc, m.Key())
+		})
+		require.True(t, logs.saw(slog.LevelWarn, "dropped without its Unlock"), "no Warn: %v", logs.records)
+		require.True(t, logs.saw(slog.LevelWarn, "lockAndDrop"), "the Warn must say where Lock was called: %v", logs.records)
+		require.True(t, logs.saw(slog.LevelWarn, m.Name()), "the Warn must name the lock: %v", logs.records)
+		require.EqualValues(t, 1, r.value("latchkey.lock.leaked"))
+	})
+}
+
+// lockAndDrop locks m and makes the mistake: it unlocks with ctx, not the
+// lock context, which it then drops.
+//
+//go:noinline
+func lockAndDrop(t *testing.T, ctx context.Context, m *rlock.Mutex) {
+	_, err := m.Lock(ctx)
+	require.NoError(t, err)
+	require.ErrorIs(t, m.Unlock(ctx), rlock.ErrNotHeld)
 }

@@ -38,6 +38,9 @@ type Client struct {
 	// contenders counts goroutines that hold a turn's baton without holding
 	// the lock: Close waits for them to take their client off the queues.
 	contenders sync.WaitGroup
+	// leaks counts the unlocks of dropped lock contexts (hold.go's leaked)
+	// still running, which Close waits for.
+	leaks sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool
@@ -137,6 +140,7 @@ func (c *Client) Close() error {
 
 	c.close(ErrClosed)
 	c.contenders.Wait()
+	c.leaks.Wait()
 	c.wd.Close()
 	c.hub.Close()
 	for h := range holds {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,7 +61,9 @@ type hold struct {
 type level struct {
 	h        *hold
 	cancel   context.CancelCauseFunc
-	released bool // guarded by Client.mu
+	released bool      // guarded by Client.mu
+	callers  []uintptr // the stack of the Lock call, for the leak warning
+	cleanup  runtime.Cleanup
 }
 
 // levelKey is the context key under which a lock context carries its level,
@@ -141,16 +145,22 @@ func (h *hold) setLease(sent time.Time, lease time.Duration) {
 // localDeadline is a leased hold's current local deadline.
 func (h *hold) localDeadline() time.Time { return time.Unix(0, h.deadline.Load()) }
 
-// leaseCtx is a leased level's context. Its deadline is its hold's current
-// one, which Extend moves; the hold's lease timer, not a timer of the
-// context's own, ends it, so that one deadline rules every level.
-type leaseCtx struct {
+// lockCtx is the context a Lock returns. Only its caller (and contexts
+// derived from it) refer to it, so that the runtime can tell when it is
+// dropped without its Unlock (see leaked). Of a leased hold (lease not
+// nil) its deadline is the hold's current one, which Extend moves; the
+// hold's lease timer, not a timer of the context's own, ends it, so that
+// one deadline rules every level.
+type lockCtx struct {
 	context.Context
-	h *hold
+	lease *hold
 }
 
-func (c leaseCtx) Deadline() (time.Time, bool) {
-	d := c.h.localDeadline()
+func (c *lockCtx) Deadline() (time.Time, bool) {
+	if c.lease == nil {
+		return c.Context.Deadline()
+	}
+	d := c.lease.localDeadline()
 	if parent, ok := c.Context.Deadline(); ok && parent.Before(d) {
 		return parent, true
 	}
@@ -198,15 +208,18 @@ func (e *leaseEndError) Unwrap() error { return ErrLockLost }
 
 // addLevel makes the context a Lock returns: derived from parent, carrying
 // the level, and ended by the matching Unlock or when the hold is lost. A
-// fixed lease's local deadline is also the context's deadline (leaseCtx).
+// fixed lease's local deadline is also the context's deadline (lockCtx).
 func (h *hold) addLevel(parent context.Context) (context.Context, error) {
 	c := h.sd.c
-	lv := &level{h: h}
-	ctx := context.WithValue(parent, levelKey{c, h.sd.key}, lv)
-	ctx, lv.cancel = context.WithCancelCause(ctx)
+	lv := &level{h: h, callers: make([]uintptr, 16)}
+	lv.callers = lv.callers[:runtime.Callers(3, lv.callers)]
+	inner := context.WithValue(parent, levelKey{c, h.sd.key}, lv)
+	inner, lv.cancel = context.WithCancelCause(inner)
+	ctx := &lockCtx{Context: inner}
 	if h.lease {
-		ctx = leaseCtx{Context: ctx, h: h}
+		ctx.lease = h
 	}
+	lv.cleanup = runtime.AddCleanup(ctx, (*level).leaked, lv)
 	c.mu.Lock()
 	lost, closed := h.lost, c.closed
 	if lost == nil {
@@ -228,6 +241,47 @@ func (h *hold) addLevel(parent context.Context) (context.Context, error) {
 		h.lose(-1, h.expiredCause.Load())
 	}
 	return ctx, nil
+}
+
+// leaked runs when lv's lock context became unreachable. If lv was still
+// held, its Unlock can never come: warn, count it, and unlock it, as a
+// goroutine of its own (a cleanup must not block), which Close waits for.
+func (lv *level) leaked() {
+	h := lv.h
+	c := h.sd.c
+	c.mu.Lock()
+	live := !lv.released && !h.done && h.lost == nil && !c.closed
+	if live {
+		c.leaks.Add(1)
+	}
+	c.mu.Unlock()
+	if !live {
+		return
+	}
+	if l := c.opts.Logger; l != nil {
+		l.Warn("latchkey: a lock context was dropped without its Unlock; unlocking it (call Unlock with the context Lock returned)",
+			"lock", h.sd.name, "kind", h.sd.what, "locked_at", lv.lockedAt())
+	}
+	c.obs.leakedLevel(h.sd.metric, h.sd.name)
+	go func() {
+		defer c.leaks.Done()
+		_ = h.unlock(lv) // a failed release expires within its lease
+	}()
+}
+
+// lockedAt is where the Lock call of lv was made: the first frame of its
+// stack outside this package.
+func (lv *level) lockedAt() string {
+	frames := runtime.CallersFrames(lv.callers)
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, "github.com/latchkey/latchkey/rlock.") {
+			return fmt.Sprintf("%s (%s:%d)", f.Function, f.File, f.Line)
+		}
+		if !more {
+			return "unknown"
+		}
+	}
 }
 
 // reenter takes one more hold for the owner of lv. It never waits for
@@ -403,6 +457,7 @@ func (h *hold) takeLevel(lv *level) (ok bool, lost error) {
 		return false, nil
 	}
 	lv.released = true
+	lv.cleanup.Stop()
 	h.levels = slices.DeleteFunc(h.levels, func(x *level) bool { return x == lv })
 	return true, h.lost
 }

@@ -108,6 +108,7 @@ type observer struct {
 	lost      metric.Int64Counter
 	wakeups   metric.Int64Counter
 	forced    metric.Int64Counter
+	leaked    metric.Int64Counter
 	tracer    trace.Tracer // nil: no spans
 	meter     metric.Meter // nil: no metrics (passed to watchdog and notify)
 }
@@ -128,7 +129,7 @@ func newObserver(o Options) (*observer, error) {
 		mp = noop.NewMeterProvider()
 	}
 	m := mp.Meter(instrumentation)
-	var errs [7]error
+	var errs [8]error
 	ob.wait, errs[0] = m.Float64Histogram("latchkey.lock.wait.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from Lock or TryLock (not re-entries), or a latch's Await, to its outcome: acquired (for Await: the count reached zero), timeout (TryLock's wait or the context's deadline ran out), cancelled (context cancelled, client closed), error."),
 		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
@@ -145,6 +146,8 @@ func newObserver(o Options) (*observer, error) {
 		metric.WithDescription("Releases that woke a queued client, and latch count-downs whose zero reached a subscribed client (one message each); local handovers send none."))
 	ob.forced, errs[6] = m.Int64Counter("latchkey.lock.force_unlocks", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks this client deleted with ForceUnlock; their holders count them as lost (gone)."))
+	ob.leaked, errs[7] = m.Int64Counter("latchkey.lock.leaked", metric.WithUnit("{level}"),
+		metric.WithDescription("Lock contexts of live holds that became unreachable without their Unlock; latchkey unlocked them."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("%w: creating latchkey's instruments: %w", ErrInvalidOptions, err)
 	}
@@ -276,6 +279,14 @@ func (ob *observer) forceUnlocked(name string) {
 		return
 	}
 	ob.forced.Add(context.Background(), 1, ob.attrs(kindMutex, name, plain))
+}
+
+// leakedLevel records a lock context dropped without its Unlock.
+func (ob *observer) leakedLevel(k lockKind, name string) {
+	if ob == nil {
+		return
+	}
+	ob.leaked.Add(context.Background(), 1, ob.attrs(k, name, plain))
 }
 
 // reentered records a re-entry that succeeded.

@@ -57,6 +57,12 @@ func (m *Mutex) Key() string { return m.keys.Lock }
 // that always passes one works nested too. Transient Redis errors (a
 // dropped connection) are retried until ctx ends; errors Redis itself
 // returns end the call.
+//
+// Keep the returned context until its Unlock. If it becomes unreachable
+// while held (Unlock was given ctx instead, say), latchkey unlocks it
+// after a garbage collection, logs a Warn naming the lock and the Lock
+// call, and counts it in latchkey.lock.leaked: a dropped context must not
+// hold a lock for as long as the process lives.
 func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (context.Context, error) {
 	lo, err := m.check(ctx, opts, false)
 	if err != nil {
