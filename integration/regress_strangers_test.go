@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -111,4 +112,47 @@ func lockAndDrop(t *testing.T, ctx context.Context, m *rlock.Mutex) {
 	_, err := m.Lock(ctx)
 	require.NoError(t, err)
 	require.ErrorIs(t, m.Unlock(ctx), rlock.ErrNotHeld)
+}
+
+// TestStrangersSemaphoreExact (defect 5): Lua numbers are doubles, so a
+// size of 2^62 over-granted (a holder of 2^62 permits and a request for
+// one more both got in), stored counts as "4.6e+18" and broke Inspect.
+// Sizes are now bounded to 2^53-1, where every count is exact, and the
+// largest one works end to end.
+func TestStrangersSemaphoreExact(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		c := lockClient(t, tp, rlock.Options{})
+		_, _, err := c.Semaphore(lockName(t), 1<<62).TryAcquire(ctx, 1<<62)
+		require.ErrorIs(t, err, rlock.ErrInvalidArgument, "a size beyond 2^53-1 cannot be counted exactly")
+		_, err = c.Semaphore(lockName(t), math.MaxInt64).Available(ctx)
+		require.ErrorIs(t, err, rlock.ErrInvalidArgument)
+
+		const most = 1<<53 - 1
+		s := c.Semaphore(lockName(t), most)
+		all, ok, err := s.TryAcquire(ctx, most-1)
+		require.NoError(t, err)
+		require.True(t, ok)
+		one, ok, err := s.TryAcquire(ctx, 1)
+		require.NoError(t, err)
+		require.True(t, ok, "the last permit is free")
+		_, ok, err = s.TryAcquire(ctx, 1)
+		require.NoError(t, err)
+		require.False(t, ok, "every permit is held: no over-grant")
+		free, err := s.Available(ctx)
+		require.NoError(t, err)
+		require.Zero(t, free)
+		info, err := c.InspectSemaphore(ctx, s.Name())
+		require.NoError(t, err)
+		var held int64
+		for _, h := range info.Holders {
+			held += h.Permits
+		}
+		require.EqualValues(t, most, held, "Inspect reads the counts exactly")
+		require.NoError(t, s.Release(one))
+		require.NoError(t, s.Release(all))
+		free, err = s.Available(ctx)
+		require.NoError(t, err)
+		require.EqualValues(t, most, free)
+	})
 }

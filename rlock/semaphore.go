@@ -15,6 +15,10 @@ import (
 // on a name with the same size, or use another name.
 var ErrSizeMismatch = errors.New("latchkey: semaphore in use with another size")
 
+// MaxSemaphoreSize is the largest Semaphore size: 2^53-1, the largest
+// integer up to which the scripts' numbers (Lua's doubles) count exactly.
+const MaxSemaphoreSize = 1<<53 - 1
+
 // Semaphore is a handle on a named, distributed counting semaphore of a
 // fixed number of permits. Get it from Client.Semaphore.
 //
@@ -44,8 +48,9 @@ type Semaphore struct {
 // Semaphore returns a handle on the semaphore called name with size
 // permits. Names follow Mutex's rules; a Semaphore and a Mutex of the same
 // name are different objects (their keys share the name's Cluster slot).
-// A size below 1 is reported by the handle's methods as ErrInvalidArgument;
-// a size other than the one the name is in use with, as ErrSizeMismatch.
+// A size below 1 or above MaxSemaphoreSize is reported by the handle's
+// methods as ErrInvalidArgument; a size other than the one the name is in
+// use with, as ErrSizeMismatch.
 func (c *Client) Semaphore(name string, size int64) *Semaphore {
 	return c.newSemaphore(name, size, false)
 }
@@ -61,8 +66,8 @@ func (c *Client) SpinSemaphore(name string, size int64) *Semaphore {
 
 func (c *Client) newSemaphore(name string, size int64, spin bool) *Semaphore {
 	keys, err := lockKeys(c.opts.Prefix, name)
-	if err == nil && size < 1 {
-		err = fmt.Errorf("%w: semaphore %q: size %d must be at least 1", ErrInvalidArgument, name, size)
+	if err == nil && (size < 1 || size > MaxSemaphoreSize) {
+		err = fmt.Errorf("%w: semaphore %q: size %d must be between 1 and MaxSemaphoreSize (2^53-1)", ErrInvalidArgument, name, size)
 	}
 	return &Semaphore{c: c, name: name, size: size, keys: semKeys(keys), spin: spin, err: err}
 }
