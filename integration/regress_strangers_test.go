@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/latchkey/latchkey/rlock"
+	"github.com/latchkey/latchkey/watchdog"
 )
 
 // Regression tests of issue 21's defects ("ready for strangers") in the
@@ -155,4 +156,37 @@ func TestStrangersSemaphoreExact(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, most, free)
 	})
+}
+
+// TestStrangersWrongTypeKeyCostsOnlyItsLock (defect 4): a lock key written
+// over with another type (WRONGTYPE for the renew script's HEXISTS) used
+// to fail the whole renewal call, so every lease in its batch ended with
+// ErrExpired. Now only that lock is lost (gone), and the others of the
+// batch are renewed on.
+func TestStrangersWrongTypeKeyCostsOnlyItsLock(t *testing.T) {
+	ctx := context.Background()
+	tp := topologies()[0] // one batch: on standalone every key shares it
+	rc := redisClient(t, tp)
+	c := lockClient(t, tp, rlock.Options{WatchdogTimeout: 600 * time.Millisecond, WatchdogInterval: 200 * time.Millisecond})
+	var ms []*rlock.Mutex
+	var lctxs []context.Context
+	for range 3 {
+		m := c.Mutex(lockName(t))
+		ms = append(ms, m)
+		lctxs = append(lctxs, mustLock(t, ctx, m))
+	}
+	require.NoError(t, rc.Do(ctx, rc.B().Set().Key(ms[0].Key()).Value("not a lock").Build()).Error())
+	requireLost(t, lctxs[0], 10*time.Second, "the lock whose key was overwritten")
+	require.ErrorIs(t, context.Cause(lctxs[0]), watchdog.ErrGone)
+
+	// Past a whole lease of renewals after the loss, the others still hold.
+	renewed := c.WatchdogStats().Renewed
+	awaitCond(t, 10*time.Second, "the other locks' renewals to go on", func() bool {
+		return c.WatchdogStats().Renewed >= renewed+8
+	})
+	for i, lctx := range lctxs[1:] {
+		require.NoError(t, lctx.Err(), "lock %d of the batch was lost with the overwritten one: %v", i+1, context.Cause(lctx))
+		require.NoError(t, ms[i+1].Unlock(lctx))
+	}
+	require.NoError(t, rc.Do(ctx, rc.B().Del().Key(ms[0].Key()).Build()).Error())
 }

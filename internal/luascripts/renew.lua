@@ -16,20 +16,22 @@
 -- its keys' expiry is now at least the lease), 0 when it is not (nothing
 -- of the group changed). The ownership check is what stops a renewal in
 -- flight from reviving a lock that was released a moment before, or a
--- lease that ran out while its keys lived on for others.
+-- lease that ran out while its keys lived on for others. The checks read
+-- with pcall: a key written over with another type (WRONGTYPE) is a group
+-- not held, which costs its own lock, not every lock of the batch.
 local lease = tonumber(ARGV[1])
 local out = {}
 local now -- server time, read at the first lease set
 local first = 1
 while first <= #KEYS do
   local owner = ARGV[first + 1]
-  local held = redis.call('hexists', KEYS[first], owner) == 1
+  local held = redis.pcall('hexists', KEYS[first], owner) == 1
   local last = first
   while ARGV[last + 2] == '' or ARGV[last + 2] == '#lease' do
     last = last + 1
     if held and ARGV[last + 1] == '#lease' then
       now = now or server_ms()
-      held = (tonumber(redis.call('zscore', KEYS[last], owner)) or -1) >= now
+      held = (tonumber(redis.pcall('zscore', KEYS[last], owner)) or -1) >= now
     end
   end
   for i = first, last do
