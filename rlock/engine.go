@@ -556,3 +556,14 @@ func sleep(ctx context.Context, closing context.Context, d time.Duration) bool {
 	defer context.AfterFunc(closing, stop)()
 	return luascripts.Sleep(ctx, d)
 }
+
+// replyOf is the engine's view of an acquire script's reply; fail refuses
+// for good.
+func replyOf(r luascripts.AcquireReply, fail error) reply {
+	return reply{granted: r.Acquired, token: r.Token, pttl: r.PTTL, reserved: r.Reserved, fail: fail}
+}
+
+// releasedOf is the engine's view of a release script's reply.
+func releasedOf(r luascripts.ReleaseReply) released {
+	return released{left: r.Left, handed: r.Handed, token: r.Token, woke: r.Woken}
+}

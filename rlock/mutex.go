@@ -173,7 +173,7 @@ func (c *Client) newMutex(name string, spin bool) *Mutex {
 			r, err := luascripts.RunAcquire(ctx, c.rc, keys, luascripts.AcquireArgs{
 				Owner: owner, Lease: lease, Client: c.id, Waiter: queued, Sync: c.opts.sync(), About: c.about,
 			})
-			return reply{granted: r.Acquired, token: r.Token, pttl: r.PTTL, reserved: r.Reserved}, err
+			return replyOf(r, nil), err
 		},
 		reenter: func(ctx context.Context, owner string) (int64, error) {
 			return luascripts.RunReenter(ctx, c.rc, keys, owner)
@@ -191,14 +191,7 @@ func (c *Client) newMutex(name string, spin bool) *Mutex {
 				a.Heir, a.HeirLease, a.HeirAbout = r.heir, r.heirLease, c.about
 			}
 			out, err := luascripts.RunRelease(ctx, c.rc, keys, a)
-			res := released{left: int64(out.Status), token: out.Token}
-			if out.Status == luascripts.ReleaseHandedOver {
-				res.left, res.handed = 0, true
-			}
-			if out.Woke {
-				res.woke = 1
-			}
-			return res, err
+			return releasedOf(out), err
 		},
 		leave: func(ctx context.Context) error {
 			_, err := luascripts.RunLeave(ctx, c.rc, keys, c.id, c.wake)

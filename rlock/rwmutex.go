@@ -75,7 +75,7 @@ func (rw *RWMutex) newSide(write, spin bool, writer string) *side {
 			r, err := luascripts.RunRWAcquire(ctx, c.rc, keys, write, luascripts.RWAcquireArgs{
 				Owner: owner, Lease: lease, Client: c.id, Queued: queued, Writer: writer, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
 			})
-			return reply{granted: r.Granted, token: r.Token, pttl: r.PTTL}, err
+			return replyOf(r, nil), err
 		},
 		reenter: func(ctx context.Context, owner string) (int64, error) {
 			return luascripts.RunRWReenter(ctx, c.rc, keys, owner)
@@ -85,8 +85,8 @@ func (rw *RWMutex) newSide(write, spin bool, writer string) *side {
 			if r.sync {
 				a.Sync = c.opts.sync()
 			}
-			left, woken, err := luascripts.RunRWUnlock(ctx, c.rc, keys, a)
-			return released{left: left, woke: woken}, err
+			out, err := luascripts.RunRWUnlock(ctx, c.rc, keys, a)
+			return releasedOf(out), err
 		},
 		leave: func(ctx context.Context) error { return luascripts.RunRWLeave(ctx, c.rc, keys, c.id, write, c.wake) },
 		// The readers share their keys: each renewal checks and moves the

@@ -157,19 +157,19 @@ func (s *Semaphore) side(n int64) *side {
 			r, err := luascripts.RunSemAcquire(ctx, c.rc, keys, luascripts.SemAcquireArgs{
 				Owner: owner, Permits: n, Size: s.size, Lease: lease, Client: c.id, Queued: queued, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
 			})
-			out := reply{granted: r.Granted, pttl: r.PTTL}
+			var fail error
 			if r.Size != 0 {
-				out.fail = s.mismatch(r.Size)
+				fail = s.mismatch(r.Size)
 			}
-			return out, err
+			return replyOf(r, fail), err
 		},
 		release: func(ctx context.Context, r release) (released, error) {
 			a := luascripts.SemReleaseArgs{Owner: r.owner, Size: s.size, Wake: c.wake, Retry: r.retry}
 			if r.sync {
 				a.Sync = c.opts.sync()
 			}
-			status, woken, err := luascripts.RunSemRelease(ctx, c.rc, keys, a)
-			return released{left: status, woke: woken}, err
+			out, err := luascripts.RunSemRelease(ctx, c.rc, keys, a)
+			return releasedOf(out), err
 		},
 		leave: func(ctx context.Context) error {
 			_, err := luascripts.RunSemLeave(ctx, c.rc, keys, c.id, s.size, c.wake)

@@ -14,7 +14,7 @@
 -- ARGV[5]  the caller's client description, for the holder record and,
 --          when it queues, the queue's description hash
 --
--- Returns {1, 1, token} when granted (token: the grant's fencing token, one
+-- Returns {1, token} when granted (token: the grant's fencing token, one
 -- more than any before), {0, pttl} when refused: pttl is how long the
 -- holder's lease lasts, -1 without expiry; or {0, pttl, 1} when refused
 -- because the free lock is reserved for another client, for pttl: the
@@ -53,7 +53,7 @@ if pttl == -2 then
   end
   local token = redis.call('incr', fence)
   describe(record, owner, token, ARGV[5], lease)
-  return {1, 1, token}
+  return {1, token}
 end
 if waiter then
   enqueue(queue, desc, client, pttl, ARGV[5])

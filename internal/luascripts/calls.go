@@ -71,17 +71,8 @@ func (k Keys) AcquireKeys() []string {
 // not acknowledge is returned with a *NotReplicatedError beside it; the
 // grant stands until the caller undoes it.
 func RunAcquire(ctx context.Context, c rueidis.Client, k Keys, a AcquireArgs) (AcquireReply, error) {
-	res, notSynced := Acquire.ExecSync(ctx, c, k.AcquireKeys(),
+	return runAcquire(ctx, c, Acquire, k.AcquireKeys(),
 		[]string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter), recordAbout(a.About)}, a.Sync)
-	v, err := res.AsIntSlice()
-	if err != nil {
-		return AcquireReply{}, err
-	}
-	r, err := ParseAcquire(v)
-	if err == nil && r.Acquired && notSynced != nil {
-		return r, notSynced
-	}
-	return r, err
 }
 
 // recordAbout is the holder record's tail (record.lua): the time the grant
@@ -121,16 +112,7 @@ func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (R
 	if a.Heir != "" {
 		args = append(args, a.Heir, Millis(a.HeirLease), recordAbout(a.HeirAbout))
 	}
-	res, notSynced := Release.ExecSync(ctx, c, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation, k.Holder, k.QueueDesc}, args, a.Sync)
-	v, err := res.AsIntSlice()
-	if err != nil {
-		return ReleaseReply{}, err
-	}
-	r, err := ParseRelease(v)
-	if err == nil && notSynced != nil {
-		return r, notSynced
-	}
-	return r, err
+	return runRelease(ctx, c, Release, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation, k.Holder, k.QueueDesc}, args, a.Sync)
 }
 
 // RunLeave runs the leave script for client; it reports whether the lock

@@ -73,16 +73,16 @@ func TestQueueDescriptions(t *testing.T) {
 		t.Cleanup(func() { // t.Context() has ended by then
 			assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Write, k.Readers, k.ReadLeases, k.ReadRecords, k.QueueR, k.QueueW, k.QueueRDesc, k.QueueWDesc, k.Fence).Build()).Error())
 		})
-		rw := func(write bool, owner, client string, queued bool) luascripts.RWAcquireReply {
+		rw := func(write bool, owner, client string, queued bool) luascripts.AcquireReply {
 			t.Helper()
 			r, err := luascripts.RunRWAcquire(ctx, c, k, write, luascripts.RWAcquireArgs{
 				Owner: owner, Lease: lease, Client: client, Queued: queued, Wake: wake, About: `{"id":"` + client + `"}`})
 			require.NoError(t, err)
 			return r
 		}
-		require.True(t, rw(true, "w", "cw", false).Granted)
-		require.False(t, rw(false, "r1", "cr1", true).Granted)
-		require.False(t, rw(true, "w2", "cw2", true).Granted)
+		require.True(t, rw(true, "w", "cw", false).Acquired)
+		require.False(t, rw(false, "r1", "cr1", true).Acquired)
+		require.False(t, rw(true, "w2", "cw2", true).Acquired)
 		assert.Equal(t, map[string]string{"cr1": `{"id":"cr1"}`}, describedQueue(t, c, k.QueueRDesc))
 		assert.Equal(t, map[string]string{"cw2": `{"id":"cw2"}`}, describedQueue(t, c, k.QueueWDesc))
 		d, err := luascripts.ParseRWDescribe(describe(t, c, luascripts.RWDescribe, luascripts.RWDescribeCall(k, 10)))
@@ -95,10 +95,10 @@ func TestQueueDescriptions(t *testing.T) {
 		require.Len(t, d.QueueW.Clients, 1)
 
 		// The write release wakes cr1, nobody listens: dropped.
-		left, woken, err := luascripts.RunRWUnlock(ctx, c, k, luascripts.RWUnlockArgs{Owner: "w", Write: true, Count: 1, Wake: wake})
+		out, err := luascripts.RunRWUnlock(ctx, c, k, luascripts.RWUnlockArgs{Owner: "w", Write: true, Count: 1, Wake: wake})
 		require.NoError(t, err)
-		assert.Zero(t, left)
-		assert.Zero(t, woken, "nobody listened")
+		assert.Zero(t, out.Left)
+		assert.Zero(t, out.Woken, "nobody listened")
 		assert.False(t, exists(t, c, k.QueueRDesc), "a dropped reader's description stayed")
 		assert.False(t, exists(t, c, k.Write), "the write record outlived the hold")
 		require.NoError(t, luascripts.RunRWLeave(ctx, c, k, "cw2", true, wake))
@@ -106,15 +106,15 @@ func TestQueueDescriptions(t *testing.T) {
 	})
 	t.Run("Semaphore", func(t *testing.T) {
 		f := newSem(t, c, []string{standaloneAddr}, false, 1)
-		sem := func(owner, client string) luascripts.SemAcquireReply {
+		sem := func(owner, client string) luascripts.AcquireReply {
 			t.Helper()
 			r, err := luascripts.RunSemAcquire(ctx, c, f.k, luascripts.SemAcquireArgs{
 				Owner: owner, Permits: 1, Size: 1, Lease: lease, Client: client, Queued: true, Wake: wake, About: `{"id":"` + client + `"}`})
 			require.NoError(t, err)
 			return r
 		}
-		require.True(t, sem("a", "ca").Granted)
-		require.False(t, sem("b", "cb").Granted)
+		require.True(t, sem("a", "ca").Acquired)
+		require.False(t, sem("b", "cb").Acquired)
 		assert.Equal(t, map[string]string{"cb": `{"id":"cb"}`}, describedQueue(t, c, f.k.QueueDesc))
 		d, err := luascripts.ParseSemDescribe(describe(t, c, luascripts.SemDescribe, luascripts.SemDescribeCall(f.k, 10)))
 		require.NoError(t, err)
@@ -124,10 +124,10 @@ func TestQueueDescriptions(t *testing.T) {
 		assert.EqualValues(t, 1, d.Queue.Clients[0].Want)
 		assert.EqualValues(t, 1, d.Size)
 
-		status, woken, err := luascripts.RunSemRelease(ctx, c, f.k, luascripts.SemReleaseArgs{Owner: "a", Size: 1, Wake: wake})
+		out, err := luascripts.RunSemRelease(ctx, c, f.k, luascripts.SemReleaseArgs{Owner: "a", Size: 1, Wake: wake})
 		require.NoError(t, err)
-		assert.Zero(t, status)
-		assert.Zero(t, woken, "nobody listened")
+		assert.Zero(t, out.Left)
+		assert.Zero(t, out.Woken, "nobody listened")
 		assert.False(t, exists(t, c, f.k.QueueDesc), "a dropped client's description stayed")
 	})
 }

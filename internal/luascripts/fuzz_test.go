@@ -53,33 +53,40 @@ func words(v ...int64) []byte {
 }
 
 func FuzzParseAcquire(f *testing.F) {
-	f.Add(words(1, 1, 0))  // a grant without a token
-	f.Add(words(1, 2, 5))  // a re-entry's count: not acquire's
-	f.Add(words(1, 1, 7))  // a grant
+	f.Add(words(1, 0))     // a grant without a token (a reader, permits)
+	f.Add(words(1, 1, 7))  // the old three-word grant
+	f.Add(words(1, 7))     // a grant
 	f.Add(words(0, -2, 0)) // refused, too long
+	f.Add(words(-1, 3))    // a size mismatch
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v := ints(data)
 		r, err := luascripts.ParseAcquire(v)
-		granted := len(v) == 3 && v[0] == 1 && v[1] == 1 && v[2] > 0
+		granted := len(v) == 2 && v[0] == 1 && v[1] >= 0
 		refused := len(v) == 2 && v[0] == 0 && v[1] >= -2
+		reserved := len(v) == 3 && v[0] == 0 && v[1] >= 0 && v[2] == 1
+		mismatch := len(v) == 2 && v[0] == -1 && v[1] > 0
 		if err != nil {
 			requireUnexpected(t, v, err, r == luascripts.AcquireReply{})
-			if granted || refused {
+			if granted || refused || reserved || mismatch {
 				t.Fatalf("%v: a valid reply rejected: %v", v, err)
 			}
 			return
 		}
+		var want luascripts.AcquireReply
 		switch {
 		case granted:
-			if r != (luascripts.AcquireReply{Acquired: true, Token: v[2]}) {
-				t.Fatalf("%v: grant decoded as %+v", v, r)
-			}
+			want = luascripts.AcquireReply{Acquired: true, Token: v[1]}
 		case refused:
-			if r != (luascripts.AcquireReply{PTTL: pttlOf(v[1])}) {
-				t.Fatalf("%v: refusal decoded as %+v", v, r)
-			}
+			want = luascripts.AcquireReply{PTTL: pttlOf(v[1])}
+		case reserved:
+			want = luascripts.AcquireReply{PTTL: pttlOf(v[1]), Reserved: true}
+		case mismatch:
+			want = luascripts.AcquireReply{Size: v[1]}
 		default:
 			t.Fatalf("%v: accepted as %+v", v, r)
+		}
+		if r != want {
+			t.Fatalf("%v: decoded as %+v, want %+v", v, r, want)
 		}
 	})
 }
@@ -87,11 +94,11 @@ func FuzzParseAcquire(f *testing.F) {
 func FuzzParseRelease(f *testing.F) {
 	f.Add(int64(-3), int64(0)) // a handover retried after the counter was lost
 	f.Add(int64(-1), int64(3))
-	f.Fuzz(func(t *testing.T, status, token int64) {
-		v := []int64{status, token}
+	f.Fuzz(func(t *testing.T, status, second int64) {
+		v := []int64{status, second}
 		r, err := luascripts.ParseRelease(v)
-		woke := status == 0 && token == 1 // freed, and a queued client woken
-		valid := (status == -3 && token >= 0) || ((status == -1 || status >= 0) && token == 0) || woke
+		handed := status == -3 && second >= 0
+		valid := handed || (status >= -1 && second >= 0)
 		if err != nil {
 			requireUnexpected(t, v, err, r == luascripts.ReleaseReply{})
 			if valid {
@@ -102,9 +109,9 @@ func FuzzParseRelease(f *testing.F) {
 		switch {
 		case !valid:
 			t.Fatalf("%v: accepted as %+v", v, r)
-		case woke && (r.Status != luascripts.Released || r.Token != 0 || !r.Woke):
+		case handed && r != (luascripts.ReleaseReply{Handed: true, Token: second}):
 			t.Fatalf("%v decoded as %+v", v, r)
-		case !woke && (int64(r.Status) != status || r.Token != token):
+		case !handed && r != (luascripts.ReleaseReply{Left: status, Woken: second}):
 			t.Fatalf("%v decoded as %+v", v, r)
 		}
 	})

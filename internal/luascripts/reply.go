@@ -1,9 +1,12 @@
 package luascripts
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redis/rueidis"
 )
 
 // ErrUnexpectedReply means a script answered with something its header does
@@ -15,22 +18,28 @@ func unexpected(script string, v any) error {
 	return fmt.Errorf("%w from %s: %v", ErrUnexpectedReply, script, v)
 }
 
-// AcquireReply is the acquire script's answer.
+// AcquireReply is every acquire script's answer (acquire, rwread, rwwrite,
+// semacquire), one shape for every kind.
 type AcquireReply struct {
-	Acquired bool          // the caller holds the lock now, with a hold count of 1
-	Token    int64         // the grant's fencing token, when Acquired
-	PTTL     time.Duration // how long to wait, when not Acquired; < 0 when the holder has no expiry
+	Acquired bool          // the caller holds now, with a hold count of 1
+	Token    int64         // the grant's fencing token; 0 for a side without
+	PTTL     time.Duration // refused: how long to wait without a message; < 0 for no bound
 	// Reserved: refused because the free lock is reserved for another
 	// client, for PTTL. Whether that client took it, a PTTL of the lock
 	// tells more cheaply than another try.
 	Reserved bool
+	// Size: a Semaphore in use with this size, not the caller's (nothing
+	// was done); else 0.
+	Size int64
 }
 
-// ParseAcquire decodes the acquire script's {1, 1, token} / {0, pttl} reply.
+// ParseAcquire decodes {1, token} (granted), {0, pttl} (refused), {0,
+// pttl, 1} (refused for another's reservation) and {-1, size} (a
+// Semaphore's size mismatch).
 func ParseAcquire(v []int64) (AcquireReply, error) {
 	switch {
-	case len(v) == 3 && v[0] == 1 && v[1] == 1 && v[2] > 0:
-		return AcquireReply{Acquired: true, Token: v[2]}, nil
+	case len(v) == 2 && v[0] == 1 && v[1] >= 0:
+		return AcquireReply{Acquired: true, Token: v[1]}, nil
 	case len(v) == 2 && v[0] == 0 && v[1] >= -2:
 		// PTTL is -1 for a key without expiry; -2 (a key that vanished
 		// between two calls of one script) cannot happen, but a decoder
@@ -38,37 +47,62 @@ func ParseAcquire(v []int64) (AcquireReply, error) {
 		return AcquireReply{PTTL: pttl(v[1])}, nil
 	case len(v) == 3 && v[0] == 0 && v[1] >= 0 && v[2] == 1:
 		return AcquireReply{PTTL: pttl(v[1]), Reserved: true}, nil
+	case len(v) == 2 && v[0] == -1 && v[1] > 0:
+		return AcquireReply{Size: v[1]}, nil
 	}
 	return AcquireReply{}, unexpected("acquire", v)
 }
 
-// ReleaseStatus is the release script's answer.
-type ReleaseStatus int
-
-// Release outcomes; a positive value is the number of holds left.
-const (
-	ReleaseNotHeld    ReleaseStatus = -1
-	ReleaseHandedOver ReleaseStatus = -3 // the heir holds the lock now
-	Released          ReleaseStatus = 0
-)
-
-// ReleaseReply is the release script's answer.
+// ReleaseReply is every release script's answer (release, rwunlock,
+// semrelease).
 type ReleaseReply struct {
-	Status ReleaseStatus
-	Token  int64 // the heir's fencing token, when Status is ReleaseHandedOver
-	Woke   bool  // freed, and a wake-up went to a queued client
+	Left   int64 // holds left (0: released); -1 when the owner did not hold with that count
+	Woken  int64 // queued clients woken
+	Handed bool  // the heir holds the lock now (release's handover)
+	Token  int64 // the heir's fencing token, when Handed
 }
 
-// ParseRelease decodes the release script's {status, token} reply.
+// ParseRelease decodes {left, woken}, or {-3, token} for a handover.
 func ParseRelease(v []int64) (ReleaseReply, error) {
 	switch {
 	case len(v) != 2:
-	case v[0] == -3 && v[1] >= 0, (v[0] == -1 || v[0] >= 0) && v[1] == 0:
-		return ReleaseReply{Status: ReleaseStatus(v[0]), Token: v[1]}, nil
-	case v[0] == 0 && v[1] == 1:
-		return ReleaseReply{Status: Released, Woke: true}, nil
+	case v[0] == -3 && v[1] >= 0:
+		return ReleaseReply{Handed: true, Token: v[1]}, nil
+	case v[0] >= -1 && v[1] >= 0:
+		return ReleaseReply{Left: v[0], Woken: v[1]}, nil
 	}
 	return ReleaseReply{}, unexpected("release", v)
+}
+
+// runAcquire runs an acquire script; a grant that y's replicas did not
+// acknowledge comes with a *NotReplicatedError beside it, and stands until
+// the caller undoes it.
+func runAcquire(ctx context.Context, c rueidis.Client, s *Script, keys, args []string, y Sync) (AcquireReply, error) {
+	res, notSynced := s.ExecSync(ctx, c, keys, args, y)
+	v, err := res.AsIntSlice()
+	if err != nil {
+		return AcquireReply{}, err
+	}
+	r, err := ParseAcquire(v)
+	if err == nil && r.Acquired {
+		return r, notSynced
+	}
+	return r, err
+}
+
+// runRelease runs a release script; one that y's replicas did not
+// acknowledge comes with a *NotReplicatedError beside it: it ran.
+func runRelease(ctx context.Context, c rueidis.Client, s *Script, keys, args []string, y Sync) (ReleaseReply, error) {
+	res, notSynced := s.ExecSync(ctx, c, keys, args, y)
+	v, err := res.AsIntSlice()
+	if err != nil {
+		return ReleaseReply{}, err
+	}
+	r, err := ParseRelease(v)
+	if err == nil {
+		return r, notSynced
+	}
+	return r, err
 }
 
 // ParseRenew decodes the renew script's per-key 0/1 array for a batch of n keys.

@@ -18,13 +18,15 @@ func TestParseAcquire(t *testing.T) {
 		in   []int64
 		want luascripts.AcquireReply
 	}{
-		{[]int64{1, 1, 1}, luascripts.AcquireReply{Acquired: true, Token: 1}},
-		{[]int64{1, 1, 42}, luascripts.AcquireReply{Acquired: true, Token: 42}},
+		{[]int64{1, 1}, luascripts.AcquireReply{Acquired: true, Token: 1}},
+		{[]int64{1, 42}, luascripts.AcquireReply{Acquired: true, Token: 42}},
+		{[]int64{1, 0}, luascripts.AcquireReply{Acquired: true}}, // a reader or permits: no token
 		{[]int64{0, 1500}, luascripts.AcquireReply{PTTL: 1500 * time.Millisecond}},
 		{[]int64{0, 0}, luascripts.AcquireReply{PTTL: 0}},
 		{[]int64{0, -1}, luascripts.AcquireReply{PTTL: -time.Millisecond}},     // holder without expiry
 		{[]int64{0, -2}, luascripts.AcquireReply{PTTL: -2 * time.Millisecond}}, // vanished
 		{[]int64{0, 40, 1}, luascripts.AcquireReply{PTTL: 40 * time.Millisecond, Reserved: true}},
+		{[]int64{-1, 5}, luascripts.AcquireReply{Size: 5}}, // a Semaphore in use with size 5
 	}
 	for _, tc := range valid {
 		t.Run(fmt.Sprint(tc.in), func(t *testing.T) {
@@ -37,18 +39,14 @@ func TestParseAcquire(t *testing.T) {
 		nil,
 		{},
 		{1},
-		{1, 1},       // acquired without a token
 		{0, 1, 2},    // refused with a token
 		{0, -1, 1},   // a reservation always has an expiry
+		{1, 1, 1},    // the old three-word grant
 		{1, 1, 1, 1}, // too long
-		{1, 2, 1},    // a grant is a first hold: re-entry has its own script
-		{1, 0, 1},    // acquired with no hold
-		{1, -1, 1},   // acquired with a negative hold
-		{1, 1, 0},    // a grant always takes a token
-		{1, 1, -1},   // negative token
+		{1, -1},      // negative token
 		{0, -3},      // PTTL below -2 does not exist
 		{2, 1},
-		{-1, 0},
+		{-1, 0}, // a size is at least 1
 	}
 	for _, in := range invalid {
 		t.Run(fmt.Sprintf("invalid %v", in), func(t *testing.T) {
@@ -66,13 +64,15 @@ func TestParseRelease(t *testing.T) {
 		in   []int64
 		want luascripts.ReleaseReply
 	}{
-		{[]int64{-3, 7}, luascripts.ReleaseReply{Status: luascripts.ReleaseHandedOver, Token: 7}},
-		{[]int64{-3, 0}, luascripts.ReleaseReply{Status: luascripts.ReleaseHandedOver}}, // a retry after the counter was deleted
-		{[]int64{-1, 0}, luascripts.ReleaseReply{Status: luascripts.ReleaseNotHeld}},
-		{[]int64{0, 0}, luascripts.ReleaseReply{Status: luascripts.Released}},
-		{[]int64{0, 1}, luascripts.ReleaseReply{Status: luascripts.Released, Woke: true}},
-		{[]int64{1, 0}, luascripts.ReleaseReply{Status: 1}},
-		{[]int64{42, 0}, luascripts.ReleaseReply{Status: 42}},
+		{[]int64{-3, 7}, luascripts.ReleaseReply{Handed: true, Token: 7}},
+		{[]int64{-3, 0}, luascripts.ReleaseReply{Handed: true}}, // a retry after the counter was deleted
+		{[]int64{-1, 0}, luascripts.ReleaseReply{Left: -1}},
+		{[]int64{-1, 2}, luascripts.ReleaseReply{Left: -1, Woken: 2}}, // a Semaphore's leftovers cleared
+		{[]int64{0, 0}, luascripts.ReleaseReply{}},
+		{[]int64{0, 1}, luascripts.ReleaseReply{Woken: 1}},
+		{[]int64{0, 3}, luascripts.ReleaseReply{Woken: 3}}, // readers, permits
+		{[]int64{1, 0}, luascripts.ReleaseReply{Left: 1}},
+		{[]int64{42, 0}, luascripts.ReleaseReply{Left: 42}},
 	}
 	for _, tc := range valid {
 		t.Run(fmt.Sprint(tc.in), func(t *testing.T) {
@@ -84,8 +84,7 @@ func TestParseRelease(t *testing.T) {
 	for _, in := range [][]int64{
 		nil, {0}, {1, 0, 0},
 		{-2, 0}, {-4, 0}, {-100, 0}, // no such status
-		{0, 2}, {1, 1}, {-1, 5}, // a token without a handover
-		{-3, -1},
+		{0, -1}, {-3, -1},
 	} {
 		t.Run(fmt.Sprintf("invalid %v", in), func(t *testing.T) {
 			_, err := luascripts.ParseRelease(in)

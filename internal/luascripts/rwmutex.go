@@ -63,41 +63,16 @@ type RWAcquireArgs struct {
 	About  string // the caller's client description, for the grant's record
 }
 
-// RWAcquireReply is the reply of RWRead and RWWrite.
-type RWAcquireReply struct {
-	Granted bool
-	Token   int64         // RWWrite's grant: its fencing token
-	PTTL    time.Duration // refused: how long the state may last without a message; -1ms: no bound
-}
-
 // RunRWAcquire runs RWWrite when write, else RWRead. A grant that a.Sync's
 // replicas did not acknowledge is returned with a *NotReplicatedError
 // beside it.
-func RunRWAcquire(ctx context.Context, c rueidis.Client, k RWKeys, write bool, a RWAcquireArgs) (RWAcquireReply, error) {
-	var res rueidis.RedisResult
-	var notSynced error
+func RunRWAcquire(ctx context.Context, c rueidis.Client, k RWKeys, write bool, a RWAcquireArgs) (AcquireReply, error) {
 	if write {
-		res, notSynced = RWWrite.ExecSync(ctx, c, append(k.scripts(), k.Fence),
+		return runAcquire(ctx, c, RWWrite, append(k.scripts(), k.Fence),
 			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.spec(), recordAbout(a.About)}, a.Sync)
-	} else {
-		res, notSynced = RWRead.ExecSync(ctx, c, k.scripts(),
-			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Writer, a.Wake.spec(), recordAbout(a.About)}, a.Sync)
 	}
-	v, err := res.AsIntSlice()
-	if err != nil {
-		return RWAcquireReply{}, err
-	}
-	switch {
-	case len(v) >= 1 && v[0] == 1 && (!write || len(v) == 2 && v[1] > 0):
-		r := RWAcquireReply{Granted: true}
-		if write {
-			r.Token = v[1]
-		}
-		return r, notSynced
-	case len(v) == 2 && v[0] == 0 && v[1] >= -1:
-		return RWAcquireReply{PTTL: time.Duration(v[1]) * time.Millisecond}, nil
-	}
-	return RWAcquireReply{}, unexpected("rw acquire", v)
+	return runAcquire(ctx, c, RWRead, k.scripts(),
+		[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Writer, a.Wake.spec(), recordAbout(a.About)}, a.Sync)
 }
 
 // RunRWReenter runs RWReenter: the reader's new hold count, 0 when its
@@ -120,32 +95,23 @@ type RWUnlockArgs struct {
 	Sync  Sync // replicas to acknowledge the release
 }
 
-// RunRWUnlock runs RWUnlock: the holds left, or -1 when the owner did not
-// hold with that count, and how many queued clients the release woke. A
-// release a.Sync's replicas did not acknowledge is returned with a
+// RunRWUnlock runs RWUnlock (see ReleaseReply; it hands over to nobody).
+// A release a.Sync's replicas did not acknowledge is returned with a
 // *NotReplicatedError beside it: it ran.
-func RunRWUnlock(ctx context.Context, c rueidis.Client, k RWKeys, a RWUnlockArgs) (left, woken int64, err error) {
-	side := "r"
-	if a.Write {
-		side = "w"
+func RunRWUnlock(ctx context.Context, c rueidis.Client, k RWKeys, a RWUnlockArgs) (ReleaseReply, error) {
+	return runRelease(ctx, c, RWUnlock, k.scripts(),
+		[]string{k.Base, a.Owner, side(a.Write), strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry)}, a.Sync)
+}
+
+// side is the rw scripts' argument for the write side ("w") or the read side ("r").
+func side(write bool) string {
+	if write {
+		return "w"
 	}
-	res, notSynced := RWUnlock.ExecSync(ctx, c, k.scripts(),
-		[]string{k.Base, a.Owner, side, strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry)}, a.Sync)
-	v, err := res.AsIntSlice()
-	if err != nil {
-		return 0, 0, err
-	}
-	if len(v) != 2 || v[0] < -1 || v[1] < 0 {
-		return 0, 0, unexpected("rwunlock", v)
-	}
-	return v[0], v[1], notSynced
+	return "r"
 }
 
 // RunRWLeave runs RWLeave for client's reader (write false) or writer entry.
 func RunRWLeave(ctx context.Context, c rueidis.Client, k RWKeys, client string, write bool, w Wake) error {
-	side := "r"
-	if write {
-		side = "w"
-	}
-	return RWLeave.Exec(ctx, c, k.scripts(), []string{k.Base, client, w.spec(), side}).Error()
+	return RWLeave.Exec(ctx, c, k.scripts(), []string{k.Base, client, w.spec(), side(write)}).Error()
 }

@@ -49,7 +49,7 @@ func (f rwFixture) gone() {
 	assert.Zero(f.t, n, "keys of the RWMutex left")
 }
 
-func (f rwFixture) acquire(write bool, owner, client string, queued bool, l time.Duration) luascripts.RWAcquireReply {
+func (f rwFixture) acquire(write bool, owner, client string, queued bool, l time.Duration) luascripts.AcquireReply {
 	f.t.Helper()
 	r, err := luascripts.RunRWAcquire(f.t.Context(), f.c, f.k, write, luascripts.RWAcquireArgs{
 		Owner: owner, Lease: l, Client: client, Queued: queued, Wake: f.wake, About: `{"id":"` + client + `"}`})
@@ -57,11 +57,11 @@ func (f rwFixture) acquire(write bool, owner, client string, queued bool, l time
 	return r
 }
 
-func (f rwFixture) read(owner, client string, queued bool) luascripts.RWAcquireReply {
+func (f rwFixture) read(owner, client string, queued bool) luascripts.AcquireReply {
 	return f.acquire(false, owner, client, queued, lease)
 }
 
-func (f rwFixture) write(owner, client string, queued bool) luascripts.RWAcquireReply {
+func (f rwFixture) write(owner, client string, queued bool) luascripts.AcquireReply {
 	return f.acquire(true, owner, client, queued, lease)
 }
 
@@ -69,9 +69,9 @@ func (f rwFixture) write(owner, client string, queued bool) luascripts.RWAcquire
 // left and the clients woken.
 func (f rwFixture) unlock(owner string, write bool, n int64, retry bool) (int64, int64) {
 	f.t.Helper()
-	left, woken, err := luascripts.RunRWUnlock(f.t.Context(), f.c, f.k, luascripts.RWUnlockArgs{Owner: owner, Write: write, Count: n, Wake: f.wake, Retry: retry})
+	out, err := luascripts.RunRWUnlock(f.t.Context(), f.c, f.k, luascripts.RWUnlockArgs{Owner: owner, Write: write, Count: n, Wake: f.wake, Retry: retry})
 	require.NoError(f.t, err)
-	return left, woken
+	return out.Left, out.Woken
 }
 
 func (f rwFixture) reenter(owner string) int64 {
@@ -105,8 +105,8 @@ func (f rwFixture) listen(client string, write bool) listener {
 // behind.
 func TestRWReadersAndWriters(t *testing.T) {
 	f := newRW(t, standaloneClient(t))
-	require.True(t, f.read("R1", "c1", false).Granted)
-	require.True(t, f.read("R2", "c2", false).Granted)
+	require.True(t, f.read("R1", "c1", false).Acquired)
+	require.True(t, f.read("R2", "c2", false).Acquired)
 	assert.Equal(t, map[string]string{"R1": "1", "R2": "1"}, hgetall(t, f.c, f.k.Readers))
 	recs := hgetall(t, f.c, f.k.ReadRecords)
 	assert.Len(t, recs, 2)
@@ -133,10 +133,10 @@ func TestRWReadersAndWriters(t *testing.T) {
 
 	cw := f.listen("cw", true)
 	r := f.write("W", "cw", true)
-	require.False(t, r.Granted)
+	require.False(t, r.Acquired)
 	between(t, r.PTTL, lease-time.Second, lease, "refused: the least reader's lease")
 	r = f.read("R3", "c3", false)
-	require.False(t, r.Granted, "a new reader overtook a queued writer")
+	require.False(t, r.Acquired, "a new reader overtook a queued writer")
 
 	left, woken := f.unlock("R1", false, 2, false)
 	assert.Equal(t, []int64{1, 0}, []int64{left, woken})
@@ -152,20 +152,20 @@ func TestRWReadersAndWriters(t *testing.T) {
 	assert.False(t, exists(t, f.c, f.k.Readers))
 
 	r = f.write("W", "cw", true)
-	require.True(t, r.Granted)
+	require.True(t, r.Acquired)
 	assert.Positive(t, r.Token)
 	// The writer reads too (a downgrade), whoever waits.
 	r2 := f.acquire(false, "WR", "cw", false, lease)
-	require.False(t, r2.Granted, "without naming its write owner")
+	require.False(t, r2.Acquired, "without naming its write owner")
 	r2, err := luascripts.RunRWAcquire(t.Context(), f.c, f.k, false, luascripts.RWAcquireArgs{Owner: "WR", Lease: lease, Client: "cw", Writer: "W", Wake: f.wake})
 	require.NoError(t, err)
-	require.True(t, r2.Granted)
+	require.True(t, r2.Acquired)
 
 	c4, c5 := f.listen("c4", false), f.listen("c5", false)
-	require.False(t, f.read("R4", "c4", true).Granted)
-	require.False(t, f.read("R5", "c5", true).Granted)
+	require.False(t, f.read("R4", "c4", true).Acquired)
+	require.False(t, f.read("R5", "c5", true).Acquired)
 	cw2 := f.listen("cw2", true)
-	require.False(t, f.write("W2", "cw2", true).Granted)
+	require.False(t, f.write("W2", "cw2", true).Acquired)
 	d = f.describe()
 	require.Len(t, d.Writer, 1)
 	assert.Equal(t, r.Token, d.Writer[0].Record.Token)
@@ -186,7 +186,7 @@ func TestRWReadersAndWriters(t *testing.T) {
 	left, _ = f.unlock("W", true, 1, false)
 	assert.Equal(t, int64(-1), left)
 
-	require.True(t, f.read("R4", "c4", true).Granted)
+	require.True(t, f.read("R4", "c4", true).Acquired)
 	f.leave("c5", false)
 	left, woken = f.unlock("WR", false, 1, false)
 	assert.Equal(t, []int64{0, 0}, []int64{left, woken}, "R4 still reads")
@@ -204,15 +204,15 @@ func TestRWReadersAndWriters(t *testing.T) {
 // longer holds a writer back while a live reader does.
 func TestRWDeadReader(t *testing.T) {
 	f := newRW(t, standaloneClient(t))
-	require.True(t, f.read("L", "cl", false).Granted)
-	require.True(t, f.acquire(false, "D", "cd", false, time.Millisecond).Granted)
+	require.True(t, f.read("L", "cl", false).Acquired)
+	require.True(t, f.acquire(false, "D", "cd", false, time.Millisecond).Acquired)
 	time.Sleep(20 * time.Millisecond) // D's lease runs out
 	assert.Zero(t, f.reenter("D"), "a dead reader re-entered")
 	left, _ := f.unlock("D", false, 1, false)
 	assert.Equal(t, int64(-1), left, "a dead reader released")
 
 	r := f.write("W", "cw", false)
-	require.False(t, r.Granted, "a writer got in beside a live reader")
+	require.False(t, r.Acquired, "a writer got in beside a live reader")
 	between(t, r.PTTL, lease-time.Second, lease, "refused: the live reader's lease, not the dead one's")
 	assert.Equal(t, map[string]string{"L": "1"}, hgetall(t, f.c, f.k.Readers), "the writer's acquire dropped the dead reader")
 	assert.NotContains(t, hgetall(t, f.c, f.k.ReadRecords), "D", "with its record")
@@ -232,7 +232,7 @@ func TestRWDeadReader(t *testing.T) {
 
 	left, woken := f.unlock("L", false, 1, false)
 	assert.Equal(t, []int64{0, 0}, []int64{left, woken})
-	require.True(t, f.write("W", "cw", false).Granted)
+	require.True(t, f.write("W", "cw", false).Acquired)
 	held, err = luascripts.RunRenewHold(t.Context(), f.c, [][]string{{f.k.Write}}, "W", lease, luascripts.Sync{})
 	require.NoError(t, err)
 	assert.True(t, held)

@@ -11,8 +11,9 @@
 --
 -- Refused while another owner writes, and while a writer queued before the
 -- caller (or any writer, for a caller not queued) waits: writers come first.
--- Returns {1} when granted, {0, pttl} when refused: how long until the state
--- can change without a message, -1 for no bound.
+-- Returns {1, 0} when granted (readers get no token), {0, pttl} when
+-- refused: how long until the state can change without a message, -1 for
+-- no bound.
 local base, owner, lease, client, queued, writer = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1', ARGV[6]
 local writes = writer ~= '' and redis.call('hexists', w, writer) == 1
 local pttl = -2
@@ -43,4 +44,4 @@ lease_start(readers, owner, server_ms(), lease, record_of(owner, 0, ARGV[8]))
 if queued then
   dequeue(qr, qrd, client)
 end
-return {1}
+return {1, 0}

@@ -422,7 +422,7 @@ func TestAcquire(t *testing.T) {
 
 	t.Run("Free", func(t *testing.T) {
 		k := newKeys(t, c)
-		assert.Equal(t, []int64{1, 1, 1}, acquireRaw(t, c, k, luascripts.AcquireArgs{Owner: "A", Lease: lease, Client: "a"}), "the first token")
+		assert.Equal(t, []int64{1, 1}, acquireRaw(t, c, k, luascripts.AcquireArgs{Owner: "A", Lease: lease, Client: "a"}), "the first token")
 		assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, k.Lock))
 		between(t, pttl(t, c, k.Lock), lease-10*time.Second, lease, "the lease")
 		assert.False(t, exists(t, c, k.Queue), "a grant queues nobody")
@@ -547,14 +547,14 @@ func TestFencingToken(t *testing.T) {
 	a := take(t, c, k, "A")
 	assert.Equal(t, int64(1), a)
 	require.Equal(t, int64(2), reenter(t, c, k, "A"))
-	require.Equal(t, luascripts.ReleaseReply{Status: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2, Wake: wake}))
+	require.Equal(t, luascripts.ReleaseReply{Left: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2, Wake: wake}))
 	require.Equal(t, "1", get(t, c, k.Fence), "re-entry and partial release take no token")
 	require.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
 
 	b := take(t, c, k, "B")
 	assert.Equal(t, a+1, b)
 	h := release(t, c, k, luascripts.ReleaseArgs{Owner: "B", Count: 1, Heir: "B2", HeirLease: lease, Wake: wake})
-	assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseHandedOver, Token: b + 1}, h, "a handover is a new grant")
+	assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: b + 1}, h, "a handover is a new grant")
 	require.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, luascripts.ReleaseArgs{Owner: "B2", Count: 1, Wake: wake}))
 
 	assert.Equal(t, h.Token+1, take(t, c, k, "C"))
@@ -629,8 +629,8 @@ func TestRelease(t *testing.T) {
 			t.Run("Decrement", func(t *testing.T) {
 				k, w1, w2 := held(t, 3)
 				before := snapshot(t, c, k)
-				assert.Equal(t, luascripts.ReleaseReply{Status: 2}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 3, Wake: wake}))
-				assert.Equal(t, luascripts.ReleaseReply{Status: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2, Wake: wake}))
+				assert.Equal(t, luascripts.ReleaseReply{Left: 2}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 3, Wake: wake}))
+				assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2, Wake: wake}))
 				before.Hash["A"] = "1"
 				assert.Equal(t, before, snapshot(t, c, k), "only the count moved")
 				w1.quiet(t)
@@ -648,7 +648,7 @@ func TestRelease(t *testing.T) {
 					{Owner: "A", Count: 1, Heir: "A2", HeirLease: lease},
 				} {
 					a.Wake = wake
-					assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseNotHeld}, release(t, c, k, a), "%+v", a)
+					assert.Equal(t, luascripts.ReleaseReply{Left: -1}, release(t, c, k, a), "%+v", a)
 				}
 				assert.Equal(t, before, snapshot(t, c, k))
 				w1.quiet(t)
@@ -656,7 +656,7 @@ func TestRelease(t *testing.T) {
 
 				// Releasing a lock nobody holds does not create it.
 				missing := newKeys(t, c)
-				assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseNotHeld}, release(t, c, missing, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
+				assert.Equal(t, luascripts.ReleaseReply{Left: -1}, release(t, c, missing, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
 				assert.False(t, exists(t, c, missing.Lock))
 			})
 
@@ -665,7 +665,7 @@ func TestRelease(t *testing.T) {
 			t.Run("Last", func(t *testing.T) {
 				k, w1, w2 := held(t, 1)
 				fence := get(t, c, k.Fence)
-				assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.Released, Woke: true}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
+				assert.Equal(t, luascripts.ReleaseReply{Woken: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
 				assert.False(t, exists(t, c, k.Lock))
 				w1.woken(t)
 				w2.quiet(t)
@@ -677,7 +677,7 @@ func TestRelease(t *testing.T) {
 
 			t.Run("LastWithoutWindow", func(t *testing.T) {
 				k, w1, w2 := held(t, 1)
-				assert.Equal(t, luascripts.ReleaseReply{Woke: true}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: luascripts.Wake{Sharded: mode.sharded}}))
+				assert.Equal(t, luascripts.ReleaseReply{Woken: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: luascripts.Wake{Sharded: mode.sharded}}))
 				w1.woken(t)
 				w2.quiet(t)
 				assert.False(t, exists(t, c, k.Reservation), "window 0: no reservation")
@@ -701,7 +701,7 @@ func TestRelease(t *testing.T) {
 				k, w1, w2 := held(t, 1)
 				before := snapshot(t, c, k)
 				r := release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Heir: "A2", HeirLease: 7 * time.Second, Wake: wake})
-				assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseHandedOver, Token: 2}, r)
+				assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 2}, r)
 				assert.Equal(t, map[string]string{"A2": "1"}, hgetall(t, c, k.Lock))
 				between(t, pttl(t, c, k.Lock), 5*time.Second, 7*time.Second, "the heir's lease")
 				assert.Equal(t, "2", get(t, c, k.Fence))
@@ -716,7 +716,7 @@ func TestRelease(t *testing.T) {
 			t.Run("HeirNotLast", func(t *testing.T) {
 				k, w1, _ := held(t, 2)
 				r := release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2, Heir: "A2", HeirLease: lease, Wake: wake})
-				assert.Equal(t, luascripts.ReleaseReply{Status: 1}, r)
+				assert.Equal(t, luascripts.ReleaseReply{Left: 1}, r)
 				assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, k.Lock))
 				assert.Equal(t, "1", get(t, c, k.Fence))
 				w1.quiet(t)
@@ -745,16 +745,16 @@ func TestReleaseRetry(t *testing.T) {
 				k, w1, _ := held(t, 3)
 				first := args(3, "")
 				first.Retry = false
-				require.Equal(t, luascripts.ReleaseReply{Status: 2}, release(t, c, k, first))
+				require.Equal(t, luascripts.ReleaseReply{Left: 2}, release(t, c, k, first))
 				before := snapshot(t, c, k)
-				assert.Equal(t, luascripts.ReleaseReply{Status: 2}, release(t, c, k, args(3, "")))
+				assert.Equal(t, luascripts.ReleaseReply{Left: 2}, release(t, c, k, args(3, "")))
 				assert.Equal(t, before, snapshot(t, c, k), "no second drop")
 				w1.quiet(t)
 			})
 
 			t.Run("DecrementNotRun", func(t *testing.T) {
 				k, _, _ := held(t, 2)
-				assert.Equal(t, luascripts.ReleaseReply{Status: 1}, release(t, c, k, args(2, "")))
+				assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(t, c, k, args(2, "")))
 				assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, k.Lock))
 			})
 
@@ -762,7 +762,7 @@ func TestReleaseRetry(t *testing.T) {
 				k, w1, w2 := held(t, 1)
 				first := args(1, "")
 				first.Retry = false
-				require.Equal(t, luascripts.ReleaseReply{Woke: true}, release(t, c, k, first))
+				require.Equal(t, luascripts.ReleaseReply{Woken: 1}, release(t, c, k, first))
 				w1.woken(t)
 				before := snapshot(t, c, k)
 				assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, args(1, "")))
@@ -773,7 +773,7 @@ func TestReleaseRetry(t *testing.T) {
 
 			t.Run("FreeNotRun", func(t *testing.T) {
 				k, w1, w2 := held(t, 1)
-				assert.Equal(t, luascripts.ReleaseReply{Woke: true}, release(t, c, k, args(1, "")))
+				assert.Equal(t, luascripts.ReleaseReply{Woken: 1}, release(t, c, k, args(1, "")))
 				assert.False(t, exists(t, c, k.Lock))
 				w1.woken(t)
 				w2.quiet(t)
@@ -785,7 +785,7 @@ func TestReleaseRetry(t *testing.T) {
 				first := args(1, "A2")
 				first.Retry = false
 				r := release(t, c, k, first)
-				require.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseHandedOver, Token: 2}, r)
+				require.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 2}, r)
 				before := snapshot(t, c, k)
 				assert.Equal(t, r, release(t, c, k, args(1, "A2")), "the same token again")
 				assert.Equal(t, before, snapshot(t, c, k), "no second grant")
@@ -794,7 +794,7 @@ func TestReleaseRetry(t *testing.T) {
 
 			t.Run("HandoverNotRun", func(t *testing.T) {
 				k, w1, _ := held(t, 1)
-				assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseHandedOver, Token: 2}, release(t, c, k, args(1, "A2")))
+				assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 2}, release(t, c, k, args(1, "A2")))
 				assert.Equal(t, map[string]string{"A2": "1"}, hgetall(t, c, k.Lock))
 				w1.quiet(t)
 			})
@@ -805,7 +805,7 @@ func TestReleaseRetry(t *testing.T) {
 				k, w1, _ := held(t, 1)
 				first := args(1, "A2")
 				first.Retry = false
-				require.Equal(t, luascripts.ReleaseHandedOver, release(t, c, k, first).Status)
+				require.True(t, release(t, c, k, first).Handed)
 				do(t, c, c.B().Del().Key(k.Lock).Build())
 				before := snapshot(t, c, k)
 				assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, args(1, "A2")))
@@ -818,18 +818,18 @@ func TestReleaseRetry(t *testing.T) {
 				before := snapshot(t, c, k)
 				// 4 is not among them: count 3 is what a ran release of 4 leaves.
 				for _, n := range []int64{1, 2, 5} {
-					assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseNotHeld}, release(t, c, k, args(n, "")), "count 3, retry with %d", n)
+					assert.Equal(t, luascripts.ReleaseReply{Left: -1}, release(t, c, k, args(n, "")), "count 3, retry with %d", n)
 				}
 				o := args(4, "")
 				o.Owner = "B"
-				assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseNotHeld}, release(t, c, k, o), "another owner")
+				assert.Equal(t, luascripts.ReleaseReply{Left: -1}, release(t, c, k, o), "another owner")
 				assert.Equal(t, before, snapshot(t, c, k))
 				w1.quiet(t)
 				w2.quiet(t)
 
 				// A lost hold (count > 1) is not taken for a ran release.
 				missing := newKeys(t, c)
-				assert.Equal(t, luascripts.ReleaseReply{Status: luascripts.ReleaseNotHeld}, release(t, c, missing, args(2, "")))
+				assert.Equal(t, luascripts.ReleaseReply{Left: -1}, release(t, c, missing, args(2, "")))
 				assert.False(t, exists(t, c, missing.Lock))
 			})
 		})
@@ -1137,7 +1137,7 @@ func TestEveryScriptAfterFlush(t *testing.T) {
 			assert.Equal(t, []int64{1}, v)
 		}},
 		{luascripts.Release, func() {
-			assert.Equal(t, luascripts.ReleaseReply{Status: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2}))
+			assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2}))
 		}},
 		{luascripts.Leave, func() { assert.False(t, leave(t, c, k, "a", luascripts.Wake{})) }},
 		{luascripts.ForceUnlock, func() { assert.True(t, forceUnlock(t, c, k, luascripts.Wake{})) }},
@@ -1190,7 +1190,7 @@ func TestExecMultiAfterScriptFlush(t *testing.T) {
 	require.Len(t, results, 1)
 	v, err := results[0].AsIntSlice()
 	require.NoError(t, err)
-	assert.Equal(t, []int64{1, 1, 1}, v)
+	assert.Equal(t, []int64{1, 1}, v)
 }
 
 func TestExecMultiEmpty(t *testing.T) {
@@ -1260,9 +1260,9 @@ func TestClusterSharded(t *testing.T) {
 		enqueue(t, c, k, "w3")
 		w1, w2, w3 := lis("w1"), lis("w2"), lis("w3")
 
-		assert.Equal(t, luascripts.ReleaseReply{Status: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2, Wake: wake}))
+		assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2, Wake: wake}))
 		w1.quiet(t)
-		assert.Equal(t, luascripts.ReleaseReply{Woke: true}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
+		assert.Equal(t, luascripts.ReleaseReply{Woken: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
 		w1.woken(t)
 		assert.Equal(t, "w1", get(t, c, k.Reservation))
 		require.False(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "X", Lease: lease, Client: "x"}).Acquired, "reserved for w1")

@@ -12,9 +12,10 @@
 -- Granted by semqueue.lua's grant rule. A request refused only because of
 -- queued clients, while permits are free, first prods the queue (which
 -- drops clients that stopped listening ahead of the caller).
--- Returns {1} when granted, {0, pttl} when refused: how long until permits
--- can free without a message, -1 for no bound; {-1, size} when the
--- semaphore is in use with another size (nothing changed).
+-- Returns {1, 0} when granted (permits get no token), {0, pttl} when
+-- refused: how long until permits can free without a message, -1 for no
+-- bound; {-1, size} when the semaphore is in use with another size
+-- (nothing changed).
 local base, owner, n, size = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local lease, client, queued, spec = tonumber(ARGV[5]), ARGV[6], ARGV[7] == '1', ARGV[8]
 local now = server_ms()
@@ -56,4 +57,4 @@ if mine then
     sem_wake(base, spec, size - held - n, nil)
   end
 end
-return {1}
+return {1, 0}

@@ -51,35 +51,14 @@ type SemAcquireArgs struct {
 	About   string // the caller's client description, for the grant's record
 }
 
-// SemAcquireReply is SemAcquire's reply.
-type SemAcquireReply struct {
-	Granted bool
-	PTTL    time.Duration // refused: how long until permits can free without a message; -1ms: no bound
-	// Size is the semaphore's size as recorded in Redis when it differs
-	// from the caller's (nothing was done), else 0.
-	Size int64
-}
-
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// RunSemAcquire runs SemAcquire. A grant that a.Sync's replicas did not
-// acknowledge is returned with a *NotReplicatedError beside it.
-func RunSemAcquire(ctx context.Context, c rueidis.Client, k SemKeys, a SemAcquireArgs) (SemAcquireReply, error) {
-	res, notSynced := SemAcquire.ExecSync(ctx, c, k.all(), []string{k.Base, a.Owner, itoa(a.Permits), itoa(a.Size),
+// RunSemAcquire runs SemAcquire (see AcquireReply: its Size reports a
+// semaphore in use with another size). A grant that a.Sync's replicas did
+// not acknowledge is returned with a *NotReplicatedError beside it.
+func RunSemAcquire(ctx context.Context, c rueidis.Client, k SemKeys, a SemAcquireArgs) (AcquireReply, error) {
+	return runAcquire(ctx, c, SemAcquire, k.all(), []string{k.Base, a.Owner, itoa(a.Permits), itoa(a.Size),
 		Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.spec(), recordAbout(a.About)}, a.Sync)
-	v, err := res.AsIntSlice()
-	if err != nil {
-		return SemAcquireReply{}, err
-	}
-	switch {
-	case len(v) == 1 && v[0] == 1:
-		return SemAcquireReply{Granted: true}, notSynced
-	case len(v) == 2 && v[0] == 0 && v[1] >= -1:
-		return SemAcquireReply{PTTL: pttl(v[1])}, nil
-	case len(v) == 2 && v[0] == -1 && v[1] > 0 && v[1] != a.Size:
-		return SemAcquireReply{Size: v[1]}, nil
-	}
-	return SemAcquireReply{}, unexpected("semacquire", v)
 }
 
 // SemReleaseArgs are SemRelease's arguments.
@@ -91,21 +70,12 @@ type SemReleaseArgs struct {
 	Sync  Sync // replicas to acknowledge the release
 }
 
-// RunSemRelease runs SemRelease: 0 when released, -1 when the owner held
-// no permits, and how many queued clients it woke. A release a.Sync's
+// RunSemRelease runs SemRelease (see ReleaseReply: Left is 0 when
+// released, -1 when the owner held no permits). A release a.Sync's
 // replicas did not acknowledge is returned with a *NotReplicatedError
 // beside it: it ran.
-func RunSemRelease(ctx context.Context, c rueidis.Client, k SemKeys, a SemReleaseArgs) (status, woken int64, err error) {
-	res, notSynced := SemRelease.ExecSync(ctx, c, k.all(),
-		[]string{k.Base, a.Owner, itoa(a.Size), a.Wake.spec(), flag(a.Retry)}, a.Sync)
-	v, err := res.AsIntSlice()
-	if err != nil {
-		return 0, 0, err
-	}
-	if len(v) != 2 || (v[0] != 0 && v[0] != -1) || v[1] < 0 {
-		return 0, 0, unexpected("semrelease", v)
-	}
-	return v[0], v[1], notSynced
+func RunSemRelease(ctx context.Context, c rueidis.Client, k SemKeys, a SemReleaseArgs) (ReleaseReply, error) {
+	return runRelease(ctx, c, SemRelease, k.all(), []string{k.Base, a.Owner, itoa(a.Size), a.Wake.spec(), flag(a.Retry)}, a.Sync)
 }
 
 // RunSemLeave runs SemLeave for client; it reports whether client was queued.

@@ -39,11 +39,11 @@ func (f semFixture) keys() []string {
 	return []string{f.k.Holders, f.k.Leases, f.k.Records, f.k.Queue, f.k.QueueDesc, f.k.Wants}
 }
 
-func (f semFixture) acquire(owner, client string, n int64, queued bool) luascripts.SemAcquireReply {
+func (f semFixture) acquire(owner, client string, n int64, queued bool) luascripts.AcquireReply {
 	return f.acquireLease(owner, client, n, queued, lease)
 }
 
-func (f semFixture) acquireLease(owner, client string, n int64, queued bool, l time.Duration) luascripts.SemAcquireReply {
+func (f semFixture) acquireLease(owner, client string, n int64, queued bool, l time.Duration) luascripts.AcquireReply {
 	f.t.Helper()
 	r, err := luascripts.RunSemAcquire(f.t.Context(), f.c, f.k, luascripts.SemAcquireArgs{
 		Owner: owner, Permits: n, Size: f.size, Lease: l, Client: client, Queued: queued, Wake: f.wake})
@@ -53,9 +53,9 @@ func (f semFixture) acquireLease(owner, client string, n int64, queued bool, l t
 
 func (f semFixture) release(owner string, retry bool) int64 {
 	f.t.Helper()
-	n, _, err := luascripts.RunSemRelease(f.t.Context(), f.c, f.k, luascripts.SemReleaseArgs{Owner: owner, Size: f.size, Wake: f.wake, Retry: retry})
+	out, err := luascripts.RunSemRelease(f.t.Context(), f.c, f.k, luascripts.SemReleaseArgs{Owner: owner, Size: f.size, Wake: f.wake, Retry: retry})
 	require.NoError(f.t, err)
-	return n
+	return out.Left
 }
 
 func (f semFixture) leave(client string) bool {
@@ -94,12 +94,12 @@ func (f semFixture) queue() []string {
 	return v
 }
 
-func refused(r luascripts.SemAcquireReply) bool { return !r.Granted && r.Size == 0 }
+func refused(r luascripts.AcquireReply) bool { return !r.Acquired && r.Size == 0 }
 
 func TestSemAcquireRelease(t *testing.T) {
 	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 3)
-	require.True(t, f.acquire("A", "a", 2, false).Granted)
-	require.True(t, f.acquire("B", "b", 1, false).Granted)
+	require.True(t, f.acquire("A", "a", 2, false).Acquired)
+	require.True(t, f.acquire("B", "b", 1, false).Acquired)
 	assert.Equal(t, map[string]string{"A": "2", "B": "1", "#size": "3"}, hgetall(t, f.c, f.k.Holders))
 	recs := hgetall(t, f.c, f.k.Records)
 	assert.Regexp(t, `^A\|0\|[0-9]+\|$`, recs["A"], "the grant's record: owner, no token, time, no description")
@@ -129,15 +129,15 @@ func TestSemSizeMismatch(t *testing.T) {
 	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 3)
 	other := f
 	other.size = 5
-	require.True(t, f.acquire("A", "a", 1, false).Granted)
-	assert.Equal(t, luascripts.SemAcquireReply{Size: 3}, other.acquire("X", "x", 1, true))
+	require.True(t, f.acquire("A", "a", 1, false).Acquired)
+	assert.Equal(t, luascripts.AcquireReply{Size: 3}, other.acquire("X", "x", 1, true))
 	_, recorded, err := luascripts.RunSemAvailable(t.Context(), f.c, f.k, 5)
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), recorded)
 	assert.False(t, exists(t, f.c, f.k.Queue), "a mismatched request must not queue")
 	assert.Zero(t, f.release("A", false))
 	f.gone()
-	require.True(t, other.acquire("X", "x", 5, false).Granted, "once unused, a name takes a new size")
+	require.True(t, other.acquire("X", "x", 5, false).Acquired, "once unused, a name takes a new size")
 	assert.Zero(t, other.release("X", false))
 	f.gone()
 }
@@ -146,7 +146,7 @@ func TestSemSizeMismatch(t *testing.T) {
 // "#size" outlives the holders while it waits.
 func TestSemFairness(t *testing.T) {
 	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 3)
-	require.True(t, f.acquire("A", "a", 1, false).Granted)
+	require.True(t, f.acquire("A", "a", 1, false).Acquired)
 	big := f.listen("big")
 	require.True(t, refused(f.acquire("B1", "big", 3, true)))
 	assert.Equal(t, "3", hgetall(t, f.c, f.k.Wants)["big"])
@@ -163,7 +163,7 @@ func TestSemFairness(t *testing.T) {
 	big.woken(t)
 	assert.False(t, exists(t, f.c, f.k.Holders), "the holders hash outlived its holders")
 	assert.Equal(t, "3", hgetall(t, f.c, f.k.Wants)["#size"], "the size outlives the holders while clients wait")
-	require.True(t, f.acquire("B3", "big", 3, true).Granted)
+	require.True(t, f.acquire("B3", "big", 3, true).Acquired)
 	assert.False(t, exists(t, f.c, f.k.Queue), "granted, the client is dequeued")
 	assert.False(t, exists(t, f.c, f.k.Wants))
 	assert.Zero(t, f.release("B3", false))
@@ -182,7 +182,7 @@ func TestSemWakeMany(t *testing.T) {
 				c, addrs = clusterClient(t), clusterAddrs
 			}
 			f := newSem(t, c, addrs, m.sharded, 4)
-			require.True(t, f.acquire("H", "h", 4, false).Granted)
+			require.True(t, f.acquire("H", "h", 4, false).Acquired)
 			var ls []listener
 			for i, n := range []int64{1, 2, 1, 1} {
 				client := fmt.Sprintf("w%d", i)
@@ -204,7 +204,7 @@ func TestSemWakeMany(t *testing.T) {
 			late.woken(t)
 			assert.NotContains(t, f.queue(), "w1")
 			for _, i := range []int{3, 0, 2} {
-				require.True(t, f.acquire(fmt.Sprintf("O%d", i), fmt.Sprintf("w%d", i), 1, true).Granted, "w%d", i)
+				require.True(t, f.acquire(fmt.Sprintf("O%d", i), fmt.Sprintf("w%d", i), 1, true).Acquired, "w%d", i)
 			}
 			require.True(t, refused(f.acquire("x", "w4", 2, true)))
 			assert.True(t, f.leave("w4"))
@@ -222,8 +222,8 @@ func TestSemWakeMany(t *testing.T) {
 // gone, and a live holder renews alone.
 func TestSemDeadHolder(t *testing.T) {
 	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 2)
-	require.True(t, f.acquire("A", "a", 1, false).Granted)
-	require.True(t, f.acquireLease("D", "d", 1, false, time.Millisecond).Granted)
+	require.True(t, f.acquire("A", "a", 1, false).Acquired)
+	require.True(t, f.acquireLease("D", "d", 1, false, time.Millisecond).Acquired)
 	time.Sleep(20 * time.Millisecond) // D's lease runs out
 	held, err := luascripts.RunRenewHold(t.Context(), f.c, [][]string{f.k.Keep()}, "D", lease, luascripts.Sync{})
 	require.NoError(t, err)
@@ -237,7 +237,7 @@ func TestSemDeadHolder(t *testing.T) {
 	assert.NotContains(t, hgetall(t, f.c, f.k.Records), "D")
 	assert.Equal(t, []string{"A"}, zmembers(t, f.c, f.k.Leases))
 	assert.Equal(t, int64(-1), f.release("D", false), "a dead holder's release holds nothing")
-	require.True(t, f.acquire("B", "b", 1, false).Granted)
+	require.True(t, f.acquire("B", "b", 1, false).Acquired)
 	assert.Zero(t, f.release("A", false))
 	assert.Zero(t, f.release("B", false))
 	f.gone()
@@ -247,9 +247,9 @@ func TestSemDeadHolder(t *testing.T) {
 // a newcomer refused only because of it prods the queue, which drops it.
 func TestSemDeadQueueHead(t *testing.T) {
 	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 3)
-	require.True(t, f.acquire("A", "a", 1, false).Granted)
+	require.True(t, f.acquire("A", "a", 1, false).Acquired)
 	require.True(t, refused(f.acquire("x", "dead", 3, true)))
-	require.True(t, f.acquire("S", "small", 1, false).Granted, "the dead head kept a newcomer out")
+	require.True(t, f.acquire("S", "small", 1, false).Acquired, "the dead head kept a newcomer out")
 	assert.False(t, exists(t, f.c, f.k.Queue))
 	assert.Zero(t, f.release("S", false))
 	assert.Zero(t, f.release("A", false))
@@ -259,7 +259,7 @@ func TestSemDeadQueueHead(t *testing.T) {
 // A leave wakes whom it unblocks; a queue of leavers leaves nothing behind.
 func TestSemLeave(t *testing.T) {
 	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 3)
-	require.True(t, f.acquire("A", "a", 2, false).Granted)
+	require.True(t, f.acquire("A", "a", 2, false).Acquired)
 	big, small := f.listen("big"), f.listen("small")
 	require.True(t, refused(f.acquire("x", "big", 3, true)))
 	require.True(t, refused(f.acquire("x", "small", 1, true)))
@@ -273,7 +273,7 @@ func TestSemLeave(t *testing.T) {
 	f.gone()
 
 	// Queued with nobody holding: "#size" lives in the wants, with the queue.
-	require.True(t, f.acquire("A", "a", 3, false).Granted)
+	require.True(t, f.acquire("A", "a", 3, false).Acquired)
 	require.True(t, refused(f.acquire("x", "small", 1, true)))
 	small.quiet(t)
 	assert.Zero(t, f.release("A", false))
@@ -291,15 +291,15 @@ func TestSemLeave(t *testing.T) {
 // did wakes those behind it that now fit, when it is granted.
 func TestSemSmallerWant(t *testing.T) {
 	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 3)
-	require.True(t, f.acquire("A", "a", 1, false).Granted)
+	require.True(t, f.acquire("A", "a", 1, false).Acquired)
 	c, d := f.listen("c"), f.listen("d")
 	require.True(t, refused(f.acquire("x", "c", 3, true)))
 	require.True(t, refused(f.acquire("x", "d", 1, true)))
 	c.woken(t) // d's prod: is c still there?
 	d.quiet(t)
-	require.True(t, f.acquire("C", "c", 1, true).Granted)
+	require.True(t, f.acquire("C", "c", 1, true).Acquired)
 	d.woken(t)
-	require.True(t, f.acquire("D", "d", 1, true).Granted)
+	require.True(t, f.acquire("D", "d", 1, true).Acquired)
 	for _, o := range []string{"A", "C", "D"} {
 		assert.Zero(t, f.release(o, false))
 	}
