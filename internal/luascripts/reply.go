@@ -78,28 +78,27 @@ func ParseRelease(v []int64) (ReleaseReply, error) {
 // acknowledge comes with a *NotReplicatedError beside it, and stands until
 // the caller undoes it.
 func runAcquire(ctx context.Context, c rueidis.Client, s *Script, keys, args []string, y Sync) (AcquireReply, error) {
-	res, notSynced := s.ExecSync(ctx, c, keys, args, y)
-	v, err := res.AsIntSlice()
-	if err != nil {
-		return AcquireReply{}, err
-	}
-	r, err := ParseAcquire(v)
-	if err == nil && r.Acquired {
-		return r, notSynced
-	}
-	return r, err
+	return runParsed(ctx, c, s, keys, args, y, ParseAcquire, func(r AcquireReply) bool { return r.Acquired })
 }
 
 // runRelease runs a release script; one that y's replicas did not
 // acknowledge comes with a *NotReplicatedError beside it: it ran.
 func runRelease(ctx context.Context, c rueidis.Client, s *Script, keys, args []string, y Sync) (ReleaseReply, error) {
+	return runParsed(ctx, c, s, keys, args, y, ParseRelease, func(ReleaseReply) bool { return true })
+}
+
+// runParsed runs s and decodes its integer array with parse; the replicas'
+// refusal (ExecSync) is returned when changed says the call changed
+// something.
+func runParsed[R any](ctx context.Context, c rueidis.Client, s *Script, keys, args []string, y Sync, parse func([]int64) (R, error), changed func(R) bool) (R, error) {
 	res, notSynced := s.ExecSync(ctx, c, keys, args, y)
 	v, err := res.AsIntSlice()
 	if err != nil {
-		return ReleaseReply{}, err
+		var zero R
+		return zero, err
 	}
-	r, err := ParseRelease(v)
-	if err == nil {
+	r, err := parse(v)
+	if err == nil && changed(r) {
 		return r, notSynced
 	}
 	return r, err
