@@ -43,13 +43,8 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "latchkey")
-	// The go command running this test, when it can be found.
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
-	}
 	args := append([]string{"build", "-o", binary}, buildFlags...)
-	if out, err := exec.Command(gobin, append(args, ".")...).CombinedOutput(); err != nil {
+	if out, err := exec.Command(goCommand(), append(args, ".")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building latchkey: %v\n%s", err, out)
 		return 1
 	}
@@ -72,6 +67,15 @@ func testMain(m *testing.M) int {
 		code = 1
 	}
 	return code
+}
+
+// goCommand is the go command running this test, when it can be found.
+func goCommand() string {
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		return "go"
+	}
+	return gobin
 }
 
 // result is how a latchkey process ended.
