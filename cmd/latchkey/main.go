@@ -77,7 +77,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 
@@ -212,9 +211,9 @@ func connect(c common, opts rlock.Options) (locks *rlock.Client, close func(), e
 	default:
 		u = defaultRedis
 	}
-	ro, err := rueidis.ParseURL(u)
+	ro, err := parseRedisURL(u)
 	if err != nil {
-		return nil, nil, fmt.Errorf("bad Redis URL %s: %w", redact(u), err)
+		return nil, nil, err
 	}
 	// latchkey needs no client-side caching, and a minimal ACL user may not
 	// run the CLIENT TRACKING it would send.
@@ -230,15 +229,6 @@ func connect(c common, opts rlock.Options) (locks *rlock.Client, close func(), e
 		return nil, nil, err
 	}
 	return locks, func() { locks.Close(); rc.Close() }, nil
-}
-
-// redact returns the URL s without its password, for messages.
-func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }
 
 // stdio is a command's standard streams. Those of run are CMD's too: pass
