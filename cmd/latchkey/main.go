@@ -24,10 +24,17 @@
 // Without --wait, run waits for the lock as long as it takes; with --wait D
 // it gives up after D, and --wait 0 tries once (like flock -n). Without
 // --lease the watchdog keeps the lock for as long as CMD runs; --lease D
-// holds it for D at most. SIGINT, SIGTERM and SIGHUP sent to latchkey are
-// passed on to CMD, and latchkey exits when CMD does (a Ctrl-C in a
-// terminal reaches CMD directly too, so CMD may see it twice). A signal
-// that comes while latchkey still waits for the lock ends the wait.
+// holds it for D at most. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
+// latchkey are passed on to CMD, and latchkey exits when CMD does (a Ctrl-C
+// in a terminal reaches CMD directly too, so CMD may see it twice). A
+// signal that comes while latchkey still waits for the lock ends the wait.
+//
+// A signal latchkey cannot catch (SIGKILL, the OOM killer) cannot be passed
+// on. On Linux the kernel then sends CMD SIGTERM (its parent-death signal),
+// so that CMD does not run on without the lock; a CMD that ignores SIGTERM,
+// and CMD's own children, may. On other systems CMD runs on unlocked, and
+// the lock expires within --watchdog-timeout (or its --lease) while CMD may
+// still run: there, kill latchkey's process group rather than latchkey alone.
 //
 // If the lock is lost while CMD runs (it was force-unlocked, its lease ran
 // out, or Redis stayed unreachable past the watchdog's lease), latchkey

@@ -16,8 +16,9 @@ import (
 	"github.com/latchkey/latchkey/rlock"
 )
 
-// forwarded are the signals run passes on to CMD.
-var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+// forwarded are the signals run passes on to CMD. SIGQUIT too: Go's
+// default for it (a stack dump, exit 2) would leave CMD running unlocked.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 // runCmd is `latchkey run`.
 func runCmd(args, env []string, std stdio) int {
@@ -150,6 +151,7 @@ func hold(m *rlock.Mutex, lctx context.Context, cmdArgs, env []string, grace tim
 	cmd := exec.Command(cmdArgs[0], cmdArgs[1:]...)
 	cmd.Env = append(env[:len(env):len(env)], "LATCHKEY_TOKEN="+strconv.FormatInt(token, 10), "LATCHKEY_NAME="+m.Name())
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = std.in, std.out, std.err
+	cmd.SysProcAttr = cmdSysProcAttr()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(std.err, "latchkey: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {

@@ -72,14 +72,14 @@ func TestLeaseRunsOut(t *testing.T) {
 	}
 }
 
-// TestSignalForwarded: SIGTERM and SIGINT sent to latchkey reach CMD,
+// TestSignalForwarded: SIGTERM, SIGINT and SIGQUIT sent to latchkey reach CMD,
 // latchkey exits with CMD's status, and the lock is released.
 func TestSignalForwarded(t *testing.T) {
 	c := locks(t)
 	name := lockName(t)
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT} {
 		started := filepath.Join(t.TempDir(), "started")
-		script := strings.ReplaceAll(trapper, "TERM", "TERM INT")
+		script := strings.ReplaceAll(trapper, "TERM", "TERM INT QUIT")
 		cmd, out, errOut := command(t, "", "run", name, "--", "sh", "-c", script, "sh", started, "7")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
