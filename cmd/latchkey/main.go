@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	latchkey run [--wait D] [--lease D] [--grace D] [--watchdog-timeout D] [--redis URL] [--prefix P] NAME [--] CMD [ARG...]
+//	latchkey run [--wait D] [--lease D] [--grace D] [--watchdog-timeout D] [--client-name N] [--redis URL] [--prefix P] NAME [--] CMD [ARG...]
 //	latchkey force-unlock [--yes] [--redis URL] [--prefix P] NAME
 //	latchkey status [--json] [--kind K] [--redis URL] [--prefix P] NAME
 //	latchkey list [--json] [--redis URL] [--prefix P] [PATTERN]
@@ -75,7 +75,8 @@
 // syntax, default "*"; no braces), found with SCAN on the server or every
 // Cluster master. Both print a table, or JSON with --json, and exit 0, 1 on
 // an error, or 2 on a usage error. A holder or waiter started by `latchkey
-// run` is named after its command.
+// run` is named after its command's base name ("latchkey run backup.sh"),
+// never its arguments, or by run's --client-name.
 package main
 
 import (

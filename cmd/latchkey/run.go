@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,6 +29,7 @@ func runCmd(args, env []string, std stdio) int {
 	lease := fs.Duration("lease", 0, "hold the lock for `D` at most instead of having the watchdog keep it while CMD runs")
 	grace := fs.Duration("grace", 10*time.Second, "when the lock is lost, wait `D` after SIGTERM before CMD gets SIGKILL")
 	wdTimeout := fs.Duration("watchdog-timeout", 0, "the lease the watchdog keeps renewing, every third of `D`; a lost lock is noticed within a third of it (default 30s)")
+	clientName := fs.String("client-name", "", "how status and list name this holder (default \"latchkey run\" and CMD's base name; CMD's arguments are never recorded)")
 	if code := parse(fs, args, std); code >= 0 {
 		return code
 	}
@@ -51,6 +53,11 @@ func runCmd(args, env []string, std stdio) int {
 		return usageError(fs, "durations must not be negative")
 	case leaseSet && *lease <= 0:
 		return usageError(fs, "--lease must be positive")
+	case len(*clientName) > rlock.MaxClientNameLen:
+		return usageError(fs, "--client-name is %d bytes, the limit is %d", len(*clientName), rlock.MaxClientNameLen)
+	}
+	if *clientName == "" {
+		*clientName = defaultClientName(cmdArgs[0])
 	}
 
 	// Signals are caught from here on: during the wait they end it, and
@@ -60,7 +67,7 @@ func runCmd(args, env []string, std stdio) int {
 	defer signal.Stop(sigs)
 
 	// `latchkey status` shows what the holder runs.
-	locks, closeLocks, err := connect(c, rlock.Options{WatchdogTimeout: *wdTimeout, ClientName: clientName(cmdArgs)})
+	locks, closeLocks, err := connect(c, rlock.Options{WatchdogTimeout: *wdTimeout, ClientName: strings.ToValidUTF8(*clientName, "?")})
 	if err != nil {
 		fmt.Fprintf(std.err, "latchkey: %v\n", err)
 		return exitError
@@ -209,11 +216,13 @@ func signum(sig os.Signal) int {
 	return 0
 }
 
-// clientName names a run's client after its command, within the limit.
-func clientName(cmdArgs []string) string {
-	name := "latchkey run " + strings.Join(cmdArgs, " ")
+// defaultClientName names a run's client after its command's base name:
+// the client name is readable by anyone who can read Redis, and arguments
+// may carry secrets (--token=…).
+func defaultClientName(cmd string) string {
+	name := "latchkey run " + filepath.Base(cmd)
 	if len(name) > rlock.MaxClientNameLen {
 		name = name[:rlock.MaxClientNameLen-3] + "..."
 	}
-	return strings.ToValidUTF8(name, "?")
+	return name
 }
