@@ -73,7 +73,8 @@
 // their permits, waiters what they wait for). list prints the same for
 // every held lock of every kind whose name matches PATTERN (Redis glob
 // syntax, default "*"; no braces), found with SCAN on the server or every
-// Cluster master. Both print a table, or JSON with --json, and exit 0, 1 on
+// Cluster master. Both print a table (names, client names and hosts with
+// an unprintable rune quoted as Go strings), or JSON with --json, and exit 0, 1 on
 // an error, or 2 on a usage error. A holder or waiter started by `latchkey
 // run` is named after its command's base name ("latchkey run backup.sh"),
 // never its arguments, or by run's --client-name.

@@ -193,3 +193,51 @@ func TestStatusKinds(t *testing.T) {
 		t.Errorf("status --kind flock: exit %d, stderr %q; want %d", r.code, r.stderr, exitUsage)
 	}
 }
+
+// TestStatusEscapes: names, client names and owners that anyone with write
+// access to Redis can choose reach the table escaped: a newline does not
+// start a row and an ANSI escape does not reach the terminal. JSON keeps
+// them as they are (encoding/json escapes them).
+func TestStatusEscapes(t *testing.T) {
+	rc, _ := clients(t)
+	ctx := context.Background()
+	const evil = "\x1b[31m\nx\u202e"
+	name := lockName(t) + evil
+	c, err := rlock.NewClient(rc, rlock.Options{ClientName: "client" + evil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := c.Mutex(name)
+	lctx, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.Unlock(lctx) }()
+	// A hold without a record, as something else may write: its owner shows.
+	other := lockName(t) + "-other"
+	if err := rc.Do(ctx, rc.B().Hset().Key(rlock.DefaultPrefix+":{"+other+"}").FieldValue().FieldValue("owner"+evil, "1").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Do(ctx, rc.B().Del().Key(rlock.DefaultPrefix+":{"+other+"}").Build())
+
+	for _, tc := range []struct {
+		args  []string
+		lines int // the header and a line per lock
+	}{
+		{[]string{"status", name}, 2},
+		{[]string{"status", other}, 2},
+		{[]string{"list", lockName(t) + "*"}, 3},
+	} {
+		r := latchkey(t, "", tc.args...)
+		lines := strings.Count(r.stdout, "\n")
+		if r.code != 0 || strings.ContainsAny(r.stdout, "\x1b\u202e") || lines != tc.lines || !strings.Contains(r.stdout, `\x1b[31m\nx\u202e`) {
+			t.Errorf("%q: exit %d, %d lines, stdout %q, stderr %q; want %d lines, every control character escaped", tc.args, r.code, lines, r.stdout, r.stderr, tc.lines)
+		}
+	}
+	var st lockOut
+	r := latchkey(t, "", "status", "--json", name)
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.Name != name || len(st.Holders) != 1 || st.Holders[0].Client.Name != "client"+evil {
+		t.Errorf("status --json: exit %d, %v, %q", r.code, err, r.stdout)
+	}
+}
