@@ -191,14 +191,6 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-// TestRedisUnreachable: no Redis is exit 1, and CMD does not run.
-func TestRedisUnreachable(t *testing.T) {
-	r := latchkey(t, "", "run", "--redis", "redis://127.0.0.1:1", "name", "echo", "ran")
-	if r.code != exitError || r.stdout != "" || !strings.Contains(r.stderr, "Redis") {
-		t.Errorf("exit %d, stdout %q, stderr %q; want 1", r.code, r.stdout, r.stderr)
-	}
-}
-
 // TestForceUnlock: without --yes force-unlock asks, and anything but yes
 // leaves the lock; with --yes, or a yes, it deletes it.
 func TestForceUnlock(t *testing.T) {

@@ -79,7 +79,7 @@ func inspect(c common, std stdio, read func(context.Context, *rlock.Client) ([]r
 	locks, closeLocks, err := connect(c, rlock.Options{})
 	if err != nil {
 		fmt.Fprintf(std.err, "latchkey: %v\n", err)
-		return exitError
+		return exitFor(err)
 	}
 	defer closeLocks()
 	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
@@ -90,7 +90,7 @@ func inspect(c common, std stdio, read func(context.Context, *rlock.Client) ([]r
 	}
 	if err != nil {
 		fmt.Fprintf(std.err, "latchkey: %v\n", err)
-		return exitError
+		return exitFor(err)
 	}
 	return 0
 }

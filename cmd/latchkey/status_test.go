@@ -17,7 +17,7 @@ import (
 // TestStatusAndList: a lock held by a `latchkey run` process shows up in
 // status and list, as a table and as JSON, with its holder's description
 // (named after its command, this host, its pid) and a client queued for
-// it; a free lock is "(free)"; a bad pattern is an error.
+// it; a free lock is "(free)"; a bad pattern is a usage error.
 func TestStatusAndList(t *testing.T) {
 	c := locks(t)
 	name := lockName(t)
@@ -85,8 +85,8 @@ func TestStatusAndList(t *testing.T) {
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
 		t.Errorf("list of a free lock: exit %d, stdout %q", r.code, r.stdout)
 	}
-	if r := latchkey(t, "", "list", "a{b"); r.code != exitError || !strings.Contains(r.stderr, "brace") {
-		t.Errorf("list a{b: exit %d, stderr %q; want 1", r.code, r.stderr)
+	if r := latchkey(t, "", "list", "a{b"); r.code != exitUsage || !strings.Contains(r.stderr, "brace") {
+		t.Errorf("list a{b: exit %d, stderr %q; want %d", r.code, r.stderr, exitUsage)
 	}
 }
 
