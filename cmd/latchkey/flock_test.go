@@ -163,3 +163,13 @@ func TestFlagBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestVersion: --version prints the module's version, "(devel)" when the
+// build does not know it.
+func TestVersion(t *testing.T) {
+	r := latchkey(t, "", "--version")
+	v, ok := strings.CutPrefix(strings.TrimSpace(r.stdout), "latchkey ")
+	if r.code != 0 || !ok || (v != "(devel)" && !strings.HasPrefix(v, "v")) {
+		t.Errorf("--version: exit %d, stdout %q, stderr %q; want 0 and latchkey vX or (devel)", r.code, r.stdout, r.stderr)
+	}
+}

@@ -9,13 +9,15 @@
 //	latchkey force-unlock [--yes] [--redis URL] [--prefix P] NAME
 //	latchkey status [--json] [--kind K] [--redis URL] [--prefix P] NAME
 //	latchkey list [--json] [--redis URL] [--prefix P] [PATTERN]
+//	latchkey --version
 //
 // Flags take one dash or two; -h after a subcommand describes its flags.
 // A duration D is a number of seconds (10, 0.5) or a Go duration (1m30s).
 // --redis takes a rueidis URL (redis://[user:password@]host:port/db,
 // rediss:// for TLS); its default is $LATCHKEY_REDIS_URL, else $REDIS_URL,
 // else redis://127.0.0.1:6379. --prefix is the key prefix of the locks
-// (rlock.Options.Prefix, default "latchkey").
+// (rlock.Options.Prefix, default "latchkey"). --version prints the version
+// of the module latchkey was built from ("(devel)" when unknown).
 //
 // # run
 //
@@ -104,6 +106,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -138,6 +141,7 @@ const usage = `Usage:
   latchkey force-unlock [--yes] [flags] NAME
                              delete the lock NAME whoever holds it
   latchkey SUBCOMMAND -h     describe a subcommand's flags
+  latchkey --version         print latchkey's version
 
 Redis: --redis URL, else $LATCHKEY_REDIS_URL, else $REDIS_URL, else
 redis://127.0.0.1:6379.
@@ -159,12 +163,24 @@ func run(args, env []string, std stdio) int {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(std.out, usage)
 		return 0
+	case "-version", "--version", "version":
+		fmt.Fprintf(std.out, "latchkey %s\n", version())
+		return 0
 	case "status", "list":
 		return status(args[1:], env, std, args[0] == "list")
 	default:
 		fmt.Fprintf(std.err, "latchkey: unknown subcommand %q\n%s", args[0], usage)
 		return exitUsage
 	}
+}
+
+// version is the version of latchkey's module this binary was built from:
+// its tag with go install …@version, "(devel)" when the build knew none.
+func version() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
 }
 
 // common are the flags every subcommand takes.
