@@ -148,7 +148,7 @@ func TestFlagBounds(t *testing.T) {
 		args  []string
 		bound string
 	}{
-		{[]string{"--lease", "500us"}, "1ms"},
+		{[]string{"--lease", "500us"}, "--lease 500µs: want between 1ms"},
 		{[]string{"--lease", "9000h"}, "8760h"},
 		{[]string{"--conflict-exit-code", "256"}, "255"},
 		{[]string{"--permits", "2"}, "--size"},

@@ -58,7 +58,7 @@ func runCmd(args, env []string, std stdio) int {
 	case *wait < 0 || grace < 0 || *wdTimeout < 0:
 		return usageError(fs, "durations must not be negative")
 	case set["lease"] && (time.Duration(*lease) < minLease || time.Duration(*lease) > rlock.MaxLease):
-		return usageError(fs, "--lease %v: want between %v and %v (or no --lease, to have the watchdog keep the lock)", *lease, minLease, rlock.MaxLease)
+		return usageError(fs, "--lease %v: want between %v and %v (or no --lease, to have the watchdog keep the lock)", time.Duration(*lease), minLease, rlock.MaxLease)
 	case len(*clientName) > rlock.MaxClientNameLen:
 		return usageError(fs, "--client-name is %d bytes, the limit is %d", len(*clientName), rlock.MaxClientNameLen)
 	case *conflict < 0 || *conflict > 255:
