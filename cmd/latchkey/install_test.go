@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -56,6 +57,34 @@ func TestInstallable(t *testing.T) {
 	for _, r := range mod.Require {
 		if !r.Indirect && !allowedDeps[r.Path] {
 			t.Errorf("%s requires %s: the library may depend only on rueidis, uuid, the OTel API and test libraries; put what needs it in a module of its own", gomod, r.Path)
+		}
+	}
+}
+
+// TestDocsNameEveryFlag: docs/cli.md, the CLI's documentation, names every
+// flag that a subcommand's -h lists, so that a new flag cannot go
+// undocumented.
+func TestDocsNameEveryFlag(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"run", "status", "list", "force-unlock"} {
+		r := latchkey(t, "", sub, "-h")
+		flags := 0
+		for line := range strings.Lines(r.stdout) {
+			name, ok := strings.CutPrefix(line, "  -")
+			if !ok {
+				continue
+			}
+			flags++
+			name, _, _ = strings.Cut(strings.TrimSpace(name), " ")
+			if !strings.Contains(string(doc), "--"+name) {
+				t.Errorf("docs/cli.md does not name %s's flag --%s", sub, name)
+			}
+		}
+		if flags < 2 { // --redis and --prefix at least
+			t.Errorf("%s -h lists %d flags: %q", sub, flags, r.stdout)
 		}
 	}
 }
