@@ -33,9 +33,8 @@
 //
 // Without --wait, run waits for the lock as long as it takes; with --wait D
 // it gives up after D and exits 1 (or --conflict-exit-code's N), and
-// --wait 0 tries once (like flock -n). Without
-// --lease the watchdog keeps the lock for as long as CMD runs; --lease D
-// holds it for D at most. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
+// --wait 0 tries once (like flock -n). Without --lease the watchdog keeps
+// the lock for as long as CMD runs; --lease D holds it for D at most. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
 // latchkey are passed on to CMD, and latchkey exits when CMD does (a Ctrl-C
 // in a terminal reaches CMD directly too, so CMD may see it twice). A
 // signal that comes while latchkey still waits for the lock ends the wait.
@@ -74,10 +73,10 @@
 // It asks for confirmation on stdin first unless given --yes; an answer
 // other than y or yes leaves the lock alone and exits 1. It exits 0 once
 // the lock is gone, whether or not there was one, 69 when Redis cannot be
-// reached, 2 on a usage error. A holder run by latchkey
-// notices the loss at its next watchdog renewal (a third of its
-// --watchdog-timeout) and stops its command; a holder with a --lease does
-// not notice until its lease ends.
+// reached, 2 on a usage error. A holder run by latchkey notices the loss
+// at its next watchdog renewal (a third of its --watchdog-timeout) and
+// stops its command; a holder with a --lease does not notice until its
+// lease ends.
 //
 // # status, list
 //
@@ -92,9 +91,9 @@
 // Cluster master. Both print a table (names, client names and hosts with
 // an unprintable rune quoted as Go strings), or JSON with --json, and exit
 // 0, 1 on an error, 69 when Redis cannot be reached, or 2 on a usage error
-// (a bad PATTERN too). A holder or waiter started by `latchkey
-// run` is named after its command's base name ("latchkey run backup.sh"),
-// never its arguments, or by run's --client-name.
+// (a bad PATTERN too). A holder or waiter started by `latchkey run` is
+// named after its command's base name ("latchkey run backup.sh"), never its
+// arguments, or by run's --client-name.
 package main
 
 import (

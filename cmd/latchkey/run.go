@@ -27,7 +27,7 @@ func runCmd(args, env []string, std stdio) int {
 	var c common
 	fs := newFlags("run", "[flags] NAME [--] CMD [ARG...]", env, std, &c)
 	wait, lease, grace, wdTimeout := new(seconds), new(seconds), seconds(10*time.Second), new(seconds)
-	fs.Var(wait, "wait", "give up when the lock is still busy after `D` (exit 1, or --conflict-exit-code); 0 tries once, like flock -n; unset waits as long as it takes")
+	fs.Var(wait, "wait", "give up when the lock is still busy after `D`, in seconds (10, 0.5) or as a duration (1m30s), and exit 1 (or --conflict-exit-code); 0 tries once, like flock -n; unset waits as long as it takes")
 	fs.Var(lease, "lease", "hold the lock for `D` at most (1ms to 8760h) instead of having the watchdog keep it while CMD runs")
 	fs.Var(&grace, "grace", "when the lock is lost, wait `D` after SIGTERM before CMD gets SIGKILL")
 	fs.Var(wdTimeout, "watchdog-timeout", "the lease the watchdog keeps renewing, every third of `D`; a lost lock is noticed within a third of it (default 30s)")
