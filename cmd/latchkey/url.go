@@ -23,8 +23,10 @@ func parseRedisURL(s string) (rueidis.ClientOption, error) {
 		if i := strings.IndexAny(host, "/?#"); i >= 0 {
 			host = host[:i]
 		}
+		// Go unescapes the host (an IPv6 zone's %25): compare both forms.
+		unescaped, _ := url.PathUnescape(host)
 		u, err := url.Parse(s)
-		if err != nil || u.User == nil || u.Host != host {
+		if err != nil || u.User == nil || (u.Host != host && u.Host != unescaped) {
 			return rueidis.ClientOption{}, fmt.Errorf("%w %s: the user name or password has a character that must be percent-encoded "+
 				"(/ ? # @ %% and spaces as %%2F %%3F %%23 %%40 %%25 %%20), and an @ elsewhere in the URL too", errBadURL, redact(s))
 		}

@@ -45,3 +45,20 @@ func TestURLPasswordNeverShown(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRedisURLAccepts: the check on the user info refuses none of the
+// URLs that say what they mean: percent-encoded passwords, IPv6 hosts with
+// a zone, unix sockets, no user info at all.
+func TestParseRedisURLAccepts(t *testing.T) {
+	for _, tc := range []struct{ url, user, password, addr string }{
+		{"redis://app:pa%2Fss%40x@127.0.0.1:6380/2", "app", "pa/ss@x", "127.0.0.1:6380"},
+		{"rediss://:secret@[fe80::1%25eth0]:6379", "", "secret", "[fe80::1%eth0]:6379"},
+		{"unix://app:secret@/run/redis.sock", "app", "secret", "/run/redis.sock"},
+		{"redis://127.0.0.1:6379?client_name=a%40b", "", "", "127.0.0.1:6379"},
+	} {
+		ro, err := parseRedisURL(tc.url)
+		if err != nil || ro.Username != tc.user || ro.Password != tc.password || len(ro.InitAddress) != 1 || ro.InitAddress[0] != tc.addr {
+			t.Errorf("%s: %v, user %q, password %q, addresses %q; want %q, %q, %q", redact(tc.url), err, ro.Username, ro.Password, ro.InitAddress, tc.user, tc.password, tc.addr)
+		}
+	}
+}
