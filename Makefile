@@ -47,10 +47,13 @@ FAMILYFLAGS ?= -reps 5 -dur 2s -clients 4 -g 8 -semg 16 -size 8 -reads 0.95 -cs 
 all: test
 
 # The library module keeps its go.mod to rueidis, uuid and the test
-# libraries; what needs more is a module of its own, tested here one by one:
-# internal/latency (HdrHistogram), cmd (the CLI and the demo), integration
-# (Docker, toxiproxy, porcupine) and bench (the peer libraries, test-bench).
-MODULES := . internal/latency cmd integration
+# libraries; the CLI (cmd/latchkey) needs nothing more and lives in it, so
+# that `go install …/cmd/latchkey@version` works (no replace directives).
+# What needs more is a module of its own, tested here one by one:
+# internal/latency (HdrHistogram), cmd/latchkey-demo (the OTel SDK and
+# Prometheus), integration (Docker, toxiproxy, porcupine) and bench (the
+# peer libraries, test-bench).
+MODULES := . internal/latency cmd/latchkey-demo integration
 
 test: setup vet test-bench
 	@set -e; for m in $(MODULES); do echo "test: module $$m"; (cd $$m && $(GO) test $(TESTFLAGS) ./...); done
@@ -76,7 +79,7 @@ vet:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
 
 demo: setup
-	cd cmd && $(GO) run ./latchkey-demo $(DEMOFLAGS)
+	cd cmd/latchkey-demo && $(GO) run . $(DEMOFLAGS)
 
 # fuzz runs every fuzz target (func FuzzXxx in a _test.go file) for FUZZTIME
 # each, one at a time: go test takes one -fuzz target per run. Their seed

@@ -14,9 +14,10 @@
 // and after the phase it prints both, with a summary of the metrics read
 // back (wait p50/p99 from the histogram, locks lost, wake-ups).
 //
-// Usage (from the cmd module):
+// Usage (from cmd/latchkey-demo, a module of its own: the OTel SDK and
+// Prometheus stay out of the library's go.mod):
 //
-//	go run ./latchkey-demo [-addr 127.0.0.1:6379 -flush] [-procs 32] [-g 1] [-dur 6s] [-cs 5ms] [-lock demo] [-metrics 127.0.0.1:0]
+//	go run . [-addr 127.0.0.1:6379 -flush] [-procs 32] [-g 1] [-dur 6s] [-cs 5ms] [-lock demo] [-metrics 127.0.0.1:0]
 //
 // Without -addr it starts a redis-server process of its own on loopback
 // and stops it at the end. Each phase begins with FLUSHALL and CONFIG

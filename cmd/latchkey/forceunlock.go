@@ -42,7 +42,7 @@ func forceUnlock(args, env []string, std stdio) int {
 	locks, closeLocks, err := connect(c, rlock.Options{})
 	if err != nil {
 		fmt.Fprintf(std.err, "latchkey: %v\n", err)
-		return exitError
+		return exitFor(err)
 	}
 	defer closeLocks()
 	ctx, cancel := context.WithTimeout(context.Background(), forceUnlockTimeout)
@@ -50,7 +50,7 @@ func forceUnlock(args, env []string, std stdio) int {
 	existed, err := locks.ForceUnlock(ctx, name)
 	if err != nil {
 		fmt.Fprintf(std.err, "latchkey: %v\n", err)
-		return exitError
+		return exitFor(err)
 	}
 	if existed {
 		fmt.Fprintf(std.out, "deleted the lock %q\n", name)

@@ -4,15 +4,20 @@
 //
 // Usage:
 //
-//	latchkey run [--wait D] [--lease D] [--grace D] [--watchdog-timeout D] [--redis URL] [--prefix P] NAME [--] CMD [ARG...]
+//	latchkey run [--wait D] [--conflict-exit-code N] [--shared | --permits N --size S] [--lease D] [--grace D]
+//	             [--watchdog-timeout D] [--client-name N] [--redis URL] [--prefix P] NAME [--] CMD [ARG...]
 //	latchkey force-unlock [--yes] [--redis URL] [--prefix P] NAME
 //	latchkey status [--json] [--kind K] [--redis URL] [--prefix P] NAME
 //	latchkey list [--json] [--redis URL] [--prefix P] [PATTERN]
+//	latchkey --version
 //
 // Flags take one dash or two; -h after a subcommand describes its flags.
-// --redis takes a rueidis URL (redis://[user:password@]host:port/db, rediss:// for TLS); its
-// default is $REDIS_URL, else redis://127.0.0.1:6379. --prefix is the key
-// prefix of the locks (rlock.Options.Prefix, default "latchkey").
+// A duration D is a number of seconds (10, 0.5) or a Go duration (1m30s).
+// --redis takes a rueidis URL (redis://[user:password@]host:port/db,
+// rediss:// for TLS); its default is $LATCHKEY_REDIS_URL, else $REDIS_URL,
+// else redis://127.0.0.1:6379. --prefix is the key prefix of the locks
+// (rlock.Options.Prefix, default "latchkey"). --version prints the version
+// of the module latchkey was built from ("(devel)" when unknown).
 //
 // # run
 //
@@ -21,13 +26,25 @@
 // when CMD exits and exits with CMD's status. CMD shares latchkey's stdin,
 // stdout and stderr. Flags go before NAME: everything after it is CMD.
 //
+// NAME is a Mutex. With --shared it is an RWMutex whose read side run
+// takes (shared with other readers, excluded by its writers); with
+// --permits N --size S, N permits (default 1) of a Semaphore of S. Neither
+// has fencing tokens, so CMD gets no LATCHKEY_TOKEN.
+//
 // Without --wait, run waits for the lock as long as it takes; with --wait D
-// it gives up after D, and --wait 0 tries once (like flock -n). Without
-// --lease the watchdog keeps the lock for as long as CMD runs; --lease D
-// holds it for D at most. SIGINT, SIGTERM and SIGHUP sent to latchkey are
-// passed on to CMD, and latchkey exits when CMD does (a Ctrl-C in a
-// terminal reaches CMD directly too, so CMD may see it twice). A signal
-// that comes while latchkey still waits for the lock ends the wait.
+// it gives up after D and exits 1 (or --conflict-exit-code's N), and
+// --wait 0 tries once (like flock -n). Without --lease the watchdog keeps
+// the lock for as long as CMD runs; --lease D holds it for D at most. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to
+// latchkey are passed on to CMD, and latchkey exits when CMD does (a Ctrl-C
+// in a terminal reaches CMD directly too, so CMD may see it twice). A
+// signal that comes while latchkey still waits for the lock ends the wait.
+//
+// A signal latchkey cannot catch (SIGKILL, the OOM killer) cannot be passed
+// on. On Linux the kernel then sends CMD SIGTERM (its parent-death signal),
+// so that CMD does not run on without the lock; a CMD that ignores SIGTERM,
+// and CMD's own children, may. On other systems CMD runs on unlocked, and
+// the lock expires within --watchdog-timeout (or its --lease) while CMD may
+// still run: there, kill latchkey's process group rather than latchkey alone.
 //
 // If the lock is lost while CMD runs (it was force-unlocked, its lease ran
 // out, or Redis stayed unreachable past the watchdog's lease), latchkey
@@ -41,9 +58,13 @@
 //	128+N      CMD was killed by signal N (as shells report it), or latchkey
 //	           got signal N while it still waited for the lock
 //	75         the lock was lost while CMD ran (EX_TEMPFAIL: try again)
-//	1          the lock was busy (--wait ran out), or another error:
-//	           Redis unreachable, a bad URL, a bad lock name
-//	2          a usage error: bad flags, NAME or CMD missing
+//	1          the lock was busy (--wait ran out; --conflict-exit-code
+//	           changes it), or an error not listed here
+//	69         Redis could not be reached, or refused the credentials
+//	           (EX_UNAVAILABLE)
+//	2          a usage error: bad flags or flag values (--lease out of
+//	           1ms..8760h), NAME or CMD missing, a bad Redis URL or lock
+//	           name, a Semaphore used with another --size
 //	126, 127   CMD could not be started, or was not found (as timeout(1))
 //
 // # force-unlock
@@ -51,10 +72,11 @@
 // force-unlock deletes the lock NAME whoever holds it, and wakes a waiter.
 // It asks for confirmation on stdin first unless given --yes; an answer
 // other than y or yes leaves the lock alone and exits 1. It exits 0 once
-// the lock is gone, whether or not there was one. A holder run by latchkey
-// notices the loss at its next watchdog renewal (a third of its
-// --watchdog-timeout) and stops its command; a holder with a --lease does
-// not notice until its lease ends.
+// the lock is gone, whether or not there was one, 69 when Redis cannot be
+// reached, 2 on a usage error. A holder run by latchkey notices the loss
+// at its next watchdog renewal (a third of its --watchdog-timeout) and
+// stops its command; a holder with a --lease does not notice until its
+// lease ends.
 //
 // # status, list
 //
@@ -66,9 +88,12 @@
 // their permits, waiters what they wait for). list prints the same for
 // every held lock of every kind whose name matches PATTERN (Redis glob
 // syntax, default "*"; no braces), found with SCAN on the server or every
-// Cluster master. Both print a table, or JSON with --json, and exit 0, 1 on
-// an error, or 2 on a usage error. A holder or waiter started by `latchkey
-// run` is named after its command.
+// Cluster master. Both print a table (names, client names and hosts with
+// an unprintable rune quoted as Go strings), or JSON with --json, and exit
+// 0, 1 on an error, 69 when Redis cannot be reached, or 2 on a usage error
+// (a bad PATTERN too). A holder or waiter started by `latchkey run` is
+// named after its command's base name ("latchkey run backup.sh"), never its
+// arguments, or by run's --client-name.
 package main
 
 import (
@@ -77,9 +102,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
+	"math"
+	"net"
 	"os"
+	"runtime/debug"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -92,11 +122,12 @@ func main() {
 
 // Exit statuses of latchkey's own making (see the package comment).
 const (
-	exitError    = 1
-	exitUsage    = 2
-	exitLost     = 75 // EX_TEMPFAIL
-	exitNoExec   = 126
-	exitNotFound = 127
+	exitError       = 1
+	exitUsage       = 2
+	exitUnavailable = 69 // EX_UNAVAILABLE: Redis unreachable, or it refused the credentials
+	exitLost        = 75 // EX_TEMPFAIL
+	exitNoExec      = 126
+	exitNotFound    = 127
 )
 
 const usage = `Usage:
@@ -109,8 +140,10 @@ const usage = `Usage:
   latchkey force-unlock [--yes] [flags] NAME
                              delete the lock NAME whoever holds it
   latchkey SUBCOMMAND -h     describe a subcommand's flags
+  latchkey --version         print latchkey's version
 
-Redis: --redis URL, else $REDIS_URL, else redis://127.0.0.1:6379.
+Redis: --redis URL, else $LATCHKEY_REDIS_URL, else $REDIS_URL, else
+redis://127.0.0.1:6379.
 `
 
 // run is latchkey with its arguments (without the program name), its
@@ -129,12 +162,24 @@ func run(args, env []string, std stdio) int {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(std.out, usage)
 		return 0
+	case "-version", "--version", "version":
+		fmt.Fprintf(std.out, "latchkey %s\n", version())
+		return 0
 	case "status", "list":
 		return status(args[1:], env, std, args[0] == "list")
 	default:
 		fmt.Fprintf(std.err, "latchkey: unknown subcommand %q\n%s", args[0], usage)
 		return exitUsage
 	}
+}
+
+// version is the version of latchkey's module this binary was built from:
+// its tag with go install …@version, "(devel)" when the build knew none.
+func version() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
 }
 
 // common are the flags every subcommand takes.
@@ -154,8 +199,12 @@ func newFlags(name, synopsis string, env []string, std stdio, c *common) *flag.F
 		fs.PrintDefaults()
 	}
 	// The default is resolved in connect, so that -h never shows a password.
-	c.envRedis = lookup(env, "REDIS_URL")
-	fs.StringVar(&c.redis, "redis", "", "Redis `URL`: redis://[user:password@]host:port[/db], rediss:// for TLS (default $REDIS_URL, else "+defaultRedis+")")
+	// latchkey's own variable first, as one Redis may not serve all.
+	c.envRedis = lookup(env, "LATCHKEY_REDIS_URL")
+	if c.envRedis == "" {
+		c.envRedis = lookup(env, "REDIS_URL")
+	}
+	fs.StringVar(&c.redis, "redis", "", "Redis `URL`: redis://[user:password@]host:port[/db], rediss:// for TLS (default $LATCHKEY_REDIS_URL, else $REDIS_URL, else "+defaultRedis+")")
 	fs.StringVar(&c.prefix, "prefix", rlock.DefaultPrefix, "key `prefix` of the locks")
 	return fs
 }
@@ -212,16 +261,16 @@ func connect(c common, opts rlock.Options) (locks *rlock.Client, close func(), e
 	default:
 		u = defaultRedis
 	}
-	ro, err := rueidis.ParseURL(u)
+	ro, err := parseRedisURL(u)
 	if err != nil {
-		return nil, nil, fmt.Errorf("bad Redis URL %s: %w", redact(u), err)
+		return nil, nil, err
 	}
 	// latchkey needs no client-side caching, and a minimal ACL user may not
 	// run the CLIENT TRACKING it would send.
 	ro.DisableCache = true
 	rc, err := rueidis.NewClient(ro)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to Redis at %s: %w", redact(u), err)
+		return nil, nil, fmt.Errorf("%w at %s: %w (check the URL, its credentials, and that Redis runs there)", errUnavailable, redact(u), err)
 	}
 	opts.Prefix = c.prefix
 	locks, err = rlock.NewClient(rc, opts)
@@ -232,13 +281,46 @@ func connect(c common, opts rlock.Options) (locks *rlock.Client, close func(), e
 	return locks, func() { locks.Close(); rc.Close() }, nil
 }
 
-// redact returns the URL s without its password, for messages.
-func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
+// errUnavailable marks a Redis that could not be reached or that refused
+// the credentials (exit 69, not a busy lock's 1).
+var errUnavailable = errors.New("cannot connect to Redis")
+
+// exitFor is the exit status for err, from connect or a call to Redis: a
+// usage error for what the command line got wrong, exitUnavailable when
+// Redis cannot be reached, else exitError.
+func exitFor(err error) int {
+	var netErr net.Error
+	switch {
+	case errors.Is(err, errBadURL), errors.Is(err, rlock.ErrInvalidArgument), errors.Is(err, rlock.ErrInvalidName),
+		errors.Is(err, rlock.ErrInvalidOptions), errors.Is(err, rlock.ErrSizeMismatch):
+		return exitUsage
+	case errors.Is(err, errUnavailable), errors.As(err, &netErr), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+		return exitUnavailable
 	}
-	return u.Redacted()
+	return exitError
+}
+
+// seconds is a duration flag that reads a plain number as seconds, as
+// flock -w and timeout(1) do ("10", "0.5"), and a Go duration ("1m30s").
+type seconds time.Duration
+
+func (s *seconds) String() string { return time.Duration(*s).String() }
+
+func (s *seconds) Set(v string) error {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q: want seconds (10, 0.5) or a duration (1m30s)", v)
+		}
+		*s = seconds(d)
+		return nil
+	}
+	if math.IsNaN(f) || math.Abs(f) > math.MaxInt64/float64(time.Second) {
+		return fmt.Errorf("%q seconds is out of range (%v at most)", v, time.Duration(math.MaxInt64))
+	}
+	*s = seconds(f * float64(time.Second))
+	return nil
 }
 
 // stdio is a command's standard streams. Those of run are CMD's too: pass

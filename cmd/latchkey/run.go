@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,25 +18,29 @@ import (
 	"github.com/latchkey/latchkey/rlock"
 )
 
-// forwarded are the signals run passes on to CMD.
-var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+// forwarded are the signals run passes on to CMD. SIGQUIT too: Go's
+// default for it (a stack dump, exit 2) would leave CMD running unlocked.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 // runCmd is `latchkey run`.
 func runCmd(args, env []string, std stdio) int {
 	var c common
 	fs := newFlags("run", "[flags] NAME [--] CMD [ARG...]", env, std, &c)
-	wait := fs.Duration("wait", 0, "give up when the lock is still busy after `D` (exit 1); 0 tries once, like flock -n; unset waits as long as it takes")
-	lease := fs.Duration("lease", 0, "hold the lock for `D` at most instead of having the watchdog keep it while CMD runs")
-	grace := fs.Duration("grace", 10*time.Second, "when the lock is lost, wait `D` after SIGTERM before CMD gets SIGKILL")
-	wdTimeout := fs.Duration("watchdog-timeout", 0, "the lease the watchdog keeps renewing, every third of `D`; a lost lock is noticed within a third of it (default 30s)")
+	wait, lease, grace, wdTimeout := new(seconds), new(seconds), seconds(10*time.Second), new(seconds)
+	fs.Var(wait, "wait", "give up when the lock is still busy after `D`, in seconds (10, 0.5) or as a duration (1m30s), and exit 1 (or --conflict-exit-code); 0 tries once, like flock -n; unset waits as long as it takes")
+	fs.Var(lease, "lease", "hold the lock for `D` at most (1ms to 8760h) instead of having the watchdog keep it while CMD runs")
+	fs.Var(&grace, "grace", "when the lock is lost, wait `D` after SIGTERM before CMD gets SIGKILL")
+	fs.Var(wdTimeout, "watchdog-timeout", "the lease the watchdog keeps renewing, every third of `D`; a lost lock is noticed within a third of it (default 30s)")
+	clientName := fs.String("client-name", "", "how status and list name this holder (default \"latchkey run\" and CMD's base name; CMD's arguments are never recorded)")
+	conflict := fs.Int("conflict-exit-code", exitError, "the exit status `N` (0 to 255) when the lock is busy (--wait ran out)")
+	shared := fs.Bool("shared", false, "take the read side of the RWMutex NAME: readers share it, its writers exclude them (CMD gets no token)")
+	permits := fs.Int64("permits", 0, "take `N` permits of the Semaphore NAME; needs --size (default 1 with --size; CMD gets no token)")
+	size := fs.Int64("size", 0, "the number of permits `S` of the Semaphore NAME, as all its users give it")
 	if code := parse(fs, args, std); code >= 0 {
 		return code
 	}
-	waitSet, leaseSet := false, false
-	fs.Visit(func(f *flag.Flag) {
-		waitSet = waitSet || f.Name == "wait"
-		leaseSet = leaseSet || f.Name == "lease"
-	})
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	rest := fs.Args()
 	if len(rest) == 0 {
 		return usageError(fs, "missing NAME")
@@ -43,13 +49,31 @@ func runCmd(args, env []string, std stdio) int {
 	if len(cmdArgs) > 0 && cmdArgs[0] == "--" {
 		cmdArgs = cmdArgs[1:]
 	}
+	if set["size"] && !set["permits"] {
+		*permits = 1
+	}
 	switch {
 	case len(cmdArgs) == 0:
 		return usageError(fs, "missing CMD")
-	case *wait < 0 || *grace < 0 || *wdTimeout < 0:
+	case *wait < 0 || grace < 0 || *wdTimeout < 0:
 		return usageError(fs, "durations must not be negative")
-	case leaseSet && *lease <= 0:
-		return usageError(fs, "--lease must be positive")
+	case set["lease"] && (time.Duration(*lease) < minLease || time.Duration(*lease) > rlock.MaxLease):
+		return usageError(fs, "--lease %v: want between %v and %v (or no --lease, to have the watchdog keep the lock)", time.Duration(*lease), minLease, rlock.MaxLease)
+	case len(*clientName) > rlock.MaxClientNameLen:
+		return usageError(fs, "--client-name is %d bytes, the limit is %d", len(*clientName), rlock.MaxClientNameLen)
+	case *conflict < 0 || *conflict > 255:
+		return usageError(fs, "--conflict-exit-code %d: want 0 to 255", *conflict)
+	case *shared && (set["permits"] || set["size"]):
+		return usageError(fs, "--shared takes an RWMutex's read side, --permits and --size a Semaphore's permits: not both")
+	case set["permits"] && !set["size"]:
+		return usageError(fs, "--permits needs --size, the Semaphore's number of permits")
+	case set["size"] && *size < 1:
+		return usageError(fs, "--size %d: want at least 1", *size)
+	case set["size"] && (*permits < 1 || *permits > *size):
+		return usageError(fs, "--permits %d: want 1 to --size (%d)", *permits, *size)
+	}
+	if *clientName == "" {
+		*clientName = defaultClientName(cmdArgs[0])
 	}
 
 	// Signals are caught from here on: during the wait they end it, and
@@ -59,28 +83,38 @@ func runCmd(args, env []string, std stdio) int {
 	defer signal.Stop(sigs)
 
 	// `latchkey status` shows what the holder runs.
-	locks, closeLocks, err := connect(c, rlock.Options{WatchdogTimeout: *wdTimeout, ClientName: clientName(cmdArgs)})
+	locks, closeLocks, err := connect(c, rlock.Options{WatchdogTimeout: time.Duration(*wdTimeout), ClientName: strings.ToValidUTF8(*clientName, "?")})
 	if err != nil {
 		fmt.Fprintf(std.err, "latchkey: %v\n", err)
-		return exitError
+		return exitFor(err)
 	}
 	defer closeLocks()
 
 	var opts []rlock.LockOption
-	if leaseSet {
-		opts = append(opts, rlock.WithLease(*lease))
+	if set["lease"] {
+		opts = append(opts, rlock.WithLease(time.Duration(*lease)))
 	}
-	m := locks.Mutex(name)
+	l := mutexSide(locks.Mutex(name))
+	switch {
+	case *shared:
+		l = readSide(locks.RWMutex(name))
+	case set["size"]:
+		l = permitsSide(locks.Semaphore(name, *size), *permits)
+	}
 	// Cancelled only to cut a wait short, or at the end: the lock's context
 	// derives from it.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	lctx, code := acquire(ctx, cancel, m, waitSet, *wait, opts, sigs, std)
+	waitFor := time.Duration(-1) // as long as it takes
+	if set["wait"] {
+		waitFor = time.Duration(*wait)
+	}
+	lctx, code := acquire(ctx, cancel, l, waitFor, opts, *conflict, sigs, std)
 	if code >= 0 {
 		return code
 	}
-	code = hold(m, lctx, cmdArgs, env, *grace, sigs, std)
-	if err := m.Unlock(lctx); err != nil && code != exitLost {
+	code = hold(l, lctx, cmdArgs, env, time.Duration(grace), sigs, std)
+	if err := l.unlock(lctx); err != nil && code != exitLost {
 		if errors.Is(err, rlock.ErrNotHeld) {
 			// Lost just as CMD ended, before the loss was seen: the
 			// exclusion did not hold to the end.
@@ -92,10 +126,46 @@ func runCmd(args, env []string, std stdio) int {
 	return code
 }
 
-// acquire takes m with ctx as run's flags say, until a signal in sigs ends
+// minLease is rlock.WithLease's lower bound, checked here so that a short
+// --lease is a usage error before anything reaches Redis.
+const minLease = time.Millisecond
+
+// side is what run takes of the lock NAME: a Mutex, an RWMutex's read side
+// or permits of a Semaphore, whose methods differ only in their names.
+type side struct {
+	name    string
+	lock    func(ctx context.Context, opts ...rlock.LockOption) (context.Context, error)
+	tryLock func(ctx context.Context, opts ...rlock.LockOption) (context.Context, bool, error)
+	unlock  func(lctx context.Context) error
+	token   func(lctx context.Context) (int64, error) // nil: no fencing tokens
+}
+
+func mutexSide(m *rlock.Mutex) side {
+	return side{name: m.Name(), lock: m.Lock, tryLock: m.TryLock, unlock: m.Unlock, token: m.Token}
+}
+
+func readSide(rw *rlock.RWMutex) side {
+	return side{name: rw.Name(), lock: rw.RLock, tryLock: rw.TryRLock, unlock: rw.RUnlock}
+}
+
+func permitsSide(s *rlock.Semaphore, n int64) side {
+	return side{
+		name: s.Name(),
+		lock: func(ctx context.Context, opts ...rlock.LockOption) (context.Context, error) {
+			return s.Acquire(ctx, n, opts...)
+		},
+		tryLock: func(ctx context.Context, opts ...rlock.LockOption) (context.Context, bool, error) {
+			return s.TryAcquire(ctx, n, opts...)
+		},
+		unlock: s.Release,
+	}
+}
+
+// acquire takes l with ctx as run's flags say: waiting as long as it takes
+// when wait is negative, else for wait at most; until a signal in sigs ends
 // the wait (with cancel). It returns the lock's context and -1, or the exit
-// status.
-func acquire(ctx context.Context, cancel context.CancelFunc, m *rlock.Mutex, waitSet bool, wait time.Duration, opts []rlock.LockOption, sigs <-chan os.Signal, std stdio) (context.Context, int) {
+// status: conflict when the lock stayed busy.
+func acquire(ctx context.Context, cancel context.CancelFunc, l side, wait time.Duration, opts []rlock.LockOption, conflict int, sigs <-chan os.Signal, std stdio) (context.Context, int) {
 	type result struct {
 		lctx context.Context
 		ok   bool
@@ -105,13 +175,13 @@ func acquire(ctx context.Context, cancel context.CancelFunc, m *rlock.Mutex, wai
 	go func() {
 		var r result
 		switch {
-		case !waitSet:
-			r.lctx, r.err = m.Lock(ctx, opts...)
+		case wait < 0:
+			r.lctx, r.err = l.lock(ctx, opts...)
 			r.ok = r.err == nil
 		case wait == 0:
-			r.lctx, r.ok, r.err = m.TryLock(ctx, opts...)
+			r.lctx, r.ok, r.err = l.tryLock(ctx, opts...)
 		default:
-			r.lctx, r.ok, r.err = m.TryLock(ctx, append(opts, rlock.WithWait(wait))...)
+			r.lctx, r.ok, r.err = l.tryLock(ctx, append(opts, rlock.WithWait(wait))...)
 		}
 		res <- r
 	}()
@@ -122,34 +192,40 @@ func acquire(ctx context.Context, cancel context.CancelFunc, m *rlock.Mutex, wai
 		cancel()
 		r = <-res
 		if r.ok {
-			_ = m.Unlock(r.lctx) // acquired as the wait was cut short
+			_ = l.unlock(r.lctx) // acquired as the wait was cut short
 		}
-		fmt.Fprintf(std.err, "latchkey: %v while waiting for the lock %q\n", sig, m.Name())
+		fmt.Fprintf(std.err, "latchkey: %v while waiting for the lock %q\n", sig, l.name)
 		return nil, 128 + signum(sig)
 	}
 	switch {
 	case r.err != nil:
-		fmt.Fprintf(std.err, "latchkey: taking the lock %q: %v\n", m.Name(), r.err)
-		return nil, exitError
+		fmt.Fprintf(std.err, "latchkey: taking the lock %q: %v\n", l.name, r.err)
+		return nil, exitFor(r.err)
 	case !r.ok:
-		fmt.Fprintf(std.err, "latchkey: the lock %q is busy\n", m.Name())
-		return nil, exitError
+		fmt.Fprintf(std.err, "latchkey: the lock %q is busy\n", l.name)
+		return nil, conflict
 	}
 	return r.lctx, -1
 }
 
-// hold runs CMD while m is held through lctx and returns run's exit status:
+// hold runs CMD while l is held through lctx and returns run's exit status:
 // CMD's, or exitLost when lctx ended first, after which CMD got SIGTERM
 // and, grace later, SIGKILL. Signals in sigs are passed on to CMD.
-func hold(m *rlock.Mutex, lctx context.Context, cmdArgs, env []string, grace time.Duration, sigs <-chan os.Signal, std stdio) int {
-	token, err := m.Token(lctx)
-	if err != nil {
-		fmt.Fprintf(std.err, "latchkey: the lock %q: %v\n", m.Name(), err)
-		return exitLost
+func hold(l side, lctx context.Context, cmdArgs, env []string, grace time.Duration, sigs <-chan os.Signal, std stdio) int {
+	// A LATCHKEY_TOKEN inherited from an outer run is not this lock's.
+	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "LATCHKEY_TOKEN=") })
+	if l.token != nil {
+		token, err := l.token(lctx)
+		if err != nil {
+			fmt.Fprintf(std.err, "latchkey: the lock %q: %v\n", l.name, err)
+			return exitLost
+		}
+		env = append(env, "LATCHKEY_TOKEN="+strconv.FormatInt(token, 10))
 	}
 	cmd := exec.Command(cmdArgs[0], cmdArgs[1:]...)
-	cmd.Env = append(env[:len(env):len(env)], "LATCHKEY_TOKEN="+strconv.FormatInt(token, 10), "LATCHKEY_NAME="+m.Name())
+	cmd.Env = append(env, "LATCHKEY_NAME="+l.name)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = std.in, std.out, std.err
+	cmd.SysProcAttr = cmdSysProcAttr()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(std.err, "latchkey: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -173,7 +249,7 @@ func hold(m *rlock.Mutex, lctx context.Context, cmdArgs, env []string, grace tim
 			_ = cmd.Process.Signal(sig)
 		case <-lost:
 			lost = nil
-			fmt.Fprintf(std.err, "latchkey: the lock %q was lost (%v); stopping %s\n", m.Name(), context.Cause(lctx), cmdArgs[0])
+			fmt.Fprintf(std.err, "latchkey: the lock %q was lost (%v); stopping %s\n", l.name, context.Cause(lctx), cmdArgs[0])
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			t := time.NewTimer(grace)
 			defer t.Stop()
@@ -207,11 +283,13 @@ func signum(sig os.Signal) int {
 	return 0
 }
 
-// clientName names a run's client after its command, within the limit.
-func clientName(cmdArgs []string) string {
-	name := "latchkey run " + strings.Join(cmdArgs, " ")
+// defaultClientName names a run's client after its command's base name:
+// the client name is readable by anyone who can read Redis, and arguments
+// may carry secrets (--token=…).
+func defaultClientName(cmd string) string {
+	name := "latchkey run " + filepath.Base(cmd)
 	if len(name) > rlock.MaxClientNameLen {
 		name = name[:rlock.MaxClientNameLen-3] + "..."
 	}
-	return strings.ToValidUTF8(name, "?")
+	return name
 }

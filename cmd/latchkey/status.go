@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/latchkey/latchkey/rlock"
 )
@@ -77,7 +79,7 @@ func inspect(c common, std stdio, read func(context.Context, *rlock.Client) ([]r
 	locks, closeLocks, err := connect(c, rlock.Options{})
 	if err != nil {
 		fmt.Fprintf(std.err, "latchkey: %v\n", err)
-		return exitError
+		return exitFor(err)
 	}
 	defer closeLocks()
 	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
@@ -88,7 +90,7 @@ func inspect(c common, std stdio, read func(context.Context, *rlock.Client) ([]r
 	}
 	if err != nil {
 		fmt.Fprintf(std.err, "latchkey: %v\n", err)
-		return exitError
+		return exitFor(err)
 	}
 	return 0
 }
@@ -101,7 +103,7 @@ func writeTable(w io.Writer, infos []rlock.LockInfo, waiters bool) error {
 	now := time.Now()
 	for _, info := range infos {
 		if !info.Held() {
-			fmt.Fprintf(tw, "%s\t%s\t(free)\t\t\t\t\t\t\t%d\n", info.Name, info.Kind, info.WaitersTotal)
+			fmt.Fprintf(tw, "%s\t%s\t(free)\t\t\t\t\t\t\t%d\n", shown(info.Name), shown(string(info.Kind)), info.WaitersTotal)
 		}
 		for _, h := range info.Holders {
 			held := "-"
@@ -116,8 +118,8 @@ func writeTable(w io.Writer, infos []rlock.LockInfo, waiters bool) error {
 			if h.Token > 0 {
 				token = strconv.FormatInt(h.Token, 10)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\n", info.Name, kindOf(info.Kind, h.Mode), who(h.Client, h.Owner),
-				h.Client.Host, h.Client.PID, holds(h), token, held, lease, info.WaitersTotal)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\n", shown(info.Name), shown(kindOf(info.Kind, h.Mode)), shown(who(h.Client, h.Owner)),
+				shown(h.Client.Host), h.Client.PID, holds(h), token, held, lease, info.WaitersTotal)
 		}
 		if waiters {
 			for i, q := range info.Waiters {
@@ -128,12 +130,24 @@ func writeTable(w io.Writer, infos []rlock.LockInfo, waiters bool) error {
 				case q.Permits > 0:
 					what = fmt.Sprintf("for %d permits", q.Permits)
 				}
-				fmt.Fprintf(tw, "  waiting %d:\t%s\t%s\t%s\t%s\t\t\t%s\t\t\n", i+1, what, who(q.Client, ""), q.Client.Host, pid(q.Client.PID),
+				fmt.Fprintf(tw, "  waiting %d:\t%s\t%s\t%s\t%s\t\t\t%s\t\t\n", i+1, shown(what), shown(who(q.Client, "")), shown(q.Client.Host), pid(q.Client.PID),
 					now.Sub(q.Since).Round(time.Millisecond))
 			}
 		}
 	}
 	return tw.Flush()
+}
+
+// shown is s as the table prints it: as it is when every rune is
+// printable, else quoted as a Go string (\n, \x1b, \u202e): names, client
+// names and hosts come from Redis, which anyone with write access to it
+// fills, and a newline would forge a row, an escape sequence reach the
+// terminal. A leading quote is quoted too, so a quoted cell is unambiguous.
+func shown(s string) string {
+	if !utf8.ValidString(s) || strings.HasPrefix(s, `"`) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // who names a client: by its ClientName, else its ID, else the owner id.

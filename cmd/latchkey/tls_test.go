@@ -56,8 +56,8 @@ func TestTLSAndACL(t *testing.T) {
 		t.Errorf("force-unlock: exit %d, stdout %q, stderr %q; want 0, deleted", r.code, r.stdout, r.stderr)
 	}
 	// Without the CA, the server's certificate is refused.
-	if r := latchkey(t, "", "run", "--redis", url, "tls", "true"); r.code != exitError || !strings.Contains(r.stderr, "certificate") {
-		t.Errorf("no CA: exit %d, stderr %q; want 1 and a certificate error", r.code, r.stderr)
+	if r := latchkey(t, "", "run", "--redis", url, "tls", "true"); r.code != exitUnavailable || !strings.Contains(r.stderr, "certificate") {
+		t.Errorf("no CA: exit %d, stderr %q; want %d and a certificate error", r.code, r.stderr, exitUnavailable)
 	}
 }
 

@@ -1,4 +1,4 @@
-module github.com/latchkey/latchkey/cmd
+module github.com/latchkey/latchkey/cmd/latchkey-demo
 
 go 1.26.0
 
@@ -35,6 +35,6 @@ require (
 )
 
 replace (
-	github.com/latchkey/latchkey => ../
-	github.com/latchkey/latchkey/internal/latency => ../internal/latency
+	github.com/latchkey/latchkey => ../../
+	github.com/latchkey/latchkey/internal/latency => ../../internal/latency
 )
