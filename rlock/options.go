@@ -40,6 +40,9 @@ const (
 	// a unit mistake, and far enough out they overflow the arithmetic done on
 	// them (milliseconds for Redis, doubling backoffs).
 	MaxLease = 365 * 24 * time.Hour
+	// MinLease is the shortest explicit lease accepted: Redis counts
+	// expiries in milliseconds.
+	MinLease = time.Millisecond
 	// MaxPrefixLen is the longest Options.Prefix accepted, in bytes: it
 	// starts every key and channel.
 	MaxPrefixLen = 256
@@ -292,8 +295,8 @@ func buildLockOptions(opts []LockOption, try bool) (lockOptions, error) {
 		}
 	}
 	switch {
-	case o.leaseSet && (o.lease < time.Millisecond || o.lease > MaxLease):
-		return o, fmt.Errorf("%w: lease %v must be between 1ms and %v (omit WithLease to use the watchdog)", ErrInvalidArgument, o.lease, MaxLease)
+	case o.leaseSet && (o.lease < MinLease || o.lease > MaxLease):
+		return o, fmt.Errorf("%w: lease %v must be between MinLease (%v) and MaxLease (%v) (omit WithLease to use the watchdog)", ErrInvalidArgument, o.lease, MinLease, MaxLease)
 	case o.hasWait && !try:
 		return o, fmt.Errorf("%w: WithWait applies to TryLock; Lock waits until its context ends", ErrInvalidArgument)
 	case o.wait < 0:

@@ -57,8 +57,8 @@ func runCmd(args, env []string, std stdio) int {
 		return usageError(fs, "missing CMD")
 	case *wait < 0 || grace < 0 || *wdTimeout < 0:
 		return usageError(fs, "durations must not be negative")
-	case set["lease"] && (time.Duration(*lease) < minLease || time.Duration(*lease) > rlock.MaxLease):
-		return usageError(fs, "--lease %v: want between %v and %v (or no --lease, to have the watchdog keep the lock)", time.Duration(*lease), minLease, rlock.MaxLease)
+	case set["lease"] && (time.Duration(*lease) < rlock.MinLease || time.Duration(*lease) > rlock.MaxLease):
+		return usageError(fs, "--lease %v: want between %v and %v (or no --lease, to have the watchdog keep the lock)", time.Duration(*lease), rlock.MinLease, rlock.MaxLease)
 	case len(*clientName) > rlock.MaxClientNameLen:
 		return usageError(fs, "--client-name is %d bytes, the limit is %d", len(*clientName), rlock.MaxClientNameLen)
 	case *conflict < 0 || *conflict > 255:
@@ -125,10 +125,6 @@ func runCmd(args, env []string, std stdio) int {
 	}
 	return code
 }
-
-// minLease is rlock.WithLease's lower bound, checked here so that a short
-// --lease is a usage error before anything reaches Redis.
-const minLease = time.Millisecond
 
 // side is what run takes of the lock NAME: a Mutex, an RWMutex's read side
 // or permits of a Semaphore, whose methods differ only in their names.
