@@ -49,8 +49,9 @@ all: test
 # The library module keeps its go.mod to rueidis, uuid and the test
 # libraries; what needs more is a module of its own, tested here one by one:
 # internal/latency (HdrHistogram), cmd (the CLI and the demo), integration
-# (Docker, toxiproxy, porcupine) and bench (the peer libraries, test-bench).
-MODULES := . internal/latency cmd integration
+# (Docker, toxiproxy, porcupine), miniredistest (the primitives on miniredis,
+# no server) and bench (the peer libraries, test-bench).
+MODULES := . internal/latency cmd integration miniredistest
 
 test: setup vet test-bench
 	@set -e; for m in $(MODULES); do echo "test: module $$m"; (cd $$m && $(GO) test $(TESTFLAGS) ./...); done
