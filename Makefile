@@ -115,6 +115,8 @@ setup:
 		echo "setup: installing redis-server and redis-tools"; \
 		SUDO=; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server redis-tools >/dev/null; \
+	else \
+		echo "setup: redis-server and redis-cli found, nothing to install"; \
 	fi
 	@redis-server --version
 
