@@ -51,9 +51,10 @@ all: test
 # that `go install …/cmd/latchkey@version` works (no replace directives).
 # What needs more is a module of its own, tested here one by one:
 # internal/latency (HdrHistogram), cmd/latchkey-demo (the OTel SDK and
-# Prometheus), integration (Docker, toxiproxy, porcupine) and bench (the
-# peer libraries, test-bench).
-MODULES := . internal/latency cmd/latchkey-demo integration
+# Prometheus), integration (Docker, toxiproxy, porcupine), miniredistest
+# (the primitives on miniredis, no server) and bench (the peer libraries,
+# test-bench).
+MODULES := . internal/latency cmd/latchkey-demo integration miniredistest
 
 test: setup vet test-bench
 	@set -e; for m in $(MODULES); do echo "test: module $$m"; (cd $$m && $(GO) test $(TESTFLAGS) ./...); done
@@ -117,6 +118,8 @@ setup:
 		echo "setup: installing redis-server and redis-tools"; \
 		SUDO=; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server redis-tools >/dev/null; \
+	else \
+		echo "setup: redis-server and redis-cli found, nothing to install"; \
 	fi
 	@redis-server --version
 

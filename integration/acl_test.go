@@ -17,8 +17,8 @@ import (
 )
 
 // aclCommands is everything a latchkey client runs, and so the least a Redis
-// user needs. README.md shows the ACL SETUSER line built from it (see
-// TestACLReadmeLine), so edit both together.
+// user needs. docs/operations.md shows the ACL SETUSER line built from it
+// (see TestACLReadmeLine), so edit both together.
 //
 //   - ping: rueidis' health check on idle connections.
 //   - evalsha, eval: every lock operation is a Lua script, sent with EVALSHA
@@ -61,13 +61,14 @@ func aclSetUser(user, password, prefix string) []string {
 	return cmd
 }
 
-// TestACLReadmeLine: README.md shows exactly the ACL line these tests use.
+// TestACLReadmeLine: docs/operations.md shows exactly the ACL line these
+// tests use.
 func TestACLReadmeLine(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/operations.md")
 	require.NoError(t, err)
 	line := strings.Join(aclSetUser("latchkey", "secret", rlock.DefaultPrefix), " ")
 	require.Contains(t, string(readme), "\n"+line+"\n",
-		"README.md's ACL line and aclCommands in integration/acl_test.go have drifted apart")
+		"docs/operations.md's ACL line and aclCommands in integration/acl_test.go have drifted apart")
 }
 
 // TestACLCoversScripts: every command a library script calls is granted,
@@ -114,7 +115,7 @@ func testMinimalACL(t *testing.T, tp topology) {
 	// the command's name; the ACL log names it.
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("refused to %s: %v\nif a permission is missing, add it to aclCommands in integration/acl_test.go and to README.md",
+			t.Logf("refused to %s: %v\nif a permission is missing, add it to aclCommands in integration/acl_test.go and to docs/operations.md",
 				tp.user, aclDenials(t, tp.addrs, tp.user))
 		}
 	})

@@ -59,6 +59,10 @@ type lockSetStats struct {
 	UnlockErrors  []error // Unlock errors other than ErrNotHeld
 }
 
+// auditLogLimit is the fenced log a checker keeps: more than any test run
+// writes, so that Audit sees every accepted write, not the default window.
+const auditLogLimit = 1 << 20
+
 // lockSetSectionTimeout bounds one critical section's store calls.
 const lockSetSectionTimeout = 10 * time.Second
 
@@ -67,7 +71,8 @@ const lockSetSectionTimeout = 10 * time.Second
 func newLockSet(t *testing.T) *lockSet {
 	t.Helper()
 	name := lockName(t)
-	s := fenced.New(redisClient(t, topologies()[0]), name)
+	// The whole run's writes in the log, so that Audit checks them all.
+	s := fenced.New(redisClient(t, topologies()[0]), name, fenced.WithLogLimit(auditLogLimit))
 	t.Cleanup(func() { require.NoError(t, s.Delete(context.Background())) })
 	return &lockSet{name: name, store: s}
 }

@@ -37,7 +37,7 @@ func tortureMarkerKey(prefix, lock string) string {
 }
 
 func newChecker(rc rueidis.Client, prefix, lock string) *checker {
-	return &checker{rc: rc, store: fenced.New(rc, tortureStoreName(prefix, lock)), marker: tortureMarkerKey(prefix, lock)}
+	return &checker{rc: rc, store: fenced.New(rc, tortureStoreName(prefix, lock), fenced.WithLogLimit(auditLogLimit)), marker: tortureMarkerKey(prefix, lock)}
 }
 
 // enterScript adds a section to the marker set and returns every member: any

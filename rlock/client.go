@@ -49,7 +49,8 @@ type Client struct {
 }
 
 // NewClient returns a Client over rc, which stays the caller's: Close does not
-// close it, and it must outlive the Client.
+// close it, and it must outlive the Client. With Options.Logger set it reads
+// maxmemory-policy (CONFIG GET, where allowed) and warns if Redis may evict.
 func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 	if rc == nil {
 		return nil, fmt.Errorf("%w: nil rueidis client", ErrInvalidOptions)
@@ -90,6 +91,7 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 	if opts.PubSub == PubSubSharded || (opts.PubSub == PubSubAuto && cluster) {
 		mode = notify.Sharded
 	}
+	warnIfEvicting(rc, opts.Logger)
 	closing, cancel := context.WithCancelCause(context.Background())
 	return &Client{
 		rc:      rc,

@@ -13,7 +13,7 @@ import (
 )
 
 // TestTLSAndACL: run, status, list and force-unlock reach a TLS-only Redis
-// through a rediss:// URL, as the minimal ACL user of README.md's line,
+// through a rediss:// URL, as the minimal ACL user of docs/operations.md's line,
 // trusting the test CA through SSL_CERT_FILE.
 func TestTLSAndACL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -61,10 +61,11 @@ func TestTLSAndACL(t *testing.T) {
 	}
 }
 
-// readmeACL returns README.md's ACL SETUSER line, as command arguments.
+// readmeACL returns the ACL SETUSER line of docs/operations.md (README.md
+// links it), as command arguments.
 func readmeACL(t *testing.T) []string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +74,6 @@ func readmeACL(t *testing.T) []string {
 			return strings.Fields(line)
 		}
 	}
-	t.Fatal("README.md has no ACL SETUSER line")
+	t.Fatal("docs/operations.md has no ACL SETUSER line")
 	return nil
 }

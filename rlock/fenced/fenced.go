@@ -45,24 +45,46 @@ var (
 	claimScript = rueidis.NewLuaScript(claimSrc)
 )
 
+// DefaultLogLimit is how many accepted tokens the audit log keeps unless
+// WithLogLimit says otherwise: enough for Audit to check a burst of
+// writers, a few kilobytes per Store however long it lives.
+const DefaultLogLimit = 1000
+
 // Store is one fenced value in Redis: a hash "fenced:{<name>}" holding the
 // value, the highest token that wrote it and the highest that claimed it,
-// plus an audit log
-// "fenced:{<name>}:log" of every accepted token. Safe for concurrent use.
+// plus an audit log "fenced:{<name>}:log" of the last accepted tokens
+// (DefaultLogLimit of them unless WithLogLimit says otherwise). Neither key
+// expires: the hash is the fence. Safe for concurrent use.
 type Store struct {
 	rc       rueidis.Client
 	key, log string
+	limit    string // the log's length bound, as the write script's argument
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithLogLimit keeps the last n accepted tokens in the audit log (each
+// accepted Write appends its token and trims the list to n, in the same
+// script). n <= 0 keeps no log at all: Write then costs one HSET, and Audit
+// reports 0 accepted.
+func WithLogLimit(n int) Option {
+	return func(s *Store) { s.limit = strconv.Itoa(max(n, 0)) }
 }
 
 // New returns the Store called name ("" means "default"). Both keys carry
 // name as their hash tag, so on Redis Cluster they share a slot whatever
 // name holds; it need not be the lock's slot.
-func New(rc rueidis.Client, name string) *Store {
+func New(rc rueidis.Client, name string, opts ...Option) *Store {
 	if name == "" {
 		name = "default"
 	}
 	key := "fenced:{" + name + "}"
-	return &Store{rc: rc, key: key, log: key + ":log"}
+	s := &Store{rc: rc, key: key, log: key + ":log", limit: strconv.Itoa(DefaultLogLimit)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Key is the Redis key of the value hash.
@@ -75,7 +97,7 @@ func (s *Store) Write(ctx context.Context, token int64, value string) error {
 	if token < 1 {
 		return fmt.Errorf("%w: %d", ErrInvalidToken, token)
 	}
-	highest, err := writeScript.Exec(ctx, s.rc, []string{s.key, s.log}, []string{strconv.FormatInt(token, 10), value}).AsInt64()
+	highest, err := writeScript.Exec(ctx, s.rc, []string{s.key, s.log}, []string{strconv.FormatInt(token, 10), value, s.limit}).AsInt64()
 	if err != nil {
 		return fmt.Errorf("fenced: write %q: %w", s.key, err)
 	}
@@ -132,7 +154,9 @@ func (s *Store) Read(ctx context.Context) (value string, token int64, err error)
 
 // Audit reads the log of accepted writes and counts those whose token was
 // below one accepted before it: writes the fence should have rejected. It
-// is the checker the fault tests use; it must always report 0 stale.
+// is the checker the fault tests use; it must always report 0 stale. It
+// sees only what the log keeps: the last DefaultLogLimit (or WithLogLimit)
+// accepted writes.
 func (s *Store) Audit(ctx context.Context) (accepted, stale int, err error) {
 	log, err := s.rc.Do(ctx, s.rc.B().Lrange().Key(s.log).Start(0).Stop(-1).Build()).AsIntSlice()
 	if err != nil {

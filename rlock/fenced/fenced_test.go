@@ -109,3 +109,48 @@ func TestClaimFencesTheRead(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditLogBounded (issue 21, defect 15): the audit log no longer grows
+// by one entry per accepted write forever: by default it keeps the last
+// 1000 accepted tokens, and Audit reads that window.
+func TestAuditLogBounded(t *testing.T) {
+	rc := clients(t)["standalone"]
+	s := fenced.New(rc, fmt.Sprintf("%s-%d", t.Name(), seq.Add(1)))
+	t.Cleanup(func() { require.NoError(t, s.Delete(context.Background())) })
+	for tok := int64(1); tok <= 1100; tok++ {
+		require.NoError(t, s.Write(t.Context(), tok, "v"))
+	}
+	n, err := rc.Do(t.Context(), rc.B().Llen().Key(s.Key()+":log").Build()).AsInt64()
+	require.NoError(t, err)
+	require.Equal(t, int64(1000), n, "the log's length after 1100 writes")
+	first, err := rc.Do(t.Context(), rc.B().Lindex().Key(s.Key()+":log").Index(0).Build()).AsInt64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(101), first, "the oldest entries go first")
+	accepted, stale, err := s.Audit(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 1000, accepted)
+	assert.Zero(t, stale)
+}
+
+// TestWithLogLimit: the log keeps the last n tokens, or none with n = 0;
+// the fence itself is the same.
+func TestWithLogLimit(t *testing.T) {
+	rc := clients(t)["standalone"]
+	for _, limit := range []int{3, 0, -1} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			s := fenced.New(rc, fmt.Sprintf("%s-%d", t.Name(), seq.Add(1)), fenced.WithLogLimit(limit))
+			t.Cleanup(func() { require.NoError(t, s.Delete(context.Background())) })
+			for tok := int64(1); tok <= 5; tok++ {
+				require.NoError(t, s.Write(t.Context(), tok, "v"))
+			}
+			require.ErrorIs(t, s.Write(t.Context(), 4, "late"), fenced.ErrStale)
+			log, err := rc.Do(t.Context(), rc.B().Lrange().Key(s.Key()+":log").Start(0).Stop(-1).Build()).AsIntSlice()
+			require.NoError(t, err)
+			want := []int64{3, 4, 5}
+			if limit <= 0 {
+				want = []int64{}
+			}
+			assert.Equal(t, want, log)
+		})
+	}
+}

@@ -2,9 +2,10 @@
 --
 -- KEYS[1]  hash {token = highest accepted token, value = last accepted value,
 --          claim = highest token that claimed before reading (claim.lua)}
--- KEYS[2]  audit log: a list of every accepted token, in order
+-- KEYS[2]  audit log: a list of the last ARGV[3] accepted tokens, in order
 -- ARGV[1]  the writer's fencing token (> 0)
 -- ARGV[2]  the value
+-- ARGV[3]  how many tokens the log keeps; 0 keeps no log
 --
 -- Returns the highest token after the call: ARGV[1] when the write was
 -- accepted, a larger one when it was rejected as stale (a later holder has
@@ -16,5 +17,10 @@ if token < highest then
   return highest
 end
 redis.call('hset', KEYS[1], 'token', ARGV[1], 'value', ARGV[2])
-redis.call('rpush', KEYS[2], ARGV[1])
+-- The log is bounded: unbounded, it grew by one entry per write forever.
+local limit = tonumber(ARGV[3])
+if limit > 0 then
+  redis.call('rpush', KEYS[2], ARGV[1])
+  redis.call('ltrim', KEYS[2], -limit, -1)
+end
 return token
