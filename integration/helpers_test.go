@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -233,7 +234,15 @@ func mustLock(t testing.TB, ctx context.Context, m *rlock.Mutex, opts ...rlock.L
 	t.Cleanup(cancel)
 	lctx, err := m.Lock(ctx, opts...)
 	require.NoError(t, err)
+	keepHeld(t, lctx)
 	return lctx
+}
+
+// keepHeld keeps the lock context lctx reachable until the test ends: a
+// test may hold a lock it never unlocks, and rlock unlocks a hold whose
+// context the garbage collector finds dropped.
+func keepHeld(t testing.TB, lctx context.Context) {
+	t.Cleanup(func() { runtime.KeepAlive(lctx) })
 }
 
 func holdCount(t testing.TB, ctx context.Context, m *rlock.Mutex) int {

@@ -137,8 +137,9 @@ func TestInspectRecordFollowsTheLock(t *testing.T) {
 		assert.False(t, exists(t, rc, m.Key()+":holder"), "force-unlock left the holder record")
 		require.ErrorIs(t, m.Unlock(lctx), rlock.ErrNotHeld)
 
-		_, err = m.Lock(ctx, rlock.WithLease(300*time.Millisecond))
+		lctx, err = m.Lock(ctx, rlock.WithLease(300*time.Millisecond))
 		require.NoError(t, err)
+		keepHeld(t, lctx) // the lease must run out, not be released
 		require.True(t, exists(t, rc, m.Key()+":holder"))
 		requireNoLeftovers(t, tp, name) // the lease runs out: lock and record go together
 	})

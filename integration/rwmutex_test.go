@@ -199,8 +199,9 @@ func TestRWMutexDeadReaderLapsesAlone(t *testing.T) {
 		live := lockClient(t, tp, opts).RWMutex(name)
 		w := lockClient(t, tp, opts).RWMutex(name)
 
-		_, err := dead.RWMutex(name).RLock(ctx)
+		dctx, err := dead.RWMutex(name).RLock(ctx)
 		require.NoError(t, err)
+		keepHeld(t, dctx) // its lease must lapse, not be released
 		rl, err := live.RLock(ctx)
 		require.NoError(t, err)
 		require.NoError(t, dead.Close()) // stops its watchdog: its read hold lapses
@@ -255,7 +256,7 @@ func TestRWMutexLossAndClose(t *testing.T) {
 		reached := att.reached(name, 2)
 		hctx, err := holder.RLock(ctx)
 		require.NoError(t, err)
-		_ = hctx
+		keepHeld(t, hctx)
 		go func() {
 			_, err := c2.RWMutex(name).Lock(ctx)
 			waiter <- err

@@ -2,6 +2,7 @@ package miniredistest
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -73,8 +74,9 @@ func TestSupported(t *testing.T) {
 			r.Unlock()
 		},
 		"Inspect, List, ForceUnlock": func(t *testing.T, c *rlock.Client, _ *miniredis.Miniredis) {
-			_, err := c.Mutex("a").Lock(ctx)
+			lctx, err := c.Mutex("a").Lock(ctx)
 			require.NoError(t, err)
+			defer runtime.KeepAlive(lctx) // a dropped lock context is unlocked
 			info, err := c.Inspect(ctx, "a")
 			require.NoError(t, err)
 			require.NotEmpty(t, info.Holders)
@@ -100,8 +102,9 @@ func TestSupported(t *testing.T) {
 		// A lease runs on miniredis' clock, which moves only when told:
 		// FastForward expires the key, and the next owner gets the lock.
 		"lease expiry by FastForward": func(t *testing.T, c *rlock.Client, mr *miniredis.Miniredis) {
-			_, err := c.Mutex("a").Lock(ctx, rlock.WithLease(time.Second))
+			lctx, err := c.Mutex("a").Lock(ctx, rlock.WithLease(time.Second))
 			require.NoError(t, err)
+			defer runtime.KeepAlive(lctx) // the lease must run out, not be released
 			mr.FastForward(2 * time.Second)
 			// Another client, as another process: this one's own goroutines
 			// take turns locally until the hold's context ends, on the real
