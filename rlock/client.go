@@ -175,15 +175,9 @@ func (c *Client) SpinMutex(name string) *Mutex {
 // it at its next watchdog renewal (ErrLockLost), or not at all if it holds
 // a fixed lease: use it for recovery, not for normal release.
 func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
-	if ctx == nil {
-		return false, fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
 	keys, err := lockKeys(c.opts.Prefix, name)
-	if err != nil {
+	if err := ready(ctx, err); err != nil {
 		return false, err
-	}
-	if ctx.Err() != nil {
-		return false, ctxErr(ctx)
 	}
 	// No reservation: the former holder is not in the queue to barge in.
 	ok, err := luascripts.RunForceUnlock(ctx, c.rc, keys, luascripts.Wake{Sharded: c.wake.Sharded})

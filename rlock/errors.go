@@ -54,5 +54,17 @@ func ctxErr(ctx context.Context) error {
 	return err
 }
 
+// ready refuses, before any I/O, a nil context (ErrInvalidArgument), a
+// handle's error (an invalid name, say) and an ended context (ctxErr).
+func ready(ctx context.Context, handleErr error) error {
+	if err := checkCtx(ctx, handleErr); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctxErr(ctx)
+	}
+	return nil
+}
+
 // errFoundGone is why a hold is lost when a re-entry finds its lock gone.
 var errFoundGone = errors.New("was found gone at a re-entry")

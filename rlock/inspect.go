@@ -148,7 +148,7 @@ func (c *Client) InspectSemaphore(ctx context.Context, name string) (LockInfo, e
 
 func (c *Client) inspect(ctx context.Context, kind Kind, name string) (LockInfo, error) {
 	keys, err := lockKeys(c.opts.Prefix, name)
-	if err != nil {
+	if err := ready(ctx, err); err != nil {
 		return LockInfo{}, err
 	}
 	script, call := describeCall(kind, keys)
@@ -268,8 +268,12 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	if pattern == "" {
 		pattern = "*"
 	}
+	var err error
 	if len(pattern) > MaxNameLen || containsBrace(pattern) {
-		return nil, fmt.Errorf("%w: pattern %q must not contain braces (or be over %d bytes)", ErrInvalidName, pattern, MaxNameLen)
+		err = fmt.Errorf("%w: pattern %q must not contain braces (or be over %d bytes)", ErrInvalidName, pattern, MaxNameLen)
+	}
+	if err := ready(ctx, err); err != nil {
+		return nil, err
 	}
 	found, err := c.scan(ctx, globEscape(c.opts.Prefix)+":{"+pattern+"}*")
 	if err != nil {

@@ -136,11 +136,8 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 }
 
 func (m *Mutex) inspect(ctx context.Context, owner string) (luascripts.InspectReply, error) {
-	if err := m.checkCtx(ctx); err != nil {
+	if err := ready(ctx, m.err); err != nil {
 		return luascripts.InspectReply{}, err
-	}
-	if ctx.Err() != nil {
-		return luascripts.InspectReply{}, ctxErr(ctx)
 	}
 	r, err := luascripts.RunInspect(ctx, m.c.rc, m.keys, owner)
 	if err != nil {
