@@ -538,3 +538,73 @@ func awaitWaiters(t *testing.T, inspect func(context.Context, string) (rlock.Loc
 		return info.WaitersTotal == n
 	})
 }
+
+// TestListDamaged: a lock whose state is not latchkey's (a hold count that
+// is not an integer, a holder record of another shape, a key of another
+// type where its record belongs, a Semaphore holder's foreign record) is
+// listed with Damaged saying what, and what could be read; every healthy
+// lock is listed as usual (issue 21, defect 7: List failed with the first
+// parse error). Inspect describes a damaged lock the same way.
+func TestListDamaged(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c := lockClient(t, tp, rlock.Options{ClientName: "healthy"})
+		rc := redisClient(t, tp)
+		run := func(args ...string) {
+			require.NoError(t, rc.Do(ctx, rc.B().Arbitrary(args[0]).Keys(args[1]).Args(args[2:]...).Build()).Error(), "%q", args)
+		}
+		names, pattern := namesOnEveryMaster(t, tp, 2)
+		healthy, count, record, wrongType, sem := names[0], names[1], names[2], names[3], names[4]
+		key := func(name string) string { return rlock.DefaultPrefix + ":{" + name + "}" }
+
+		hctx := mustLock(t, ctx, c.Mutex(healthy))
+		run("HSET", key(count), "someone", "one")
+		run("PEXPIRE", key(count), "60000")
+		rctx := mustLock(t, ctx, c.Mutex(record))
+		run("SET", key(record)+":holder", "not a record", "KEEPTTL")
+		wctx := mustLock(t, ctx, c.Mutex(wrongType))
+		run("DEL", key(wrongType)+":holder")
+		run("RPUSH", key(wrongType)+":holder", "x")
+		pctx, err := c.Semaphore(sem, 2).Acquire(ctx, 1)
+		require.NoError(t, err)
+		recs, err := rc.Do(ctx, rc.B().Hgetall().Key(key(sem)+":sem:h:rec").Build()).AsStrMap()
+		require.NoError(t, err)
+		require.Len(t, recs, 1)
+		for owner := range recs {
+			run("HSET", key(sem)+":sem:h:rec", owner, "junk")
+		}
+
+		found, err := c.List(ctx, pattern)
+		require.NoError(t, err, "one damaged lock failed the whole List")
+		byName := make(map[string]rlock.LockInfo)
+		for _, info := range found {
+			byName[info.Name] = info
+		}
+		require.Len(t, found, 5, "%+v", found)
+		assert.Empty(t, byName[healthy].Damaged)
+		require.Len(t, byName[healthy].Holders, 1)
+		assert.Equal(t, "healthy", byName[healthy].Holders[0].Client.Name)
+		assert.Contains(t, byName[count].Damaged, "not an integer")
+		require.Len(t, byName[count].Holders, 1)
+		assert.Equal(t, "someone", byName[count].Holders[0].Owner)
+		assert.Contains(t, byName[record].Damaged, "not a record")
+		require.Len(t, byName[record].Holders, 1)
+		assert.EqualValues(t, 1, byName[record].Holders[0].Count, "the count was read")
+		assert.Contains(t, byName[wrongType].Damaged, "WRONGTYPE")
+		assert.Equal(t, rlock.KindSemaphore, byName[sem].Kind)
+		assert.Contains(t, byName[sem].Damaged, "junk")
+		require.Len(t, byName[sem].Holders, 1)
+		assert.EqualValues(t, 1, byName[sem].Holders[0].Permits)
+		info, err := c.Inspect(ctx, count)
+		require.NoError(t, err)
+		assert.Equal(t, byName[count].Damaged, info.Damaged)
+
+		require.NoError(t, c.Mutex(healthy).Unlock(hctx))
+		require.NoError(t, c.Mutex(record).Unlock(rctx))
+		require.NoError(t, c.Mutex(wrongType).Unlock(wctx))
+		require.NoError(t, c.Semaphore(sem, 2).Release(pctx))
+		run("DEL", key(count))
+		requireNoLeftovers(t, tp, names...)
+	})
+}

@@ -94,7 +94,8 @@ func inspect(c common, std stdio, read func(context.Context, *rlock.Client) ([]r
 }
 
 // writeTable prints one line per holder, a line per waiter under it when
-// waiters, and "free" for a lock nobody holds.
+// waiters, "free" for a lock nobody holds, and what is damaged in a lock
+// whose state is not all latchkey's.
 func writeTable(w io.Writer, infos []rlock.LockInfo, waiters bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tHOST\tPID\tHOLDS\tTOKEN\tHELD FOR\tLEASE LEFT\tWAITING")
@@ -118,6 +119,10 @@ func writeTable(w io.Writer, infos []rlock.LockInfo, waiters bool) error {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\n", info.Name, kindOf(info.Kind, h.Mode), who(h.Client, h.Owner),
 				h.Client.Host, h.Client.PID, holds(h), token, held, lease, info.WaitersTotal)
+		}
+		if info.Damaged != "" {
+			// A line of its own: the reason can be long, and must not be missed.
+			fmt.Fprintf(tw, "  damaged:\t%s\n", info.Damaged)
 		}
 		if waiters {
 			for i, q := range info.Waiters {
@@ -181,6 +186,7 @@ type lockOut struct {
 	Waiters      []waiterOut `json:"waiters"`
 	WaitersTotal int         `json:"waiters_total"`
 	ReservedFor  string      `json:"reserved_for,omitempty"`
+	Damaged      string      `json:"damaged,omitempty"` // what is not latchkey's (rlock.LockInfo.Damaged)
 }
 
 type holderOut struct {
@@ -210,7 +216,7 @@ func millis(d time.Duration) int64 {
 
 func lockJSON(info rlock.LockInfo) lockOut {
 	out := lockOut{Name: info.Name, Kind: info.Kind, Held: info.Held(), Holders: []holderOut{}, Waiters: []waiterOut{},
-		LeaseLeftMS: millis(info.LeaseLeft), Size: info.Size, WaitersTotal: info.WaitersTotal, ReservedFor: info.ReservedFor}
+		LeaseLeftMS: millis(info.LeaseLeft), Size: info.Size, WaitersTotal: info.WaitersTotal, ReservedFor: info.ReservedFor, Damaged: info.Damaged}
 	for _, h := range info.Holders {
 		out.Holders = append(out.Holders, holderOut{Owner: h.Owner, Mode: h.Mode, Count: h.Count, Permits: h.Permits, Token: h.Token,
 			Since: h.Since, LeaseLeftMS: millis(h.LeaseLeft), Client: h.Client})
