@@ -158,7 +158,7 @@ func (c *Client) inspect(ctx context.Context, kind Kind, name string) (LockInfo,
 	if err := ready(ctx, err); err != nil {
 		return LockInfo{}, err
 	}
-	script, call := describeCall(kind, keys)
+	script, call := c.kindCall(kind, keys, false)
 	info, err := describedInfo(kind, name, script.Exec(ctx, c.rc, call.Keys, call.Args))
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("latchkey: inspect %s %q: %w", kind, name, err)
@@ -166,14 +166,64 @@ func (c *Client) inspect(ctx context.Context, kind Kind, name string) (LockInfo,
 	return info, nil
 }
 
-// describeCall is the script that describes a lock of kind whose Mutex
-// keys are keys, and its call.
-func describeCall(kind Kind, keys luascripts.Keys) (*luascripts.Script, luascripts.Call) {
-	switch kind {
-	case KindRWMutex:
+// ForceUnlock deletes the Mutex called name whoever holds it, with the
+// reservation a release's wake-up may have left for a client that never
+// came, and wakes the next waiter as a release would. It reports whether
+// there was anything to delete. When a key of the lock holds another type
+// (not a latchkey lock: a wrong name or prefix) it returns ErrWrongType
+// and deletes nothing. The former holder learns of it at its next watchdog
+// renewal (ErrLockLost), or not at all if it holds a fixed lease: use it
+// for recovery, not for normal release.
+func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
+	return c.forceUnlock(ctx, KindMutex, name)
+}
+
+// ForceUnlockRWMutex is ForceUnlock for the RWMutex called name: it
+// deletes its write hold and every read hold, and wakes the clients a
+// free lock admits.
+func (c *Client) ForceUnlockRWMutex(ctx context.Context, name string) (bool, error) {
+	return c.forceUnlock(ctx, KindRWMutex, name)
+}
+
+// ForceUnlockSemaphore is ForceUnlock for the Semaphore called name: it
+// deletes every holder's permits and wakes the clients they can serve.
+func (c *Client) ForceUnlockSemaphore(ctx context.Context, name string) (bool, error) {
+	return c.forceUnlock(ctx, KindSemaphore, name)
+}
+
+func (c *Client) forceUnlock(ctx context.Context, kind Kind, name string) (bool, error) {
+	keys, err := lockKeys(c.opts.Prefix, name)
+	if err := ready(ctx, err); err != nil {
+		return false, err
+	}
+	script, call := c.kindCall(kind, keys, true)
+	ok, foreign, err := luascripts.RunForceUnlock(ctx, c.rc, script, call)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("latchkey: force-unlock %s %q: %w", kind, name, err)
+	case foreign != "":
+		return false, fmt.Errorf("latchkey: force-unlock %s %q: %w: %q is not latchkey's, nothing was deleted (check the name, the kind and the prefix)",
+			kind, name, ErrWrongType, foreign)
+	case ok:
+		c.obs.forceUnlocked(name)
+	}
+	return ok, nil
+}
+
+// kindCall is the describe script (force: the force-unlock script) of
+// kind's lock whose Mutex keys are keys, and its call.
+func (c *Client) kindCall(kind Kind, keys luascripts.Keys, force bool) (*luascripts.Script, luascripts.Call) {
+	switch {
+	case kind == KindRWMutex && force:
+		return luascripts.RWForceUnlock, luascripts.RWForceUnlockCall(rwKeys(keys), c.wake)
+	case kind == KindRWMutex:
 		return luascripts.RWDescribe, luascripts.RWDescribeCall(rwKeys(keys), MaxInspectWaiters)
-	case KindSemaphore:
+	case kind == KindSemaphore && force:
+		return luascripts.SemForceUnlock, luascripts.SemForceUnlockCall(semKeys(keys), c.wake)
+	case kind == KindSemaphore:
 		return luascripts.SemDescribe, luascripts.SemDescribeCall(semKeys(keys), MaxInspectWaiters)
+	case force:
+		return luascripts.ForceUnlock, luascripts.ForceUnlockCall(keys, c.wake)
 	}
 	return luascripts.Describe, luascripts.DescribeCall(keys, MaxInspectWaiters)
 }
@@ -253,7 +303,7 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 		names := found[kind]
 		script, calls := luascripts.Describe, make([]luascripts.Call, len(names))
 		for i, name := range names {
-			script, calls[i] = describeCall(kind, luascripts.NewKeys(c.opts.Prefix+":{"+name+"}"))
+			script, calls[i] = c.kindCall(kind, luascripts.NewKeys(c.opts.Prefix+":{"+name+"}"), false)
 		}
 		for i, res := range script.ExecMulti(ctx, c.rc, calls) {
 			info, err := describedInfo(kind, names[i], res)

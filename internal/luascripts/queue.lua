@@ -170,3 +170,22 @@ local function queue_head(mode, queue, desc, max, wants)
   end
   return {mode, head, redis.call('zcard', queue), descs, want}
 end
+
+-- foreign returns the first of KEYS that holds another type than types
+-- says latchkey keeps there (a letter per key: h hash, z sorted set, s
+-- string, - no key), or nil. The force-unlock scripts check first, so that
+-- they delete nothing latchkey did not write (an application's key under
+-- the same prefix, say). A read of the right type fails on any other.
+local function foreign(types)
+  local read = {h = 'hlen', z = 'zcard', s = 'get'}
+  for i = 1, #types do
+    local cmd = read[string.sub(types, i, i)]
+    if cmd then
+      local r = redis.pcall(cmd, KEYS[i])
+      if type(r) == 'table' and r.err then
+        return KEYS[i]
+      end
+    end
+  end
+  return nil
+end

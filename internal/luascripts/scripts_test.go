@@ -197,8 +197,9 @@ func leave(t *testing.T, c rueidis.Client, k luascripts.Keys, client string, w l
 
 func forceUnlock(t *testing.T, c rueidis.Client, k luascripts.Keys, w luascripts.Wake) bool {
 	t.Helper()
-	deleted, err := luascripts.RunForceUnlock(t.Context(), c, k, w)
+	deleted, foreign, err := luascripts.RunForceUnlock(t.Context(), c, luascripts.ForceUnlock, luascripts.ForceUnlockCall(k, w))
 	require.NoError(t, err)
+	require.Empty(t, foreign)
 	return deleted
 }
 
@@ -964,14 +965,84 @@ func TestForceUnlock(t *testing.T) {
 			assert.Equal(t, before, snapshot(t, c, k))
 			w2.quiet(t)
 
-			// A reservation is not a lock.
-			reserve(t, c, k, "w1", time.Second)
+			// A reservation left for a client that never came is cleared,
+			// and the next waiter woken, as a release would.
+			reserve(t, c, k, "w1", time.Minute)
+			assert.True(t, forceUnlock(t, c, k, wake))
+			assert.False(t, exists(t, c, k.Reservation))
+			w2.woken(t)
+
+			// A key of another type is not latchkey's: nothing is deleted.
+			take(t, c, k, "B")
+			do(t, c, c.B().Del().Key(k.Holder).Build())
+			do(t, c, c.B().Rpush().Key(k.Holder).Element("app").Build())
 			before = snapshot(t, c, k)
-			assert.False(t, forceUnlock(t, c, k, wake))
+			deleted, foreign, err := luascripts.RunForceUnlock(t.Context(), c, luascripts.ForceUnlock, luascripts.ForceUnlockCall(k, wake))
+			require.NoError(t, err)
+			assert.False(t, deleted)
+			assert.Equal(t, k.Holder, foreign)
 			assert.Equal(t, before, snapshot(t, c, k))
-			w2.quiet(t)
+			assert.True(t, exists(t, c, k.Holder))
+			do(t, c, c.B().Del().Key(k.Holder).Build())
 		})
 	}
+}
+
+// TestFamilyForceUnlock: an RWMutex's force-unlock deletes its write and
+// read holds and wakes the queued readers as a release would; a
+// Semaphore's deletes every holder and wakes the clients the permits
+// serve, keeping the size while they wait; both refuse a key of another
+// type and delete nothing.
+func TestFamilyForceUnlock(t *testing.T) {
+	c := standaloneClient(t)
+	force := func(s *luascripts.Script, call luascripts.Call) (bool, string) {
+		t.Helper()
+		deleted, foreign, err := luascripts.RunForceUnlock(t.Context(), c, s, call)
+		require.NoError(t, err)
+		return deleted, foreign
+	}
+	t.Run("RWMutex", func(t *testing.T) {
+		f := newRW(t, c)
+		require.True(t, f.write("W", "cw", false).Granted)
+		require.False(t, f.read("R", "cr", true).Granted)
+		cr := f.listen("cr", false)
+		deleted, _ := force(luascripts.RWForceUnlock, luascripts.RWForceUnlockCall(f.k, f.wake))
+		assert.True(t, deleted)
+		cr.woken(t)
+		assert.False(t, exists(t, c, f.k.Write))
+		require.True(t, f.read("R", "cr", true).Granted)
+		deleted, _ = force(luascripts.RWForceUnlock, luascripts.RWForceUnlockCall(f.k, f.wake))
+		assert.True(t, deleted, "the read hold")
+		f.gone()
+		deleted, _ = force(luascripts.RWForceUnlock, luascripts.RWForceUnlockCall(f.k, f.wake))
+		assert.False(t, deleted, "nothing left")
+
+		require.True(t, f.read("R2", "cr", false).Granted)
+		do(t, c, c.B().Set().Key(f.k.QueueW).Value("app").Build())
+		deleted, foreign := force(luascripts.RWForceUnlock, luascripts.RWForceUnlockCall(f.k, f.wake))
+		assert.False(t, deleted)
+		assert.Equal(t, f.k.QueueW, foreign)
+		assert.True(t, exists(t, c, f.k.Readers), "deleted although refused")
+	})
+	t.Run("Semaphore", func(t *testing.T) {
+		f := newSem(t, c, []string{standaloneAddr}, false, 2)
+		require.True(t, f.acquire("A", "ca", 2, false).Granted)
+		require.False(t, f.acquire("B", "cb", 2, true).Granted)
+		cb := f.listen("cb")
+		deleted, _ := force(luascripts.SemForceUnlock, luascripts.SemForceUnlockCall(f.k, f.wake))
+		assert.True(t, deleted)
+		cb.woken(t)
+		assert.False(t, exists(t, c, f.k.Holders))
+		assert.Equal(t, int64(2), f.available(), "the size is kept while clients wait")
+		require.True(t, f.acquire("B", "cb", 2, true).Granted)
+
+		do(t, c, c.B().Del().Key(f.k.Records).Build())
+		do(t, c, c.B().Set().Key(f.k.Records).Value("app").Build())
+		deleted, foreign := force(luascripts.SemForceUnlock, luascripts.SemForceUnlockCall(f.k, f.wake))
+		assert.False(t, deleted)
+		assert.Equal(t, f.k.Records, foreign)
+		assert.True(t, exists(t, c, f.k.Holders), "deleted although refused")
+	})
 }
 
 // ---- inspect ----
