@@ -35,7 +35,7 @@ func status(args, env []string, std stdio, list bool) int {
 	if code := parse(fs, args, std); code >= 0 {
 		return code
 	}
-	inspectKind, known := inspectors[rlock.Kind(kind)]
+	ops, known := kinds[rlock.Kind(kind)]
 	switch {
 	case !list && fs.NArg() != 1:
 		return usageError(fs, "want one NAME, after the flags")
@@ -48,7 +48,7 @@ func status(args, env []string, std stdio, list bool) int {
 		if list {
 			return locks.List(ctx, fs.Arg(0))
 		}
-		info, err := inspectKind(locks, ctx, fs.Arg(0))
+		info, err := ops.inspect(locks, ctx, fs.Arg(0))
 		return []rlock.LockInfo{info}, err
 	}, func(infos []rlock.LockInfo) error {
 		if !*asJSON {
@@ -65,11 +65,14 @@ func status(args, env []string, std stdio, list bool) int {
 	})
 }
 
-// inspectors inspect one lock of each kind.
-var inspectors = map[rlock.Kind]func(*rlock.Client, context.Context, string) (rlock.LockInfo, error){
-	rlock.KindMutex:     (*rlock.Client).Inspect,
-	rlock.KindRWMutex:   (*rlock.Client).InspectRWMutex,
-	rlock.KindSemaphore: (*rlock.Client).InspectSemaphore,
+// kinds are the operations on one lock of each kind that --kind chooses.
+var kinds = map[rlock.Kind]struct {
+	inspect     func(*rlock.Client, context.Context, string) (rlock.LockInfo, error)
+	forceUnlock func(*rlock.Client, context.Context, string) (bool, error)
+}{
+	rlock.KindMutex:     {(*rlock.Client).Inspect, (*rlock.Client).ForceUnlock},
+	rlock.KindRWMutex:   {(*rlock.Client).InspectRWMutex, (*rlock.Client).ForceUnlockRWMutex},
+	rlock.KindSemaphore: {(*rlock.Client).InspectSemaphore, (*rlock.Client).ForceUnlockSemaphore},
 }
 
 // inspect connects, reads with read and prints with print.
