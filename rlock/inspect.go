@@ -265,15 +265,15 @@ func infoOf(kind Kind, name string, d luascripts.Described) LockInfo {
 	return info
 }
 
-// leaseLeft converts a PTTL: -1 stays "no expiry", a missing key is 0.
-func leaseLeft(pttl int64) time.Duration {
+// leaseLeft converts a PTTL: -1ms ("no expiry") is -1, a missing key 0.
+func leaseLeft(pttl time.Duration) time.Duration {
 	switch {
-	case pttl > 0:
-		return time.Duration(pttl) * time.Millisecond
-	case pttl == -1:
+	case pttl == -time.Millisecond:
 		return -1
+	case pttl < 0:
+		return 0
 	}
-	return 0
+	return pttl
 }
 
 // List finds the locks of every kind whose names match pattern (Redis glob

@@ -228,12 +228,3 @@ func RunRenewHold(ctx context.Context, c rueidis.Client, keep [][]string, owner 
 	}
 	return !slices.Contains(held, false), notSynced
 }
-
-// RunInspect runs the inspect script; owner may be "".
-func RunInspect(ctx context.Context, c rueidis.Client, k Keys, owner string) (InspectReply, error) {
-	v, err := Inspect.Exec(ctx, c, []string{k.Lock}, []string{owner}).AsIntSlice()
-	if err != nil {
-		return InspectReply{}, err
-	}
-	return ParseInspect(v)
-}

@@ -28,9 +28,9 @@ type Described struct {
 type Held struct {
 	Mode   string // an RWMutex's: "read" or "write"; else ""
 	Owner  string
-	Count  int64  // hold count; a Semaphore's: permits
-	PTTL   int64  // its lease left, ms (-1: no expiry)
-	Record Record // zero when there is none or it is damaged
+	Count  int64         // hold count; a Semaphore's: permits
+	PTTL   time.Duration // its lease left (-1ms: no expiry), at most MaxPTTL
+	Record Record        // zero when there is none or it is damaged
 }
 
 // Record is a parsed holder record (record.lua).
@@ -88,10 +88,11 @@ func ParseDescribe(v []rueidis.RedisMessage) (Described, error) {
 	}
 	for i := 0; i < len(holds); i += 5 {
 		h := Held{Mode: str(holds[i]), Owner: str(holds[i+1])}
-		h.PTTL, err = holds[i+3].AsInt64()
+		ms, err := holds[i+3].AsInt64()
 		if err != nil {
 			return d, unexpected("describe", err)
 		}
+		h.PTTL = pttl(ms)
 		if h.Count, err = holds[i+2].AsInt64(); err != nil {
 			d.Damaged = append(d.Damaged, fmt.Sprintf("the hold count of %q is %q, not an integer", h.Owner, str(holds[i+2])))
 		}

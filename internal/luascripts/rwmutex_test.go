@@ -126,7 +126,7 @@ func TestRWReadersAndWriters(t *testing.T) {
 	require.Len(t, holdsOf(d, "read"), 2)
 	for _, h := range d.Holds {
 		assert.Equal(t, h.Owner, h.Record.Owner)
-		assert.Greater(t, h.PTTL, (lease - time.Second).Milliseconds(), "%s's lease left", h.Owner)
+		assert.Greater(t, h.PTTL, lease-time.Second, "%s's lease left", h.Owner)
 	}
 
 	cw := f.listen("cw", true)

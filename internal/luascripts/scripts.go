@@ -48,7 +48,6 @@ var (
 	Leave       = script("leave", "queue")
 	Renew       = script("renew", "leases")
 	ForceUnlock = script("forceunlock", "queue")
-	Inspect     = script("inspect")
 	Describe    = script("describe", "queue")
 
 	RWRead        = script("rwread", "queue", "record", "leases", "rwqueue")
@@ -75,7 +74,7 @@ var (
 // All returns every script latchkey runs: the ACL test checks that the
 // commands they call are in the documented grant.
 func All() []*Script {
-	return []*Script{Acquire, Reenter, Release, Leave, Renew, ForceUnlock, Inspect, Describe,
+	return []*Script{Acquire, Reenter, Release, Leave, Renew, ForceUnlock, Describe,
 		RWRead, RWWrite, RWReenter, RWUnlock, RWLeave, RWDescribe, RWForceUnlock,
 		LatchSet, LatchCountDown, LatchRead,
 		SemAcquire, SemRelease, SemLeave, SemAvailable, SemDescribe, SemForceUnlock}

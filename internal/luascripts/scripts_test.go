@@ -203,13 +203,6 @@ func forceUnlock(t *testing.T, c rueidis.Client, k luascripts.Keys, w luascripts
 	return deleted
 }
 
-func inspect(t *testing.T, c rueidis.Client, k luascripts.Keys, owner string) luascripts.InspectReply {
-	t.Helper()
-	r, err := luascripts.RunInspect(t.Context(), c, k, owner)
-	require.NoError(t, err)
-	return r
-}
-
 func pttl(t *testing.T, c rueidis.Client, key string) time.Duration {
 	t.Helper()
 	n, err := do(t, c, c.B().Pttl().Key(key).Build()).AsInt64()
@@ -1047,39 +1040,41 @@ func TestFamilyForceUnlock(t *testing.T) {
 
 // ---- inspect ----
 
+// TestInspect: the Mutex's describe script reports its holder with count,
+// lease and record, the reservation apart from any holder, changes
+// nothing, and reports what is not latchkey's as damage beside the rest.
 func TestInspect(t *testing.T) {
 	c := standaloneClient(t)
 	k := newKeys(t, c)
-
-	v, err := luascripts.Inspect.Exec(t.Context(), c, []string{k.Lock}, []string{"A"}).AsIntSlice()
-	require.NoError(t, err)
-	assert.Equal(t, []int64{0, 0, -2}, v, "no lock")
-	assert.Equal(t, luascripts.InspectReply{PTTL: -2 * time.Millisecond}, inspect(t, c, k, "A"))
-	assert.Equal(t, luascripts.InspectReply{PTTL: -2 * time.Millisecond}, inspect(t, c, k, ""))
+	d := describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10))
+	assert.Empty(t, d.Holds, "no lock")
 	assert.False(t, exists(t, c, k.Lock), "inspect creates nothing")
 
 	reserve(t, c, k, "x", 5*time.Second)
-	assert.Equal(t, luascripts.InspectReply{PTTL: -2 * time.Millisecond}, inspect(t, c, k, "A"), "a reservation is not a holder")
+	d = describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10))
+	assert.Empty(t, d.Holds, "a reservation is not a holder")
+	assert.Equal(t, "x", d.Reserved)
 	do(t, c, c.B().Del().Key(k.Reservation).Build())
 
 	take(t, c, k, "A")
 	reenter(t, c, k, "A")
 	reenter(t, c, k, "A")
 	before := snapshot(t, c, k)
-
-	r := inspect(t, c, k, "A")
-	assert.True(t, r.Held)
-	assert.Equal(t, int64(3), r.Count)
-	between(t, r.PTTL, lease-10*time.Second, lease, "the lease")
-
-	r = inspect(t, c, k, "B")
-	assert.True(t, r.Held, "held by someone")
-	assert.Equal(t, int64(0), r.Count, "but not by B")
-	r = inspect(t, c, k, "")
-	assert.True(t, r.Held)
-	assert.Equal(t, int64(0), r.Count)
-
+	d = describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10))
+	require.Len(t, d.Holds, 1)
+	assert.Equal(t, "A", d.Holds[0].Owner)
+	assert.Equal(t, int64(3), d.Holds[0].Count)
+	between(t, d.Holds[0].PTTL, lease-10*time.Second, lease, "the lease")
 	assert.Equal(t, before, snapshot(t, c, k), "inspect changes nothing")
+	do(t, c, c.B().Pexpire().Key(k.Lock).Milliseconds(1<<62).Build())
+	d = describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10))
+	assert.Equal(t, luascripts.MaxPTTL, d.Holds[0].PTTL, "a huge PTTL saturates")
+
+	do(t, c, c.B().Hset().Key(k.Lock).FieldValue().FieldValue("B", "x").Build())
+	do(t, c, c.B().Set().Key(k.Holder).Value("junk").Build())
+	d = describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10))
+	require.Len(t, d.Holds, 2, "what could be read")
+	assert.Len(t, d.Damaged, 3, "B's count, and A's and B's record: %q", d.Damaged)
 }
 
 // ---- renew ----
@@ -1201,7 +1196,9 @@ func TestEveryScriptAfterFlush(t *testing.T) {
 			assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: 1}, acquire(t, c, k, luascripts.AcquireArgs{Owner: "A", Lease: lease, Client: "a"}))
 		}},
 		{luascripts.Reenter, func() { assert.Equal(t, int64(2), reenter(t, c, k, "A")) }},
-		{luascripts.Inspect, func() { assert.Equal(t, int64(2), inspect(t, c, k, "A").Count) }},
+		{luascripts.Describe, func() {
+			assert.Equal(t, int64(2), describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 1)).Holds[0].Count)
+		}},
 		{luascripts.Renew, func() {
 			v, err := luascripts.Renew.Exec(t.Context(), c, []string{k.Lock}, []string{luascripts.Millis(lease), "A"}).AsIntSlice()
 			require.NoError(t, err)
