@@ -158,7 +158,7 @@ func (c *Client) inspect(ctx context.Context, kind Kind, name string) (LockInfo,
 	if err := ready(ctx, err); err != nil {
 		return LockInfo{}, err
 	}
-	script, call := c.kindCall(kind, keys, false)
+	script, call := intro(kind, keys).Describe(MaxInspectWaiters)
 	info, err := describedInfo(kind, name, script.Exec(ctx, c.rc, call.Keys, call.Args))
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("latchkey: inspect %s %q: %w", kind, name, err)
@@ -196,8 +196,7 @@ func (c *Client) forceUnlock(ctx context.Context, kind Kind, name string) (bool,
 	if err := ready(ctx, err); err != nil {
 		return false, err
 	}
-	script, call := c.kindCall(kind, keys, true)
-	ok, foreign, err := luascripts.RunForceUnlock(ctx, c.rc, script, call)
+	ok, foreign, err := intro(kind, keys).ForceUnlock(ctx, c.rc, c.wake)
 	switch {
 	case err != nil:
 		return false, fmt.Errorf("latchkey: force-unlock %s %q: %w", kind, name, err)
@@ -210,22 +209,15 @@ func (c *Client) forceUnlock(ctx context.Context, kind Kind, name string) (bool,
 	return ok, nil
 }
 
-// kindCall is the describe script (force: the force-unlock script) of
-// kind's lock whose Mutex keys are keys, and its call.
-func (c *Client) kindCall(kind Kind, keys luascripts.Keys, force bool) (*luascripts.Script, luascripts.Call) {
-	switch {
-	case kind == KindRWMutex && force:
-		return luascripts.RWForceUnlock, luascripts.RWForceUnlockCall(rwKeys(keys), c.wake)
-	case kind == KindRWMutex:
-		return luascripts.RWDescribe, luascripts.RWDescribeCall(rwKeys(keys), MaxInspectWaiters)
-	case kind == KindSemaphore && force:
-		return luascripts.SemForceUnlock, luascripts.SemForceUnlockCall(semKeys(keys), c.wake)
-	case kind == KindSemaphore:
-		return luascripts.SemDescribe, luascripts.SemDescribeCall(semKeys(keys), MaxInspectWaiters)
-	case force:
-		return luascripts.ForceUnlock, luascripts.ForceUnlockCall(keys, c.wake)
+// intro is the introspection of kind's lock whose Mutex keys are keys.
+func intro(kind Kind, keys luascripts.Keys) luascripts.Intro {
+	switch kind {
+	case KindRWMutex:
+		return rwKeys(keys).Intro()
+	case KindSemaphore:
+		return semKeys(keys).Intro()
 	}
-	return luascripts.Describe, luascripts.DescribeCall(keys, MaxInspectWaiters)
+	return keys.Intro()
 }
 
 // infoOf is the LockInfo of kind's lock name that d describes: holders
@@ -303,7 +295,7 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 		names := found[kind]
 		script, calls := luascripts.Describe, make([]luascripts.Call, len(names))
 		for i, name := range names {
-			script, calls[i] = c.kindCall(kind, luascripts.NewKeys(c.opts.Prefix+":{"+name+"}"), false)
+			script, calls[i] = intro(kind, luascripts.NewKeys(c.opts.Prefix+":{"+name+"}")).Describe(MaxInspectWaiters)
 		}
 		for i, res := range script.ExecMulti(ctx, c.rc, calls) {
 			info, err := describedInfo(kind, names[i], res)

@@ -141,43 +141,6 @@ func RunLeave(ctx context.Context, c rueidis.Client, k Keys, client string, w Wa
 	return n == 1, err
 }
 
-// ForceUnlockCall, RWForceUnlockCall and SemForceUnlockCall are the calls
-// of the force-unlock script of each kind. They ignore w's window: a
-// forced unlock reserves nothing, since the former holder is not queued
-// to barge in.
-func ForceUnlockCall(k Keys, w Wake) Call {
-	return Call{Keys: []string{k.Lock, k.Channel, k.Queue, k.Reservation, k.Holder, k.QueueDesc}, Args: []string{Wake{Sharded: w.Sharded}.spec()}}
-}
-
-// RWForceUnlockCall: see ForceUnlockCall.
-func RWForceUnlockCall(k RWKeys, w Wake) Call {
-	return Call{Keys: k.scripts(), Args: []string{k.Base, Wake{Sharded: w.Sharded}.spec()}}
-}
-
-// SemForceUnlockCall: see ForceUnlockCall.
-func SemForceUnlockCall(k SemKeys, w Wake) Call {
-	return Call{Keys: k.all(), Args: []string{k.Base, Wake{Sharded: w.Sharded}.spec()}}
-}
-
-// RunForceUnlock runs a force-unlock script s with call: whether it
-// deleted anything, or else the key it found of another type than
-// latchkey keeps there (then it deleted nothing).
-func RunForceUnlock(ctx context.Context, c rueidis.Client, s *Script, call Call) (deleted bool, foreign string, err error) {
-	m, err := s.Exec(ctx, c, call.Keys, call.Args).ToMessage()
-	if err != nil {
-		return false, "", err
-	}
-	if m.IsString() {
-		foreign, err = m.ToString()
-		return false, foreign, err
-	}
-	n, err := m.AsInt64()
-	if err == nil && n != 0 && n != 1 {
-		err = unexpected(s.Name(), n)
-	}
-	return n == 1, "", err
-}
-
 // leaseSetMark starts a kept key that LeaseSet marked. No key latchkey
 // builds starts with a NUL byte.
 const leaseSetMark = "\x00lease set\x00"

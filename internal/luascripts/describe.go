@@ -1,6 +1,7 @@
 package luascripts
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -56,22 +57,49 @@ type Queued struct {
 	Want   int64     // a Semaphore's: the permits it waits for; else 0
 }
 
-func describeArgs(maxQueue int) []string { return []string{strconv.Itoa(maxQueue)} }
-
-// DescribeCall is describe.lua's call for k, returning at most maxQueue
-// queued clients.
-func DescribeCall(k Keys, maxQueue int) Call {
-	return Call{Keys: []string{k.Lock, k.Holder, k.Queue, k.Reservation, k.QueueDesc}, Args: describeArgs(maxQueue)}
+// Intro is one lock's introspection: its kind's describe and force-unlock
+// scripts, which take the same KEYS, and the base of its channels.
+type Intro struct {
+	describe, forceUnlock *Script
+	keys                  []string
+	base                  string
 }
 
-// RWDescribeCall is rwdescribe.lua's call for k (maxQueue per queue).
-func RWDescribeCall(k RWKeys, maxQueue int) Call {
-	return Call{Keys: k.scripts(), Args: describeArgs(maxQueue)}
+// Intro is the Mutex's (describe.lua, forceunlock.lua).
+func (k Keys) Intro() Intro {
+	return Intro{Describe, ForceUnlock, []string{k.Lock, k.Queue, k.Reservation, k.Holder, k.QueueDesc}, k.Channel}
 }
 
-// SemDescribeCall is semdescribe.lua's call for k.
-func SemDescribeCall(k SemKeys, maxQueue int) Call {
-	return Call{Keys: k.all(), Args: describeArgs(maxQueue)}
+// Intro is the RWMutex's (rwdescribe.lua, rwforceunlock.lua).
+func (k RWKeys) Intro() Intro { return Intro{RWDescribe, RWForceUnlock, k.scripts(), k.Base} }
+
+// Intro is the Semaphore's (semdescribe.lua, semforceunlock.lua).
+func (k SemKeys) Intro() Intro { return Intro{SemDescribe, SemForceUnlock, k.all(), k.Base} }
+
+// Describe is the describe script and its call, returning at most
+// maxQueue clients per queue; ParseDescribe reads its reply.
+func (in Intro) Describe(maxQueue int) (*Script, Call) {
+	return in.describe, Call{Keys: in.keys, Args: []string{strconv.Itoa(maxQueue)}}
+}
+
+// ForceUnlock runs the force-unlock script: whether it deleted anything,
+// or else the key it found of another type than latchkey keeps there (then
+// it deleted nothing). It ignores w's window: a forced unlock reserves
+// nothing, since the former holder is not queued to barge in.
+func (in Intro) ForceUnlock(ctx context.Context, c rueidis.Client, w Wake) (deleted bool, foreign string, err error) {
+	m, err := in.forceUnlock.Exec(ctx, c, in.keys, []string{in.base, Wake{Sharded: w.Sharded}.spec()}).ToMessage()
+	if err != nil {
+		return false, "", err
+	}
+	if m.IsString() {
+		foreign, err = m.ToString()
+		return false, foreign, err
+	}
+	n, err := m.AsInt64()
+	if err == nil && n != 0 && n != 1 {
+		err = unexpected(in.forceUnlock.Name(), n)
+	}
+	return n == 1, "", err
 }
 
 // ParseDescribe reads the reply of any describe script. A reply of another

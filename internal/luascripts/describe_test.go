@@ -18,9 +18,10 @@ func describedQueue(t *testing.T, c rueidis.Client, desc string) map[string]stri
 	return hgetall(t, c, desc)
 }
 
-// describe runs one of the Inspect scripts and parses its reply.
-func describe(t *testing.T, c rueidis.Client, s *luascripts.Script, call luascripts.Call) luascripts.Described {
+// describe runs in's describe script and parses its reply.
+func describe(t *testing.T, c rueidis.Client, in luascripts.Intro, maxQueue int) luascripts.Described {
 	t.Helper()
+	s, call := in.Describe(maxQueue)
 	v, err := s.Exec(t.Context(), c, call.Keys, call.Args).ToArray()
 	require.NoError(t, err)
 	d, err := luascripts.ParseDescribe(v)
@@ -71,7 +72,7 @@ func TestQueueDescriptions(t *testing.T) {
 		// commands (Redis 7.0 reads the clock for each one): milliseconds,
 		// where a bug would be seconds or no expiry.
 		assert.InDelta(t, expireAt(t, c, k.Queue), expireAt(t, c, k.QueueDesc), 100)
-		d := queueOf(t, describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10)), "")
+		d := queueOf(t, describe(t, c, k.Intro(), 10), "")
 		require.Len(t, d.Clients, 2)
 		assert.Equal(t, `{"id":"c1"}`, d.Clients[0].About)
 		assert.Empty(t, d.Clients[1].About)
@@ -110,7 +111,7 @@ func TestQueueDescriptions(t *testing.T) {
 		require.False(t, rw(true, "w2", "cw2", true).Granted)
 		assert.Equal(t, map[string]string{"cr1": `{"id":"cr1"}`}, describedQueue(t, c, k.QueueRDesc))
 		assert.Equal(t, map[string]string{"cw2": `{"id":"cw2"}`}, describedQueue(t, c, k.QueueWDesc))
-		d := describe(t, c, luascripts.RWDescribe, luascripts.RWDescribeCall(k, 10))
+		d := describe(t, c, k.Intro(), 10)
 		writer := holdsOf(d, "write")
 		require.Len(t, writer, 1)
 		assert.Equal(t, "w", writer[0].Record.Owner)
@@ -141,7 +142,7 @@ func TestQueueDescriptions(t *testing.T) {
 		require.True(t, sem("a", "ca").Granted)
 		require.False(t, sem("b", "cb").Granted)
 		assert.Equal(t, map[string]string{"cb": `{"id":"cb"}`}, describedQueue(t, c, f.k.QueueDesc))
-		d := describe(t, c, luascripts.SemDescribe, luascripts.SemDescribeCall(f.k, 10))
+		d := describe(t, c, f.k.Intro(), 10)
 		require.Len(t, d.Holds, 1)
 		assert.Equal(t, `{"id":"ca"}`, d.Holds[0].Record.About)
 		require.Len(t, d.Queues, 1)

@@ -88,7 +88,7 @@ func (f rwFixture) leave(client string, write bool) {
 
 func (f rwFixture) describe() luascripts.Described {
 	f.t.Helper()
-	return describe(f.t, f.c, luascripts.RWDescribe, luascripts.RWDescribeCall(f.k, 10))
+	return describe(f.t, f.c, f.k.Intro(), 10)
 }
 
 func (f rwFixture) listen(client string, write bool) listener {

@@ -197,7 +197,7 @@ func leave(t *testing.T, c rueidis.Client, k luascripts.Keys, client string, w l
 
 func forceUnlock(t *testing.T, c rueidis.Client, k luascripts.Keys, w luascripts.Wake) bool {
 	t.Helper()
-	deleted, foreign, err := luascripts.RunForceUnlock(t.Context(), c, luascripts.ForceUnlock, luascripts.ForceUnlockCall(k, w))
+	deleted, foreign, err := k.Intro().ForceUnlock(t.Context(), c, w)
 	require.NoError(t, err)
 	require.Empty(t, foreign)
 	return deleted
@@ -970,7 +970,7 @@ func TestForceUnlock(t *testing.T) {
 			do(t, c, c.B().Del().Key(k.Holder).Build())
 			do(t, c, c.B().Rpush().Key(k.Holder).Element("app").Build())
 			before = snapshot(t, c, k)
-			deleted, foreign, err := luascripts.RunForceUnlock(t.Context(), c, luascripts.ForceUnlock, luascripts.ForceUnlockCall(k, wake))
+			deleted, foreign, err := k.Intro().ForceUnlock(t.Context(), c, wake)
 			require.NoError(t, err)
 			assert.False(t, deleted)
 			assert.Equal(t, k.Holder, foreign)
@@ -988,9 +988,9 @@ func TestForceUnlock(t *testing.T) {
 // type and delete nothing.
 func TestFamilyForceUnlock(t *testing.T) {
 	c := standaloneClient(t)
-	force := func(s *luascripts.Script, call luascripts.Call) (bool, string) {
+	force := func(in luascripts.Intro, w luascripts.Wake) (bool, string) {
 		t.Helper()
-		deleted, foreign, err := luascripts.RunForceUnlock(t.Context(), c, s, call)
+		deleted, foreign, err := in.ForceUnlock(t.Context(), c, w)
 		require.NoError(t, err)
 		return deleted, foreign
 	}
@@ -999,20 +999,20 @@ func TestFamilyForceUnlock(t *testing.T) {
 		require.True(t, f.write("W", "cw", false).Granted)
 		require.False(t, f.read("R", "cr", true).Granted)
 		cr := f.listen("cr", false)
-		deleted, _ := force(luascripts.RWForceUnlock, luascripts.RWForceUnlockCall(f.k, f.wake))
+		deleted, _ := force(f.k.Intro(), f.wake)
 		assert.True(t, deleted)
 		cr.woken(t)
 		assert.False(t, exists(t, c, f.k.Write))
 		require.True(t, f.read("R", "cr", true).Granted)
-		deleted, _ = force(luascripts.RWForceUnlock, luascripts.RWForceUnlockCall(f.k, f.wake))
+		deleted, _ = force(f.k.Intro(), f.wake)
 		assert.True(t, deleted, "the read hold")
 		f.gone()
-		deleted, _ = force(luascripts.RWForceUnlock, luascripts.RWForceUnlockCall(f.k, f.wake))
+		deleted, _ = force(f.k.Intro(), f.wake)
 		assert.False(t, deleted, "nothing left")
 
 		require.True(t, f.read("R2", "cr", false).Granted)
 		do(t, c, c.B().Set().Key(f.k.QueueW).Value("app").Build())
-		deleted, foreign := force(luascripts.RWForceUnlock, luascripts.RWForceUnlockCall(f.k, f.wake))
+		deleted, foreign := force(f.k.Intro(), f.wake)
 		assert.False(t, deleted)
 		assert.Equal(t, f.k.QueueW, foreign)
 		assert.True(t, exists(t, c, f.k.Readers), "deleted although refused")
@@ -1022,7 +1022,7 @@ func TestFamilyForceUnlock(t *testing.T) {
 		require.True(t, f.acquire("A", "ca", 2, false).Granted)
 		require.False(t, f.acquire("B", "cb", 2, true).Granted)
 		cb := f.listen("cb")
-		deleted, _ := force(luascripts.SemForceUnlock, luascripts.SemForceUnlockCall(f.k, f.wake))
+		deleted, _ := force(f.k.Intro(), f.wake)
 		assert.True(t, deleted)
 		cb.woken(t)
 		assert.False(t, exists(t, c, f.k.Holders))
@@ -1031,7 +1031,7 @@ func TestFamilyForceUnlock(t *testing.T) {
 
 		do(t, c, c.B().Del().Key(f.k.Records).Build())
 		do(t, c, c.B().Set().Key(f.k.Records).Value("app").Build())
-		deleted, foreign := force(luascripts.SemForceUnlock, luascripts.SemForceUnlockCall(f.k, f.wake))
+		deleted, foreign := force(f.k.Intro(), f.wake)
 		assert.False(t, deleted)
 		assert.Equal(t, f.k.Records, foreign)
 		assert.True(t, exists(t, c, f.k.Holders), "deleted although refused")
@@ -1046,12 +1046,12 @@ func TestFamilyForceUnlock(t *testing.T) {
 func TestInspect(t *testing.T) {
 	c := standaloneClient(t)
 	k := newKeys(t, c)
-	d := describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10))
+	d := describe(t, c, k.Intro(), 10)
 	assert.Empty(t, d.Holds, "no lock")
 	assert.False(t, exists(t, c, k.Lock), "inspect creates nothing")
 
 	reserve(t, c, k, "x", 5*time.Second)
-	d = describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10))
+	d = describe(t, c, k.Intro(), 10)
 	assert.Empty(t, d.Holds, "a reservation is not a holder")
 	assert.Equal(t, "x", d.Reserved)
 	do(t, c, c.B().Del().Key(k.Reservation).Build())
@@ -1060,19 +1060,19 @@ func TestInspect(t *testing.T) {
 	reenter(t, c, k, "A")
 	reenter(t, c, k, "A")
 	before := snapshot(t, c, k)
-	d = describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10))
+	d = describe(t, c, k.Intro(), 10)
 	require.Len(t, d.Holds, 1)
 	assert.Equal(t, "A", d.Holds[0].Owner)
 	assert.Equal(t, int64(3), d.Holds[0].Count)
 	between(t, d.Holds[0].PTTL, lease-10*time.Second, lease, "the lease")
 	assert.Equal(t, before, snapshot(t, c, k), "inspect changes nothing")
 	do(t, c, c.B().Pexpire().Key(k.Lock).Milliseconds(1<<62).Build())
-	d = describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10))
+	d = describe(t, c, k.Intro(), 10)
 	assert.Equal(t, luascripts.MaxPTTL, d.Holds[0].PTTL, "a huge PTTL saturates")
 
 	do(t, c, c.B().Hset().Key(k.Lock).FieldValue().FieldValue("B", "x").Build())
 	do(t, c, c.B().Set().Key(k.Holder).Value("junk").Build())
-	d = describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10))
+	d = describe(t, c, k.Intro(), 10)
 	require.Len(t, d.Holds, 2, "what could be read")
 	assert.Len(t, d.Damaged, 3, "B's count, and A's and B's record: %q", d.Damaged)
 }
@@ -1197,7 +1197,7 @@ func TestEveryScriptAfterFlush(t *testing.T) {
 		}},
 		{luascripts.Reenter, func() { assert.Equal(t, int64(2), reenter(t, c, k, "A")) }},
 		{luascripts.Describe, func() {
-			assert.Equal(t, int64(2), describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 1)).Holds[0].Count)
+			assert.Equal(t, int64(2), describe(t, c, k.Intro(), 1).Holds[0].Count)
 		}},
 		{luascripts.Renew, func() {
 			v, err := luascripts.Renew.Exec(t.Context(), c, []string{k.Lock}, []string{luascripts.Millis(lease), "A"}).AsIntSlice()
