@@ -88,7 +88,7 @@ func awaitLocked(t *testing.T, got <-chan lockResult) context.Context {
 // test that swallows that reply finds that the script never ran.
 func loadScripts(t *testing.T, rc rueidis.Client) {
 	t.Helper()
-	for _, s := range []*luascripts.Script{luascripts.Acquire, luascripts.Release, luascripts.Renew, luascripts.Inspect, luascripts.Reenter, luascripts.Leave} {
+	for _, s := range []*luascripts.Script{luascripts.Acquire, luascripts.Release, luascripts.Renew, luascripts.Describe, luascripts.Reenter, luascripts.Leave} {
 		require.NoError(t, rc.Do(context.Background(), rc.B().ScriptLoad().Script(s.Source()).Build()).Error())
 	}
 }

@@ -539,3 +539,189 @@ func awaitWaiters(t *testing.T, inspect func(context.Context, string) (rlock.Loc
 		return info.WaitersTotal == n
 	})
 }
+
+// TestListDamaged: a lock whose state is not latchkey's (a hold count that
+// is not an integer, a holder record of another shape, a key of another
+// type where its record belongs, a Semaphore holder's foreign record) is
+// listed with Damaged saying what, and what could be read; every healthy
+// lock is listed as usual (issue 21, defect 7: List failed with the first
+// parse error). Inspect describes a damaged lock the same way.
+func TestListDamaged(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c := lockClient(t, tp, rlock.Options{ClientName: "healthy"})
+		rc := redisClient(t, tp)
+		run := func(args ...string) {
+			require.NoError(t, rc.Do(ctx, rc.B().Arbitrary(args[0]).Keys(args[1]).Args(args[2:]...).Build()).Error(), "%q", args)
+		}
+		names, pattern := namesOnEveryMaster(t, tp, 2)
+		healthy, count, record, wrongType, sem := names[0], names[1], names[2], names[3], names[4]
+		key := func(name string) string { return rlock.DefaultPrefix + ":{" + name + "}" }
+
+		hctx := mustLock(t, ctx, c.Mutex(healthy))
+		run("HSET", key(count), "someone", "one")
+		run("PEXPIRE", key(count), "60000")
+		rctx := mustLock(t, ctx, c.Mutex(record))
+		run("SET", key(record)+":holder", "not a record", "KEEPTTL")
+		wctx := mustLock(t, ctx, c.Mutex(wrongType))
+		run("DEL", key(wrongType)+":holder")
+		run("RPUSH", key(wrongType)+":holder", "x")
+		pctx, err := c.Semaphore(sem, 2).Acquire(ctx, 1)
+		require.NoError(t, err)
+		recs, err := rc.Do(ctx, rc.B().Hgetall().Key(key(sem)+":sem:h:rec").Build()).AsStrMap()
+		require.NoError(t, err)
+		require.Len(t, recs, 1)
+		for owner := range recs {
+			run("HSET", key(sem)+":sem:h:rec", owner, "junk")
+		}
+
+		found, err := c.List(ctx, pattern)
+		require.NoError(t, err, "one damaged lock failed the whole List")
+		byName := make(map[string]rlock.LockInfo)
+		for _, info := range found {
+			byName[info.Name] = info
+		}
+		require.Len(t, found, 5, "%+v", found)
+		assert.Empty(t, byName[healthy].Damaged)
+		require.Len(t, byName[healthy].Holders, 1)
+		assert.Equal(t, "healthy", byName[healthy].Holders[0].Client.Name)
+		assert.Contains(t, byName[count].Damaged, "not an integer")
+		require.Len(t, byName[count].Holders, 1)
+		assert.Equal(t, "someone", byName[count].Holders[0].Owner)
+		assert.Contains(t, byName[record].Damaged, "not a record")
+		require.Len(t, byName[record].Holders, 1)
+		assert.EqualValues(t, 1, byName[record].Holders[0].Count, "the count was read")
+		assert.Contains(t, byName[wrongType].Damaged, "WRONGTYPE")
+		assert.Equal(t, rlock.KindSemaphore, byName[sem].Kind)
+		assert.Contains(t, byName[sem].Damaged, "junk")
+		require.Len(t, byName[sem].Holders, 1)
+		assert.EqualValues(t, 1, byName[sem].Holders[0].Permits)
+		info, err := c.Inspect(ctx, count)
+		require.NoError(t, err)
+		assert.Equal(t, byName[count].Damaged, info.Damaged)
+
+		require.NoError(t, c.Mutex(healthy).Unlock(hctx))
+		require.NoError(t, c.Mutex(record).Unlock(rctx))
+		require.NoError(t, c.Mutex(wrongType).Unlock(wctx))
+		require.NoError(t, c.Semaphore(sem, 2).Release(pctx))
+		run("DEL", key(count))
+		requireNoLeftovers(t, tp, names...)
+	})
+}
+
+// TestForceUnlockClearsReservation: a free Mutex reserved for a client a
+// release woke and that never came (a handoff window can be long) is
+// cleared by ForceUnlock, which wakes the next waiter as a release would
+// (issue 21, defect 10: the reservation was left, and the waiter waited
+// for it to run out).
+func TestForceUnlockClearsReservation(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		name := lockName(t)
+		a, b := lockClient(t, tp, rlock.Options{}), lockClient(t, tp, rlock.Options{})
+		rc := redisClient(t, tp)
+		reservation := a.Mutex(name).Key() + ":r"
+		require.NoError(t, rc.Do(ctx, rc.B().Set().Key(reservation).Value("gone-client").Px(time.Minute).Build()).Error())
+		got := make(chan error, 1)
+		go func() {
+			lctx, err := b.Mutex(name).Lock(ctx)
+			if err == nil {
+				err = b.Mutex(name).Unlock(lctx)
+			}
+			got <- err
+		}()
+		awaitWaiters(t, a.Inspect, name, 1)
+		ok, err := a.ForceUnlock(ctx, name)
+		require.NoError(t, err)
+		require.True(t, ok, "the reservation was not cleared")
+		require.NoError(t, recvErr(t, got, 10*time.Second, "the waiter behind the reservation"))
+		requireNoLeftovers(t, tp, name)
+	})
+}
+
+// TestForceUnlockRefusesForeignKeys: where a lock's key holds another
+// type (an application's key under the same prefix), force-unlock of any
+// kind returns ErrWrongType and deletes nothing (issue 21, defect 10: the
+// Mutex's deleted whatever was at the key).
+func TestForceUnlockRefusesForeignKeys(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		name := lockName(t)
+		c := lockClient(t, tp, rlock.Options{})
+		rc := redisClient(t, tp)
+		key := c.Mutex(name).Key()
+		for _, k := range []string{key, key + ":rw:rd", key + ":sem:q"} {
+			require.NoError(t, rc.Do(ctx, rc.B().Set().Key(k).Value("the application's").Build()).Error())
+		}
+		for kind, force := range map[string]func(context.Context, string) (bool, error){
+			"mutex": c.ForceUnlock, "rwmutex": c.ForceUnlockRWMutex, "semaphore": c.ForceUnlockSemaphore,
+		} {
+			ok, err := force(ctx, name)
+			require.ErrorIs(t, err, rlock.ErrWrongType, kind)
+			assert.False(t, ok, kind)
+		}
+		for _, k := range []string{key, key + ":rw:rd", key + ":sem:q"} {
+			assert.True(t, exists(t, rc, k), "%s was deleted", k)
+		}
+		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(key).Build()).Error())
+		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(key+":rw:rd").Build()).Error())
+		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(key+":sem:q").Build()).Error())
+	})
+}
+
+// TestForceUnlockFamily: ForceUnlockRWMutex and ForceUnlockSemaphore take
+// every hold, whose holders find them lost, and wake the waiters as a
+// release would (issue 21, defect 10: force-unlock covered the Mutex only).
+func TestForceUnlockFamily(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		name := lockName(t)
+		a := lockClient(t, tp, rlock.Options{WatchdogTimeout: 600 * time.Millisecond, WatchdogInterval: 200 * time.Millisecond})
+		b := lockClient(t, tp, rlock.Options{})
+
+		wctx, err := a.RWMutex(name).Lock(ctx)
+		require.NoError(t, err)
+		rctx, err := a.RWMutex(name).RLock(wctx) // the writer reads too
+		require.NoError(t, err)
+		readerIn := make(chan error, 1)
+		go func() {
+			lctx, err := b.RWMutex(name).RLock(ctx)
+			if err == nil {
+				err = b.RWMutex(name).RUnlock(lctx)
+			}
+			readerIn <- err
+		}()
+		awaitWaiters(t, a.InspectRWMutex, name, 1)
+		ok, err := a.ForceUnlockRWMutex(ctx, name)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, recvErr(t, readerIn, 10*time.Second, "the queued reader"))
+		requireLost(t, wctx, 10*time.Second, "the forced writer")
+		requireLost(t, rctx, 10*time.Second, "the forced reader")
+
+		pctx, err := a.Semaphore(name, 2).Acquire(ctx, 2)
+		require.NoError(t, err)
+		permitted := make(chan error, 1)
+		go func() {
+			lctx, err := b.Semaphore(name, 2).Acquire(ctx, 1)
+			if err == nil {
+				err = b.Semaphore(name, 2).Release(lctx)
+			}
+			permitted <- err
+		}()
+		awaitWaiters(t, a.InspectSemaphore, name, 1)
+		ok, err = a.ForceUnlockSemaphore(ctx, name)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, recvErr(t, permitted, 10*time.Second, "the queued semaphore client"))
+		requireLost(t, pctx, 10*time.Second, "the forced permits")
+		ok, err = a.ForceUnlockSemaphore(ctx, name)
+		require.NoError(t, err)
+		require.False(t, ok, "nothing left to delete")
+		requireNoLeftovers(t, tp, name)
+	})
+}

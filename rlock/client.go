@@ -176,30 +176,4 @@ func (c *Client) SpinMutex(name string) *Mutex {
 	return c.newMutex(name, true)
 }
 
-// ForceUnlock deletes the lock called name whoever holds it and wakes a
-// waiter. It reports whether there was a lock. The former holder learns of
-// it at its next watchdog renewal (ErrLockLost), or not at all if it holds
-// a fixed lease: use it for recovery, not for normal release.
-func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
-	if ctx == nil {
-		return false, fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	keys, err := lockKeys(c.opts.Prefix, name)
-	if err != nil {
-		return false, err
-	}
-	if ctx.Err() != nil {
-		return false, ctxErr(ctx)
-	}
-	// No reservation: the former holder is not in the queue to barge in.
-	ok, err := luascripts.RunForceUnlock(ctx, c.rc, keys, luascripts.Wake{Sharded: c.wake.Sharded})
-	if err != nil {
-		return false, fmt.Errorf("latchkey: force-unlock %q: %w", name, err)
-	}
-	if ok {
-		c.obs.forceUnlocked(name)
-	}
-	return ok, nil
-}
-
 func (c *Client) isClosed() bool { return c.closing.Err() != nil }

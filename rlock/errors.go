@@ -36,6 +36,12 @@ var (
 	// ErrInvalidOptions: NewClient got a nil rueidis client or bad Options.
 	ErrInvalidOptions = errors.New("latchkey: invalid options")
 
+	// ErrWrongType: a key where latchkey keeps a lock's state holds
+	// another type, so it is not a latchkey lock of that kind: check the
+	// name, the kind and Options.Prefix (--prefix). ForceUnlock refuses
+	// with it and deletes nothing.
+	ErrWrongType = errors.New("latchkey: a key of the lock holds another type")
+
 	// ErrNotReplicated: with Options.SyncReplicas, fewer replicas than asked
 	// acknowledged a change in time. From an acquire, the grant was
 	// released and nothing is held: retry, or check the replicas' health
@@ -52,6 +58,18 @@ func ctxErr(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", err, cause)
 	}
 	return err
+}
+
+// ready refuses, before any I/O, a nil context (ErrInvalidArgument), a
+// handle's error (an invalid name, say) and an ended context (ctxErr).
+func ready(ctx context.Context, handleErr error) error {
+	if err := checkCtx(ctx, handleErr); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctxErr(ctx)
+	}
+	return nil
 }
 
 // errFoundGone is why a hold is lost when a re-entry finds its lock gone.

@@ -119,6 +119,13 @@ type LockInfo struct {
 	// ReservedFor is the client a free Mutex is kept for, for the handoff
 	// window after a release woke it; "" for none.
 	ReservedFor string
+	// Damaged says what of the lock's state in Redis is not latchkey's and
+	// could not be read (a hold count that is not an integer, a holder
+	// record of another shape, a key of another type), "" when nothing.
+	// The rest is described as usual; List lists a damaged lock even when
+	// nobody holds it, so that one bad key hides nothing else. ForceUnlock
+	// clears a lock whose keys have the right types.
+	Damaged string
 }
 
 // Held reports whether anyone holds the lock.
@@ -148,10 +155,10 @@ func (c *Client) InspectSemaphore(ctx context.Context, name string) (LockInfo, e
 
 func (c *Client) inspect(ctx context.Context, kind Kind, name string) (LockInfo, error) {
 	keys, err := lockKeys(c.opts.Prefix, name)
-	if err != nil {
+	if err := ready(ctx, err); err != nil {
 		return LockInfo{}, err
 	}
-	script, call := describeCall(kind, keys)
+	script, call := intro(kind, keys).Describe(MaxInspectWaiters)
 	info, err := describedInfo(kind, name, script.Exec(ctx, c.rc, call.Keys, call.Args))
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("latchkey: inspect %s %q: %w", kind, name, err)
@@ -159,102 +166,106 @@ func (c *Client) inspect(ctx context.Context, kind Kind, name string) (LockInfo,
 	return info, nil
 }
 
-// describeCall is the script that describes a lock of kind whose Mutex
-// keys are keys, and its call.
-func describeCall(kind Kind, keys luascripts.Keys) (*luascripts.Script, luascripts.Call) {
-	switch kind {
-	case KindRWMutex:
-		return luascripts.RWDescribe, luascripts.RWDescribeCall(rwKeys(keys), MaxInspectWaiters)
-	case KindSemaphore:
-		return luascripts.SemDescribe, luascripts.SemDescribeCall(semKeys(keys), MaxInspectWaiters)
-	}
-	return luascripts.Describe, luascripts.DescribeCall(keys, MaxInspectWaiters)
+// ForceUnlock deletes the Mutex called name whoever holds it, with the
+// reservation a release's wake-up may have left for a client that never
+// came, and wakes the next waiter as a release would. It reports whether
+// there was anything to delete. When a key of the lock holds another type
+// (not a latchkey lock: a wrong name or prefix) it returns ErrWrongType
+// and deletes nothing. The former holder learns of it at its next watchdog
+// renewal (ErrLockLost), or not at all if it holds a fixed lease: use it
+// for recovery, not for normal release.
+func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
+	return c.forceUnlock(ctx, KindMutex, name)
 }
 
-func lockInfo(name string, r luascripts.DescribeReply) LockInfo {
-	info := LockInfo{Name: name, Kind: KindMutex, ReservedFor: r.Reserved, LeaseLeft: leaseLeft(r.PTTL)}
-	for owner, n := range r.Counts {
-		h := Holder{Owner: owner, Count: n, LeaseLeft: info.LeaseLeft}
-		if r.Record.Owner == owner {
-			h.fromRecord(r.Record)
+// ForceUnlockRWMutex is ForceUnlock for the RWMutex called name: it
+// deletes its write hold and every read hold, and wakes the clients a
+// free lock admits.
+func (c *Client) ForceUnlockRWMutex(ctx context.Context, name string) (bool, error) {
+	return c.forceUnlock(ctx, KindRWMutex, name)
+}
+
+// ForceUnlockSemaphore is ForceUnlock for the Semaphore called name: it
+// deletes every holder's permits and wakes the clients they can serve.
+func (c *Client) ForceUnlockSemaphore(ctx context.Context, name string) (bool, error) {
+	return c.forceUnlock(ctx, KindSemaphore, name)
+}
+
+func (c *Client) forceUnlock(ctx context.Context, kind Kind, name string) (bool, error) {
+	keys, err := lockKeys(c.opts.Prefix, name)
+	if err := ready(ctx, err); err != nil {
+		return false, err
+	}
+	ok, foreign, err := intro(kind, keys).ForceUnlock(ctx, c.rc, c.wake)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("latchkey: force-unlock %s %q: %w", kind, name, err)
+	case foreign != "":
+		return false, fmt.Errorf("latchkey: force-unlock %s %q: %w: %q is not latchkey's, nothing was deleted (check the name, the kind and the prefix)",
+			kind, name, ErrWrongType, foreign)
+	case ok:
+		c.obs.forceUnlocked(name)
+	}
+	return ok, nil
+}
+
+// intro is the introspection of kind's lock whose Mutex keys are keys.
+func intro(kind Kind, keys luascripts.Keys) luascripts.Intro {
+	switch kind {
+	case KindRWMutex:
+		return rwKeys(keys).Intro()
+	case KindSemaphore:
+		return semKeys(keys).Intro()
+	}
+	return keys.Intro()
+}
+
+// infoOf is the LockInfo of kind's lock name that d describes: holders
+// sorted by mode (writers first) and owner, waiters in queueing order (the
+// scripts admit by it, across an RWMutex's two queues too).
+func infoOf(kind Kind, name string, d luascripts.Described) LockInfo {
+	info := LockInfo{Name: name, Kind: kind, Size: d.Size, ReservedFor: d.Reserved, Damaged: strings.Join(d.Damaged, "; ")}
+	for _, hd := range d.Holds {
+		h := Holder{Owner: hd.Owner, Mode: hd.Mode, Count: hd.Count, LeaseLeft: leaseLeft(hd.PTTL)}
+		if kind == KindSemaphore {
+			h.Count, h.Permits = 1, hd.Count
+		}
+		if hd.Record.Owner == hd.Owner {
+			h.Token, h.Since = hd.Record.Token, hd.Record.Since
+			// A description this version cannot parse still names the owner.
+			_ = json.Unmarshal([]byte(hd.Record.About), &h.Client)
+		}
+		if info.LeaseLeft >= 0 && (h.LeaseLeft < 0 || h.LeaseLeft > info.LeaseLeft) {
+			info.LeaseLeft = h.LeaseLeft
 		}
 		info.Holders = append(info.Holders, h)
 	}
-	sort.Slice(info.Holders, func(i, j int) bool { return info.Holders[i].Owner < info.Holders[j].Owner })
-	info.addWaiters(r.Queue, "")
-	return info
-}
-
-func rwInfo(name string, r luascripts.RWDescribeReply) LockInfo {
-	info := LockInfo{Name: name, Kind: KindRWMutex}
-	info.addHolds(r.Writer, ModeWrite, false)
-	info.addHolds(r.Readers, ModeRead, false)
-	info.addWaiters(r.QueueW, ModeWrite)
-	info.addWaiters(r.QueueR, ModeRead)
-	// One order for both queues: the scripts admit by queueing time.
+	sort.Slice(info.Holders, func(i, j int) bool {
+		a, b := info.Holders[i], info.Holders[j]
+		return a.Mode != b.Mode && a.Mode == ModeWrite || a.Mode == b.Mode && a.Owner < b.Owner
+	})
+	for _, q := range d.Queues {
+		info.WaitersTotal += int(q.Total)
+		for _, e := range q.Clients {
+			w := Waiter{Since: e.Since, Mode: q.Mode, Permits: e.Want}
+			_ = json.Unmarshal([]byte(e.About), &w.Client) // best effort, as a holder's
+			w.Client.ID = e.Client                         // the queue's word, whatever the description says
+			info.Waiters = append(info.Waiters, w)
+		}
+	}
 	sort.SliceStable(info.Waiters, func(i, j int) bool { return info.Waiters[i].Since.Before(info.Waiters[j].Since) })
 	return info
 }
 
-func semInfo(name string, r luascripts.SemDescribeReply) LockInfo {
-	info := LockInfo{Name: name, Kind: KindSemaphore, Size: r.Size}
-	info.addHolds(r.Holders, "", true)
-	info.addWaiters(r.Queue, "")
-	return info
-}
-
-// leaseLeft converts a PTTL: -1 stays "no expiry", a missing key is 0.
-func leaseLeft(pttl int64) time.Duration {
+// leaseLeft converts a PTTL: -1ms ("no expiry") is -1, a missing key 0.
+func leaseLeft(pttl time.Duration) time.Duration {
 	switch {
-	case pttl > 0:
-		return time.Duration(pttl) * time.Millisecond
-	case pttl == -1:
+	case pttl == -time.Millisecond:
 		return -1
+	case pttl < 0:
+		return 0
 	}
-	return 0
-}
-
-// addHolds adds the holds of one mode (permits: a Semaphore's, whose
-// counts are permits), sorted by owner, and keeps LeaseLeft the longest.
-func (i *LockInfo) addHolds(holds []luascripts.Held, mode string, permits bool) {
-	first := len(i.Holders)
-	for _, hd := range holds {
-		h := Holder{Owner: hd.Owner, Mode: mode, Count: hd.Count, LeaseLeft: leaseLeft(hd.PTTL)}
-		if permits {
-			h.Count, h.Permits = 1, hd.Count
-		}
-		if hd.Record.Owner == hd.Owner {
-			h.fromRecord(hd.Record)
-		}
-		switch {
-		case i.LeaseLeft < 0:
-		case h.LeaseLeft < 0 || h.LeaseLeft > i.LeaseLeft:
-			i.LeaseLeft = h.LeaseLeft
-		}
-		i.Holders = append(i.Holders, h)
-	}
-	added := i.Holders[first:]
-	sort.Slice(added, func(a, b int) bool { return added[a].Owner < added[b].Owner })
-}
-
-func (h *Holder) fromRecord(r luascripts.Record) {
-	h.Token, h.Since = r.Token, r.Since
-	// A record this version cannot parse still names the owner.
-	_ = json.Unmarshal([]byte(r.About), &h.Client)
-}
-
-// addWaiters adds a queue's clients, in its order, with mode.
-func (i *LockInfo) addWaiters(q luascripts.QueueHead, mode string) {
-	i.WaitersTotal += int(q.Total)
-	for _, e := range q.Clients {
-		w := Waiter{Since: e.Since, Mode: mode}
-		if e.Want > 0 {
-			w.Permits = e.Want
-		}
-		_ = json.Unmarshal([]byte(e.About), &w.Client) // best effort, as a holder's
-		w.Client.ID = e.Client                         // the queue's word, whatever the description says
-		i.Waiters = append(i.Waiters, w)
-	}
+	return pttl
 }
 
 // List finds the locks of every kind whose names match pattern (Redis glob
@@ -268,8 +279,12 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	if pattern == "" {
 		pattern = "*"
 	}
+	var err error
 	if len(pattern) > MaxNameLen || containsBrace(pattern) {
-		return nil, fmt.Errorf("%w: pattern %q must not contain braces (or be over %d bytes)", ErrInvalidName, pattern, MaxNameLen)
+		err = fmt.Errorf("%w: pattern %q must not contain braces (or be over %d bytes)", ErrInvalidName, pattern, MaxNameLen)
+	}
+	if err := ready(ctx, err); err != nil {
+		return nil, err
 	}
 	found, err := c.scan(ctx, globEscape(c.opts.Prefix)+":{"+pattern+"}*")
 	if err != nil {
@@ -280,14 +295,14 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 		names := found[kind]
 		script, calls := luascripts.Describe, make([]luascripts.Call, len(names))
 		for i, name := range names {
-			script, calls[i] = describeCall(kind, luascripts.NewKeys(c.opts.Prefix+":{"+name+"}"))
+			script, calls[i] = intro(kind, luascripts.NewKeys(c.opts.Prefix+":{"+name+"}")).Describe(MaxInspectWaiters)
 		}
 		for i, res := range script.ExecMulti(ctx, c.rc, calls) {
 			info, err := describedInfo(kind, names[i], res)
 			if err != nil {
 				return nil, fmt.Errorf("latchkey: list: inspect %s %q: %w", kind, names[i], err)
 			}
-			if info.Held() {
+			if info.Held() || info.Damaged != "" {
 				out = append(out, info)
 			}
 		}
@@ -296,22 +311,19 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	return out, nil
 }
 
-// describedInfo parses one describe reply of kind's script.
+// describedInfo reads one describe reply of kind's script. A server's
+// WRONGTYPE (a key of the lock holds something latchkey did not write) is
+// damage to report, not a failure: it concerns this lock alone.
 func describedInfo(kind Kind, name string, res rueidis.RedisResult) (LockInfo, error) {
 	v, err := res.ToArray()
+	if rerr, ok := rueidis.IsRedisErr(err); ok && strings.Contains(rerr.Error(), "WRONGTYPE") {
+		return LockInfo{Name: name, Kind: kind, Damaged: "a key of the lock holds another type: " + rerr.Error()}, nil
+	}
 	if err != nil {
 		return LockInfo{}, err
 	}
-	switch kind {
-	case KindRWMutex:
-		r, err := luascripts.ParseRWDescribe(v)
-		return rwInfo(name, r), err
-	case KindSemaphore:
-		r, err := luascripts.ParseSemDescribe(v)
-		return semInfo(name, r), err
-	}
-	r, err := luascripts.ParseDescribe(v)
-	return lockInfo(name, r), err
+	d, err := luascripts.ParseDescribe(v)
+	return infoOf(kind, name, d), err
 }
 
 // kindSuffixes tells a lock's kind by what follows "<prefix>:{<name>}" in

@@ -176,17 +176,7 @@ func (l *CountDownLatch) Await(ctx context.Context) (err error) {
 	}
 }
 
-func (l *CountDownLatch) check(ctx context.Context) error {
-	switch {
-	case ctx == nil:
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	case l.err != nil:
-		return l.err
-	case ctx.Err() != nil:
-		return ctxErr(ctx)
-	}
-	return nil
-}
+func (l *CountDownLatch) check(ctx context.Context) error { return ready(ctx, l.err) }
 
 func (l *CountDownLatch) read(ctx context.Context) (luascripts.LatchState, error) {
 	st, err := luascripts.ReadLatch(ctx, l.c.rc, l.keys)

@@ -25,9 +25,11 @@ type Lockable interface {
 // any goroutine may Unlock what another locked.
 //
 // A sync.Locker cannot report errors, so the limits are these:
-//   - Lock panics if ctx ends or the client is closed before it holds the
-//     lock, and if the lock's name is invalid. Give it a context that
-//     lives as long as the code that uses the Locker.
+//   - Lock panics if ctx is nil or ends or the client is closed before it
+//     holds the lock, and if the lock's name is invalid, with an error
+//     that wraps the cause (ErrInvalidArgument, context.Canceled, ...).
+//     Give it a context that lives as long as the code that uses the
+//     Locker.
 //   - Unlock panics if the Locker is not locked, as sync.Mutex does.
 //   - There is no loss signal: if the lock is lost while held (its lease
 //     ran out, Redis lost it), nothing tells the holder, and Unlock ignores
@@ -94,11 +96,14 @@ func (l *locker) Lock() {
 			l.mu.Unlock()
 			return
 		}
-		if l.ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidName) || errors.Is(err, ErrInvalidArgument) {
-			panic(fmt.Sprintf("latchkey: Locker.Lock of %q cannot succeed: %v", l.name(), err))
+		// l.ctx is checked after the error: Lock refuses a nil one with
+		// ErrInvalidArgument. The panics are errors, for errors.Is after a
+		// recover.
+		if errors.Is(err, ErrInvalidArgument) || l.ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidName) {
+			panic(fmt.Errorf("latchkey: Locker.Lock of %q cannot succeed: %w", l.name(), err))
 		}
 		if !backoff.Sleep(l.ctx) {
-			panic(fmt.Sprintf("latchkey: Locker.Lock of %q cannot succeed: %v (last error: %v)", l.name(), context.Cause(l.ctx), err))
+			panic(fmt.Errorf("latchkey: Locker.Lock of %q cannot succeed: %w (last error: %w)", l.name(), context.Cause(l.ctx), err))
 		}
 	}
 }

@@ -2,7 +2,6 @@ package rlock
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
@@ -114,51 +113,33 @@ func (m *Mutex) Token(ctx context.Context) (int64, error) {
 
 // IsLocked reports whether anyone holds the lock.
 func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
-	r, err := m.inspect(ctx, "")
-	return r.Held, err
+	info, err := m.c.Inspect(ctx, m.name)
+	return info.Held(), err
 }
 
 // HoldCount is the number of holds that the owner ctx carries has on the
 // lock, as Redis counts them: 0 when ctx carries no hold or it was lost.
 func (m *Mutex) HoldCount(ctx context.Context) (int, error) {
-	owner := ""
-	if ctx != nil {
-		if lv := m.c.carried(ctx, m.keys.Lock); lv != nil {
-			owner = lv.h.owner
+	info, err := m.c.Inspect(ctx, m.name)
+	if err != nil {
+		return 0, err
+	}
+	if lv := m.c.carried(ctx, m.keys.Lock); lv != nil {
+		for _, h := range info.Holders {
+			if h.Owner == lv.h.owner {
+				return int(h.Count), nil
+			}
 		}
 	}
-	r, err := m.inspect(ctx, owner)
-	return int(r.Count), err
+	return 0, nil
 }
 
 // TTL is the lock's remaining lease: 0 when it is not locked, and -1ns for
 // a key without expiry (not written by latchkey).
 func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
-	r, err := m.inspect(ctx, "")
-	switch {
-	case err != nil || !r.Held:
-		return 0, err
-	case r.PTTL < 0:
-		return -1, nil
-	}
-	return r.PTTL, nil
+	info, err := m.c.Inspect(ctx, m.name)
+	return info.LeaseLeft, err
 }
-
-func (m *Mutex) inspect(ctx context.Context, owner string) (luascripts.InspectReply, error) {
-	if err := m.checkCtx(ctx); err != nil {
-		return luascripts.InspectReply{}, err
-	}
-	if ctx.Err() != nil {
-		return luascripts.InspectReply{}, ctxErr(ctx)
-	}
-	r, err := luascripts.RunInspect(ctx, m.c.rc, m.keys, owner)
-	if err != nil {
-		return r, fmt.Errorf("latchkey: inspect %q: %w", m.name, err)
-	}
-	return r, nil
-}
-
-func (m *Mutex) checkCtx(ctx context.Context) error { return checkCtx(ctx, m.err) }
 
 func (m *Mutex) check(ctx context.Context, opts []LockOption, try bool) (lockOptions, error) {
 	return m.c.checkCall(ctx, m.err, opts, try)

@@ -122,11 +122,8 @@ func (s *Semaphore) Extend(pctx context.Context, lease time.Duration) error {
 // Available is the number of permits nobody holds (permits whose holder's
 // lease ran out count as free). Clients may be queued for them.
 func (s *Semaphore) Available(ctx context.Context) (int64, error) {
-	if err := checkCtx(ctx, s.err); err != nil {
+	if err := ready(ctx, s.err); err != nil {
 		return 0, err
-	}
-	if ctx.Err() != nil {
-		return 0, ctxErr(ctx)
 	}
 	free, recorded, err := luascripts.RunSemAvailable(ctx, s.c.rc, s.keys, s.size)
 	switch {

@@ -3,6 +3,12 @@ package rlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/latchkey/latchkey/rlock"
+	"github.com/latchkey/latchkey/rlock/fenced"
 )
 
 // noIO is a rueidis.Client that counts every call that could reach Redis.
@@ -122,43 +129,175 @@ func TestLockOptionsAreCheckedBeforeIO(t *testing.T) {
 	require.ErrorIs(t, err, rlock.ErrInvalidArgument, "WithWait is TryLock's")
 }
 
-// TestContextsAreCheckedBeforeIO: every method refuses a nil context with
-// ErrInvalidArgument, and every method but Unlock an already-cancelled one
-// with its error, before any I/O. Unlock ignores cancellation on purpose
-// (`defer m.Unlock(lctx)` must release after lctx ended; see
-// TestUnlockIgnoresCancellation in the integration tests).
+// TestContextsAreCheckedBeforeIO: every exported function and method of
+// rlock and rlock/fenced that takes a context refuses a nil one with
+// ErrInvalidArgument (fenced's own), and an ended one with its error (cause
+// kept), before any I/O. The list is read from the source, so a new method
+// cannot be missed: the test fails until it is given a receiver here. The
+// methods that take a hold's context (Unlock and its kin) need not look at
+// its cancellation (`defer m.Unlock(lctx)` must release after lctx ended;
+// see TestUnlockIgnoresCancellation in the integration tests): for them an
+// ended context that carries no hold is ErrNotHeld.
 func TestContextsAreCheckedBeforeIO(t *testing.T) {
-	c, _ := newNoIO(t)
+	c, rc := newNoIO(t)
+	receivers := map[string][]any{
+		"Client": {c}, "Mutex": {c.Mutex("ok"), c.SpinMutex("ok")}, "RWMutex": {c.RWMutex("ok"), c.SpinRWMutex("ok")},
+		"Semaphore": {c.Semaphore("ok", 2), c.SpinSemaphore("ok", 2)}, "MultiMutex": {c.MultiMutex("ok", "fine")},
+		"CountDownLatch": {c.CountDownLatch("ok")}, "Store": {fenced.New(rc, "ok")},
+		// The functions: a receiver of their own, whose method calls them.
+		"": {lockers{c}},
+	}
+	carriers := map[string]bool{"Unlock": true, "RUnlock": true, "Release": true, "Extend": true, "RExtend": true, "Token": true}
 	var nilCtx context.Context
 	cancelled, cancel := context.WithCancelCause(context.Background())
 	cancel(errors.New("the caller gave up"))
-	for name, call := range map[string]func(*rlock.Mutex, context.Context) error{
-		"Lock": func(m *rlock.Mutex, ctx context.Context) error { _, err := m.Lock(ctx); return err },
-		"TryLock": func(m *rlock.Mutex, ctx context.Context) error {
-			_, _, err := m.TryLock(ctx, rlock.WithWait(time.Second))
-			return err
-		},
-		"IsLocked":  func(m *rlock.Mutex, ctx context.Context) error { _, err := m.IsLocked(ctx); return err },
-		"HoldCount": func(m *rlock.Mutex, ctx context.Context) error { _, err := m.HoldCount(ctx); return err },
-		"TTL":       func(m *rlock.Mutex, ctx context.Context) error { _, err := m.TTL(ctx); return err },
-		"ForceUnlock": func(m *rlock.Mutex, ctx context.Context) error {
-			_, err := c.ForceUnlock(ctx, m.Name())
-			return err
-		},
-		"Unlock": func(m *rlock.Mutex, ctx context.Context) error { return m.Unlock(ctx) },
-	} {
-		t.Run(name, func(t *testing.T) {
-			for _, m := range []*rlock.Mutex{c.Mutex("ok"), c.SpinMutex("ok")} {
-				require.ErrorIs(t, call(m, nilCtx), rlock.ErrInvalidArgument)
-				if name == "Unlock" {
+	for _, m := range contextMethods(t, ".", "fenced") {
+		t.Run(strings.TrimPrefix(m.recv+"."+m.name, "."), func(t *testing.T) {
+			recvs, ok := receivers[m.recv]
+			require.True(t, ok, "no receiver of type %s: add one to this test", m.recv)
+			for _, r := range recvs {
+				call := func(ctx context.Context) (err error) {
+					meth := reflect.ValueOf(r).MethodByName(m.name)
+					require.True(t, meth.IsValid(), "%T has no method %s: add it to this test's lockers", r, m.name)
+					return lockPanic(func() {
+						out := meth.Call(contextArgs(meth.Type(), ctx))
+						err, _ = out[len(out)-1].Interface().(error)
+						panic(err) // nil: returned as it is
+					})
+				}
+				err := call(nilCtx)
+				if m.recv == "Store" {
+					require.ErrorIs(t, err, fenced.ErrInvalidArgument, "%T", r)
+				} else {
+					require.ErrorIs(t, err, rlock.ErrInvalidArgument, "%T", r)
+				}
+				err = call(cancelled)
+				if carriers[m.name] {
+					require.ErrorIs(t, err, rlock.ErrNotHeld, "%T", r)
 					continue
 				}
-				err := call(m, cancelled)
-				require.ErrorIs(t, err, context.Canceled)
-				require.ErrorContains(t, err, "the caller gave up", "the cause is kept")
+				require.ErrorIs(t, err, context.Canceled, "%T", r)
+				require.ErrorContains(t, err, "the caller gave up", "%T: the cause is kept", r)
 			}
 		})
 	}
+}
+
+// lockers gives the functions that take a context a method each, and
+// reports their panic as the error a sync.Locker cannot return.
+type lockers struct{ c *rlock.Client }
+
+func (l lockers) Locker(ctx context.Context) error {
+	return lockPanic(func() { rlock.Locker(ctx, l.c.Mutex("ok")).Lock() })
+}
+
+func (l lockers) RLocker(ctx context.Context) error {
+	return lockPanic(func() { rlock.RLocker(ctx, l.c.RWMutex("ok")).Lock() })
+}
+
+// lockPanic runs lock, which must panic, and returns the panic's value as
+// an error (a runtime error as it is, so that the test shows it).
+func lockPanic(lock func()) (err error) {
+	err = errors.New("did not panic")
+	defer func() {
+		if p := recover(); p != nil {
+			if err, _ = p.(error); err == nil {
+				err = fmt.Errorf("%v", p)
+			}
+		}
+	}()
+	lock()
+	return err
+}
+
+// contextArgs are the arguments of a call of a method of type mt with ctx:
+// valid values of the other parameters, so that only ctx can be wrong.
+func contextArgs(mt reflect.Type, ctx context.Context) []reflect.Value {
+	ctxType := reflect.TypeFor[context.Context]()
+	var args []reflect.Value
+	for i := range mt.NumIn() {
+		in := mt.In(i)
+		if mt.IsVariadic() && i == mt.NumIn()-1 {
+			break
+		}
+		switch {
+		case in == ctxType:
+			v := reflect.New(ctxType).Elem()
+			if ctx != nil {
+				v.Set(reflect.ValueOf(ctx))
+			}
+			args = append(args, v)
+		case in.Kind() == reflect.String:
+			args = append(args, reflect.ValueOf("ok").Convert(in))
+		case in == reflect.TypeFor[time.Duration]():
+			args = append(args, reflect.ValueOf(time.Second))
+		case in.Kind() == reflect.Int64:
+			args = append(args, reflect.ValueOf(int64(1)).Convert(in))
+		case in.Kind() == reflect.Func:
+			args = append(args, reflect.MakeFunc(in, func([]reflect.Value) []reflect.Value {
+				return []reflect.Value{reflect.Zero(in.Out(0))}
+			}))
+		default:
+			panic(fmt.Sprintf("contextArgs: no value for a parameter of type %v", in))
+		}
+	}
+	return args
+}
+
+// ctxMethod is an exported function (recv "") or method that takes a
+// context.Context.
+type ctxMethod struct{ recv, name string }
+
+// contextMethods reads the non-test Go files of the packages in dirs and
+// returns their exported functions and methods (of exported types) that
+// take a context.Context.
+func contextMethods(t *testing.T, dirs ...string) []ctxMethod {
+	t.Helper()
+	var out []ctxMethod
+	fset := token.NewFileSet()
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		require.NoError(t, err)
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			require.NoError(t, err)
+			for _, d := range f.Decls {
+				fn, ok := d.(*ast.FuncDecl)
+				if !ok || !fn.Name.IsExported() || !takesContext(fn.Type) {
+					continue
+				}
+				recv := ""
+				if fn.Recv != nil {
+					typ := fn.Recv.List[0].Type
+					if star, ok := typ.(*ast.StarExpr); ok {
+						typ = star.X
+					}
+					id, ok := typ.(*ast.Ident)
+					if !ok || !id.IsExported() {
+						continue
+					}
+					recv = id.Name
+				}
+				out = append(out, ctxMethod{recv, fn.Name.Name})
+			}
+		}
+	}
+	require.NotEmpty(t, out)
+	return out
+}
+
+func takesContext(ft *ast.FuncType) bool {
+	for _, p := range ft.Params.List {
+		if sel, ok := p.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Context" {
+			if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "context" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func TestClosedClientRefusesBeforeIO(t *testing.T) {

@@ -10,27 +10,51 @@ import (
 	"github.com/latchkey/latchkey/rlock"
 )
 
-// forceUnlockTimeout bounds force-unlock's one call to Redis.
+// forceUnlockTimeout bounds each of force-unlock's calls to Redis (the
+// question in between is not timed).
 const forceUnlockTimeout = 10 * time.Second
 
-// forceUnlock is `latchkey force-unlock`.
+// forceUnlock is `latchkey force-unlock`: it shows who holds the lock,
+// asks, and deletes it.
 func forceUnlock(args, env []string, std stdio) int {
 	var c common
-	fs := newFlags("force-unlock", "[flags] NAME", env, std, &c)
+	fs := newFlags("force-unlock", "[--kind K] [--yes] [flags] NAME", env, std, &c)
 	yes := fs.Bool("yes", false, "do not ask for confirmation")
+	kind := fs.String("kind", string(rlock.KindMutex), "the kind of lock NAME is: mutex (what run takes), rwmutex or semaphore")
 	if code := parse(fs, args, std); code >= 0 {
 		return code
 	}
-	switch fs.NArg() {
-	case 0:
+	ops, known := kinds[rlock.Kind(*kind)]
+	switch {
+	case fs.NArg() == 0:
 		return usageError(fs, "missing NAME")
-	case 1:
-	default:
+	case fs.NArg() > 1:
 		return usageError(fs, "one NAME only, and flags before it")
+	case !known:
+		return usageError(fs, "--kind %q: want mutex, rwmutex or semaphore", *kind)
 	}
 	name := fs.Arg(0)
+	locks, closeLocks, err := connect(c, rlock.Options{})
+	if err != nil {
+		fmt.Fprintf(std.err, "latchkey: %v\n", err)
+		return exitFor(err)
+	}
+	defer closeLocks()
+	ctx, cancel := context.WithTimeout(context.Background(), forceUnlockTimeout)
+	info, err := ops.inspect(locks, ctx, name)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(std.err, "latchkey: %v\n", err)
+		return exitFor(err)
+	}
 	if !*yes {
-		fmt.Fprintf(std.err, "Delete the lock %q whoever holds it? [y/N] ", name)
+		// Who would lose the lock, before the question: the operator may
+		// be about to break a job that is still working.
+		if err := writeTable(std.err, []rlock.LockInfo{info}, true); err != nil {
+			fmt.Fprintf(std.err, "latchkey: %v\n", err)
+			return exitError
+		}
+		fmt.Fprintf(std.err, "Delete the %s %q whoever holds it? [y/N] ", *kind, name)
 		answer, _ := bufio.NewReader(std.in).ReadString('\n')
 		switch strings.ToLower(strings.TrimSpace(answer)) {
 		case "y", "yes":
@@ -39,23 +63,29 @@ func forceUnlock(args, env []string, std stdio) int {
 			return exitError
 		}
 	}
-	locks, closeLocks, err := connect(c, rlock.Options{})
-	if err != nil {
-		fmt.Fprintf(std.err, "latchkey: %v\n", err)
-		return exitFor(err)
-	}
-	defer closeLocks()
-	ctx, cancel := context.WithTimeout(context.Background(), forceUnlockTimeout)
+	ctx, cancel = context.WithTimeout(context.Background(), forceUnlockTimeout)
 	defer cancel()
-	existed, err := locks.ForceUnlock(ctx, name)
+	existed, err := ops.forceUnlock(locks, ctx, name)
 	if err != nil {
 		fmt.Fprintf(std.err, "latchkey: %v\n", err)
 		return exitFor(err)
 	}
 	if existed {
-		fmt.Fprintf(std.out, "deleted the lock %q\n", name)
+		fmt.Fprintf(std.out, "deleted the lock %q (%s)%s\n", name, *kind, heldBy(info))
 	} else {
-		fmt.Fprintf(std.out, "there was no lock %q\n", name)
+		fmt.Fprintf(std.out, "there was no lock %q (%s)\n", name, *kind)
 	}
 	return 0
+}
+
+// heldBy names the holders info found, for the record of what was deleted.
+func heldBy(info rlock.LockInfo) string {
+	var held []string
+	for _, h := range info.Holders {
+		held = append(held, fmt.Sprintf("%s (host %q, pid %d)", who(h.Client, h.Owner), h.Client.Host, h.Client.PID))
+	}
+	if len(held) == 0 {
+		return ""
+	}
+	return ", held by " + strings.Join(held, ", ")
 }

@@ -37,7 +37,7 @@ func status(args, env []string, std stdio, list bool) int {
 	if code := parse(fs, args, std); code >= 0 {
 		return code
 	}
-	inspectKind, known := inspectors[rlock.Kind(kind)]
+	ops, known := kinds[rlock.Kind(kind)]
 	switch {
 	case !list && fs.NArg() != 1:
 		return usageError(fs, "want one NAME, after the flags")
@@ -50,7 +50,7 @@ func status(args, env []string, std stdio, list bool) int {
 		if list {
 			return locks.List(ctx, fs.Arg(0))
 		}
-		info, err := inspectKind(locks, ctx, fs.Arg(0))
+		info, err := ops.inspect(locks, ctx, fs.Arg(0))
 		return []rlock.LockInfo{info}, err
 	}, func(infos []rlock.LockInfo) error {
 		if !*asJSON {
@@ -67,11 +67,14 @@ func status(args, env []string, std stdio, list bool) int {
 	})
 }
 
-// inspectors inspect one lock of each kind.
-var inspectors = map[rlock.Kind]func(*rlock.Client, context.Context, string) (rlock.LockInfo, error){
-	rlock.KindMutex:     (*rlock.Client).Inspect,
-	rlock.KindRWMutex:   (*rlock.Client).InspectRWMutex,
-	rlock.KindSemaphore: (*rlock.Client).InspectSemaphore,
+// kinds are the operations on one lock of each kind that --kind chooses.
+var kinds = map[rlock.Kind]struct {
+	inspect     func(*rlock.Client, context.Context, string) (rlock.LockInfo, error)
+	forceUnlock func(*rlock.Client, context.Context, string) (bool, error)
+}{
+	rlock.KindMutex:     {(*rlock.Client).Inspect, (*rlock.Client).ForceUnlock},
+	rlock.KindRWMutex:   {(*rlock.Client).InspectRWMutex, (*rlock.Client).ForceUnlockRWMutex},
+	rlock.KindSemaphore: {(*rlock.Client).InspectSemaphore, (*rlock.Client).ForceUnlockSemaphore},
 }
 
 // inspect connects, reads with read and prints with print.
@@ -96,7 +99,8 @@ func inspect(c common, std stdio, read func(context.Context, *rlock.Client) ([]r
 }
 
 // writeTable prints one line per holder, a line per waiter under it when
-// waiters, and "free" for a lock nobody holds.
+// waiters, "free" for a lock nobody holds, and what is damaged in a lock
+// whose state is not all latchkey's.
 func writeTable(w io.Writer, infos []rlock.LockInfo, waiters bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tHOST\tPID\tHOLDS\tTOKEN\tHELD FOR\tLEASE LEFT\tWAITING")
@@ -120,6 +124,10 @@ func writeTable(w io.Writer, infos []rlock.LockInfo, waiters bool) error {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\n", shown(info.Name), shown(kindOf(info.Kind, h.Mode)), shown(who(h.Client, h.Owner)),
 				shown(h.Client.Host), h.Client.PID, holds(h), token, held, lease, info.WaitersTotal)
+		}
+		if info.Damaged != "" {
+			// A line of its own: the reason can be long, and must not be missed.
+			fmt.Fprintf(tw, "  damaged:\t%s\n", info.Damaged)
 		}
 		if waiters {
 			for i, q := range info.Waiters {
@@ -195,6 +203,7 @@ type lockOut struct {
 	Waiters      []waiterOut `json:"waiters"`
 	WaitersTotal int         `json:"waiters_total"`
 	ReservedFor  string      `json:"reserved_for,omitempty"`
+	Damaged      string      `json:"damaged,omitempty"` // what is not latchkey's (rlock.LockInfo.Damaged)
 }
 
 type holderOut struct {
@@ -224,7 +233,7 @@ func millis(d time.Duration) int64 {
 
 func lockJSON(info rlock.LockInfo) lockOut {
 	out := lockOut{Name: info.Name, Kind: info.Kind, Held: info.Held(), Holders: []holderOut{}, Waiters: []waiterOut{},
-		LeaseLeftMS: millis(info.LeaseLeft), Size: info.Size, WaitersTotal: info.WaitersTotal, ReservedFor: info.ReservedFor}
+		LeaseLeftMS: millis(info.LeaseLeft), Size: info.Size, WaitersTotal: info.WaitersTotal, ReservedFor: info.ReservedFor, Damaged: info.Damaged}
 	for _, h := range info.Holders {
 		out.Holders = append(out.Holders, holderOut{Owner: h.Owner, Mode: h.Mode, Count: h.Count, Permits: h.Permits, Token: h.Token,
 			Since: h.Since, LeaseLeftMS: millis(h.LeaseLeft), Client: h.Client})

@@ -241,3 +241,35 @@ func TestStatusEscapes(t *testing.T) {
 		t.Errorf("status --json: exit %d, %v, %q", r.code, err, r.stdout)
 	}
 }
+
+// TestListDamaged: list shows every healthy lock beside one whose state is
+// not latchkey's, and says what is damaged, in the table and in JSON
+// (issue 21, defect 7: one corrupt hold count made list fail for all).
+func TestListDamaged(t *testing.T) {
+	rc, c := clients(t)
+	ctx := context.Background()
+	healthy, damaged := lockName(t)+"-a", lockName(t)+"-b"
+	lctx, err := c.Mutex(healthy).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Mutex(healthy).Unlock(lctx) }()
+	key := rlock.DefaultPrefix + ":{" + damaged + "}"
+	if err := rc.Do(ctx, rc.B().Hset().Key(key).FieldValue().FieldValue("someone", "one").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Do(context.Background(), rc.B().Del().Key(key).Build())
+
+	r := latchkey(t, "", "list", lockName(t)+"-*")
+	if r.code != 0 || !strings.Contains(r.stdout, healthy) || !strings.Contains(r.stdout, "damaged:") || !strings.Contains(r.stdout, "not an integer") {
+		t.Errorf("list: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	var all []lockOut
+	r = latchkey(t, "", "list", "--json", lockName(t)+"-*")
+	if err := json.Unmarshal([]byte(r.stdout), &all); err != nil || r.code != 0 {
+		t.Fatalf("list --json: exit %d, %v, %q, stderr %q", r.code, err, r.stdout, r.stderr)
+	}
+	if len(all) != 2 || all[0].Name != healthy || all[0].Damaged != "" || all[1].Name != damaged || !strings.Contains(all[1].Damaged, "not an integer") {
+		t.Errorf("list --json: %+v", all)
+	}
+}

@@ -123,13 +123,6 @@ func RunLeave(ctx context.Context, c rueidis.Client, k Keys, client string, w Wa
 	return n == 1, err
 }
 
-// RunForceUnlock runs the forceunlock script; it reports whether there was
-// a lock to delete.
-func RunForceUnlock(ctx context.Context, c rueidis.Client, k Keys, w Wake) (bool, error) {
-	n, err := ForceUnlock.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation, k.Holder, k.QueueDesc}, []string{Wake{Sharded: w.Sharded}.spec()}).AsInt64()
-	return n == 1, err
-}
-
 // leaseSetMark starts a kept key that LeaseSet marked. No key latchkey
 // builds starts with a NUL byte.
 const leaseSetMark = "\x00lease set\x00"
@@ -179,13 +172,4 @@ func RunRenewHold(ctx context.Context, c rueidis.Client, keep [][]string, owner 
 		return false, err
 	}
 	return !slices.Contains(held, false), notSynced
-}
-
-// RunInspect runs the inspect script; owner may be "".
-func RunInspect(ctx context.Context, c rueidis.Client, k Keys, owner string) (InspectReply, error) {
-	v, err := Inspect.Exec(ctx, c, []string{k.Lock}, []string{owner}).AsIntSlice()
-	if err != nil {
-		return InspectReply{}, err
-	}
-	return ParseInspect(v)
 }

@@ -1,6 +1,8 @@
 package luascripts
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,13 +11,27 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// DescribeReply is a Mutex's state as describe.lua read it.
-type DescribeReply struct {
-	PTTL     int64            // the lock's: -2 no lock, -1 no expiry
-	Counts   map[string]int64 // owner id -> hold count
-	Record   Record           // zero when there is none
-	Queue    QueueHead
-	Reserved string // the client the free lock waits for, or ""
+// Described is a lock's state as its kind's describe script read it
+// (describe.lua, rwdescribe.lua, semdescribe.lua): one shape for every
+// kind, which describe_reply in queue.lua documents.
+type Described struct {
+	Holds    []Held
+	Queues   []QueueHead
+	Size     int64  // a Semaphore's (0 when nobody holds or waits), else 0
+	Reserved string // the client a free Mutex is kept for, or ""
+	// Damaged lists what of the lock's state is not latchkey's and could
+	// not be read (a hold count that is not an integer, a holder record of
+	// another shape); the rest was read.
+	Damaged []string
+}
+
+// Held is one hold.
+type Held struct {
+	Mode   string // an RWMutex's: "read" or "write"; else ""
+	Owner  string
+	Count  int64         // hold count; a Semaphore's: permits
+	PTTL   time.Duration // its lease left (-1ms: no expiry), at most MaxPTTL
+	Record Record        // zero when there is none or it is damaged
 }
 
 // Record is a parsed holder record (record.lua).
@@ -26,8 +42,9 @@ type Record struct {
 	About string    // the holder's client description
 }
 
-// QueueHead is the oldest clients of a wait queue (queue.lua's queue_head).
+// QueueHead is the oldest clients of a wait queue.
 type QueueHead struct {
+	Mode    string   // an RWMutex queue's: "read" or "write"; else ""
 	Clients []Queued // oldest first, at most the number asked
 	Total   int64    // how many clients are queued in all
 }
@@ -37,195 +54,133 @@ type Queued struct {
 	Client string
 	Since  time.Time // when it queued, by the server's clock
 	About  string    // its description, "" when it recorded none
-	Want   int64     // a Semaphore's: the permits it waits for
+	Want   int64     // a Semaphore's: the permits it waits for; else 0
 }
 
-// Held is one hold of an RWMutex or a Semaphore.
-type Held struct {
-	Owner  string
-	Count  int64 // hold count; a Semaphore's: permits
-	PTTL   int64 // its lease left, ms (-1: no expiry)
-	Record Record
+// Intro is one lock's introspection: its kind's describe and force-unlock
+// scripts, which take the same KEYS, and the base of its channels.
+type Intro struct {
+	describe, forceUnlock *Script
+	keys                  []string
+	base                  string
 }
 
-// RWDescribeReply is an RWMutex's state as rwdescribe.lua read it.
-type RWDescribeReply struct {
-	Writer  []Held // the write hold: none or one
-	Readers []Held // the live read holds
-	QueueR  QueueHead
-	QueueW  QueueHead
+// Intro is the Mutex's (describe.lua, forceunlock.lua).
+func (k Keys) Intro() Intro {
+	return Intro{Describe, ForceUnlock, []string{k.Lock, k.Queue, k.Reservation, k.Holder, k.QueueDesc}, k.Channel}
 }
 
-// SemDescribeReply is a Semaphore's state as semdescribe.lua read it.
-type SemDescribeReply struct {
-	Holders []Held    // the live holders
-	Size    int64     // 0 when nobody holds or waits
-	Queue   QueueHead // each with its Want
+// Intro is the RWMutex's (rwdescribe.lua, rwforceunlock.lua).
+func (k RWKeys) Intro() Intro { return Intro{RWDescribe, RWForceUnlock, k.scripts(), k.Base} }
+
+// Intro is the Semaphore's (semdescribe.lua, semforceunlock.lua).
+func (k SemKeys) Intro() Intro { return Intro{SemDescribe, SemForceUnlock, k.all(), k.Base} }
+
+// Describe is the describe script and its call, returning at most
+// maxQueue clients per queue; ParseDescribe reads its reply.
+func (in Intro) Describe(maxQueue int) (*Script, Call) {
+	return in.describe, Call{Keys: in.keys, Args: []string{strconv.Itoa(maxQueue)}}
 }
 
-func describeKeys(k Keys) []string {
-	return []string{k.Lock, k.Holder, k.Queue, k.Reservation, k.QueueDesc}
-}
-
-// DescribeCall is the describe script's call for k, returning at most
-// maxQueue queued clients.
-func DescribeCall(k Keys, maxQueue int) Call {
-	return Call{Keys: describeKeys(k), Args: []string{strconv.Itoa(maxQueue)}}
-}
-
-// RWDescribeCall is rwdescribe's call for k.
-func RWDescribeCall(k RWKeys, maxQueue int) Call {
-	return Call{Keys: k.scripts(), Args: []string{strconv.Itoa(maxQueue)}}
-}
-
-// SemDescribeCall is semdescribe's call for k.
-func SemDescribeCall(k SemKeys, maxQueue int) Call {
-	return Call{Keys: k.all(), Args: []string{strconv.Itoa(maxQueue)}}
-}
-
-// ParseDescribe reads describe.lua's reply.
-func ParseDescribe(v []rueidis.RedisMessage) (DescribeReply, error) {
-	var r DescribeReply
-	if len(v) != 5 {
-		return r, fmt.Errorf("describe: %d values, want 5", len(v))
-	}
-	var err error
-	if r.PTTL, err = v[0].AsInt64(); err != nil {
-		return r, err
-	}
-	if r.Counts, err = v[1].AsIntMap(); err != nil {
-		return r, err
-	}
-	rec, err := v[2].ToString()
+// ForceUnlock runs the force-unlock script: whether it deleted anything,
+// or else the key it found of another type than latchkey keeps there (then
+// it deleted nothing). It ignores w's window: a forced unlock reserves
+// nothing, since the former holder is not queued to barge in.
+func (in Intro) ForceUnlock(ctx context.Context, c rueidis.Client, w Wake) (deleted bool, foreign string, err error) {
+	m, err := in.forceUnlock.Exec(ctx, c, in.keys, []string{in.base, Wake{Sharded: w.Sharded}.spec()}).ToMessage()
 	if err != nil {
-		return r, err
+		return false, "", err
 	}
-	if r.Record, err = parseRecord(rec); err != nil {
-		return r, err
+	if m.IsString() {
+		foreign, err = m.ToString()
+		return false, foreign, err
 	}
-	if r.Queue, err = parseQueueHead(v[3]); err != nil {
-		return r, err
+	n, err := m.AsInt64()
+	if err == nil && n != 0 && n != 1 {
+		err = unexpected(in.forceUnlock.Name(), n)
 	}
-	r.Reserved, err = v[4].ToString()
-	return r, err
+	return n == 1, "", err
 }
 
-// ParseRWDescribe reads rwdescribe.lua's reply.
-func ParseRWDescribe(v []rueidis.RedisMessage) (RWDescribeReply, error) {
-	var r RWDescribeReply
+// ParseDescribe reads the reply of any describe script. A reply of another
+// shape is an error; values inside it that are not latchkey's are listed
+// in Damaged.
+func ParseDescribe(v []rueidis.RedisMessage) (Described, error) {
+	var d Described
 	if len(v) != 4 {
-		return r, fmt.Errorf("rwdescribe: %d values, want 4", len(v))
+		return d, unexpected("describe", fmt.Sprintf("%d values", len(v)))
 	}
-	holds, err := parseHolds(v[0])
+	holds, err := v[0].ToArray()
+	if err != nil || len(holds)%5 != 0 {
+		return d, unexpected("describe", fmt.Sprintf("holds %d values (%v)", len(holds), err))
+	}
+	for i := 0; i < len(holds); i += 5 {
+		h := Held{Mode: str(holds[i]), Owner: str(holds[i+1])}
+		ms, err := holds[i+3].AsInt64()
+		if err != nil {
+			return d, unexpected("describe", err)
+		}
+		h.PTTL = pttl(ms)
+		if h.Count, err = holds[i+2].AsInt64(); err != nil {
+			d.Damaged = append(d.Damaged, fmt.Sprintf("the hold count of %q is %q, not an integer", h.Owner, str(holds[i+2])))
+		}
+		if h.Record, err = parseRecord(str(holds[i+4])); err != nil {
+			d.Damaged = append(d.Damaged, err.Error())
+		}
+		d.Holds = append(d.Holds, h)
+	}
+	queues, err := v[1].ToArray()
 	if err != nil {
-		return r, err
+		return d, unexpected("describe", err)
 	}
-	writers, err := v[1].AsInt64()
-	if err != nil || writers < 0 || writers > int64(len(holds)) {
-		return r, fmt.Errorf("rwdescribe: %d writers of %d holds: %v", writers, len(holds), err)
+	for _, m := range queues {
+		q, err := parseQueueHead(m)
+		if err != nil {
+			return d, unexpected("describe", err)
+		}
+		d.Queues = append(d.Queues, q)
 	}
-	r.Writer, r.Readers = holds[:writers], holds[writers:]
-	if r.QueueR, err = parseQueueHead(v[2]); err != nil {
-		return r, err
+	if d.Size, err = v[2].AsInt64(); err != nil {
+		return d, unexpected("describe", err)
 	}
-	r.QueueW, err = parseQueueHead(v[3])
-	return r, err
+	d.Reserved = str(v[3])
+	return d, nil
 }
 
-// ParseSemDescribe reads semdescribe.lua's reply.
-func ParseSemDescribe(v []rueidis.RedisMessage) (SemDescribeReply, error) {
-	var r SemDescribeReply
-	if len(v) != 4 {
-		return r, fmt.Errorf("semdescribe: %d values, want 4", len(v))
-	}
-	var err error
-	if r.Holders, err = parseHolds(v[0]); err != nil {
-		return r, err
-	}
-	if r.Size, err = v[1].AsInt64(); err != nil {
-		return r, err
-	}
-	if r.Queue, err = parseQueueHead(v[2]); err != nil {
-		return r, err
-	}
-	wants, err := v[3].ToArray()
-	if err != nil || len(wants) != len(r.Queue.Clients) {
-		return r, fmt.Errorf("semdescribe: %d wants for %d queued clients: %v", len(wants), len(r.Queue.Clients), err)
-	}
-	for i, w := range wants {
-		r.Queue.Clients[i].Want = 1 // what the scripts assume of a client that recorded none
-		if !w.IsNil() {
-			if r.Queue.Clients[i].Want, err = w.AsInt64(); err != nil {
-				return r, err
-			}
-		}
-	}
-	return r, nil
+// str is m's string: "" for nil or anything else.
+func str(m rueidis.RedisMessage) string {
+	s, _ := m.ToString()
+	return s
 }
 
-// parseHolds reads {owner, count, pttl, record, ...}.
-func parseHolds(m rueidis.RedisMessage) ([]Held, error) {
-	v, err := m.ToArray()
-	if err != nil {
-		return nil, err
-	}
-	if len(v)%4 != 0 {
-		return nil, fmt.Errorf("describe: %d values of holds, want fours", len(v))
-	}
-	var out []Held
-	for i := 0; i < len(v); i += 4 {
-		var h Held
-		var rec string
-		var errs [4]error
-		h.Owner, errs[0] = v[i].ToString()
-		h.Count, errs[1] = v[i+1].AsInt64()
-		h.PTTL, errs[2] = v[i+2].AsInt64()
-		rec, errs[3] = v[i+3].ToString()
-		for _, err := range errs {
-			if err != nil {
-				return nil, fmt.Errorf("describe: hold %d: %w", i/4, err)
-			}
-		}
-		if h.Record, err = parseRecord(rec); err != nil {
-			return nil, err
-		}
-		out = append(out, h)
-	}
-	return out, nil
-}
-
-// parseQueueHead reads queue_head's {{client, us, ...}, total, {about or
-// nil, ...}}.
+// parseQueueHead reads queue_head's {mode, {client, us, ...}, total,
+// {about or false, ...}, {want, ...}}.
 func parseQueueHead(m rueidis.RedisMessage) (QueueHead, error) {
-	var q QueueHead
 	v, err := m.ToArray()
-	if err != nil {
-		return q, err
+	if err != nil || len(v) != 5 {
+		return QueueHead{}, fmt.Errorf("queue: %d values, want 5 (%v)", len(v), err)
 	}
-	if len(v) != 3 {
-		return q, fmt.Errorf("describe: queue: %d values, want 3", len(v))
-	}
-	entries, err := v[0].AsStrSlice()
-	if err != nil {
-		return q, err
-	}
-	if q.Total, err = v[1].AsInt64(); err != nil {
-		return q, err
-	}
-	abouts, err := v[2].ToArray()
-	if err != nil {
-		return q, err
-	}
-	if len(entries)%2 != 0 || len(abouts) != len(entries)/2 {
-		return q, fmt.Errorf("describe: queue: %d entries with %d descriptions", len(entries), len(abouts))
+	q := QueueHead{Mode: str(v[0])}
+	entries, err1 := v[1].AsStrSlice()
+	abouts, err2 := v[3].ToArray()
+	wants, err3 := v[4].AsIntSlice()
+	q.Total, err = v[2].AsInt64()
+	switch {
+	case err != nil || err1 != nil || err2 != nil || err3 != nil:
+		return q, fmt.Errorf("queue: %w", errors.Join(err, err1, err2, err3))
+	case len(entries)%2 != 0 || len(abouts) != len(entries)/2 || (len(wants) != 0 && len(wants) != len(abouts)):
+		return q, fmt.Errorf("queue: %d entries with %d descriptions and %d wants", len(entries), len(abouts), len(wants))
 	}
 	for i := 0; i < len(entries); i += 2 {
 		us, err := strconv.ParseFloat(entries[i+1], 64)
 		if err != nil {
-			return q, fmt.Errorf("describe: queue score %q: %w", entries[i+1], err)
+			return q, fmt.Errorf("queue score %q: %w", entries[i+1], err)
 		}
-		about, _ := abouts[i/2].ToString() // nil: a client that recorded none
-		q.Clients = append(q.Clients, Queued{Client: entries[i], Since: time.UnixMicro(int64(us)), About: about})
+		e := Queued{Client: entries[i], Since: time.UnixMicro(int64(us)), About: str(abouts[i/2])}
+		if len(wants) > 0 {
+			e.Want = wants[i/2]
+		}
+		q.Clients = append(q.Clients, e)
 	}
 	return q, nil
 }
@@ -237,13 +192,12 @@ func parseRecord(s string) (Record, error) {
 		return Record{}, nil
 	}
 	parts := strings.SplitN(s, "|", 4)
-	if len(parts) != 4 {
-		return Record{}, fmt.Errorf("describe: holder record %q is not owner|token|ms|about", s)
+	if len(parts) == 4 {
+		token, err1 := strconv.ParseInt(parts[1], 10, 64)
+		ms, err2 := strconv.ParseInt(parts[2], 10, 64)
+		if err1 == nil && err2 == nil {
+			return Record{Owner: parts[0], Token: token, Since: time.UnixMilli(ms), About: parts[3]}, nil
+		}
 	}
-	token, err1 := strconv.ParseInt(parts[1], 10, 64)
-	ms, err2 := strconv.ParseInt(parts[2], 10, 64)
-	if err1 != nil || err2 != nil {
-		return Record{}, fmt.Errorf("describe: holder record %q is not owner|token|ms|about", s)
-	}
-	return Record{Owner: parts[0], Token: token, Since: time.UnixMilli(ms), About: parts[3]}, nil
+	return Record{}, fmt.Errorf("the holder record %q is not latchkey's (owner|token|ms|about)", s)
 }

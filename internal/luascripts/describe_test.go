@@ -18,12 +18,38 @@ func describedQueue(t *testing.T, c rueidis.Client, desc string) map[string]stri
 	return hgetall(t, c, desc)
 }
 
-// describe runs one of the Inspect scripts.
-func describe(t *testing.T, c rueidis.Client, s *luascripts.Script, call luascripts.Call) []rueidis.RedisMessage {
+// describe runs in's describe script and parses its reply.
+func describe(t *testing.T, c rueidis.Client, in luascripts.Intro, maxQueue int) luascripts.Described {
 	t.Helper()
+	s, call := in.Describe(maxQueue)
 	v, err := s.Exec(t.Context(), c, call.Keys, call.Args).ToArray()
 	require.NoError(t, err)
-	return v
+	d, err := luascripts.ParseDescribe(v)
+	require.NoError(t, err)
+	return d
+}
+
+// holdsOf are d's holds of mode.
+func holdsOf(d luascripts.Described, mode string) []luascripts.Held {
+	var out []luascripts.Held
+	for _, h := range d.Holds {
+		if h.Mode == mode {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// queueOf is d's queue of mode.
+func queueOf(t *testing.T, d luascripts.Described, mode string) luascripts.QueueHead {
+	t.Helper()
+	for _, q := range d.Queues {
+		if q.Mode == mode {
+			return q
+		}
+	}
+	t.Fatalf("no queue of mode %q in %+v", mode, d)
+	return luascripts.QueueHead{}
 }
 
 // TestQueueDescriptions: a client that queues with a description has it
@@ -46,14 +72,14 @@ func TestQueueDescriptions(t *testing.T) {
 		// commands (Redis 7.0 reads the clock for each one): milliseconds,
 		// where a bug would be seconds or no expiry.
 		assert.InDelta(t, expireAt(t, c, k.Queue), expireAt(t, c, k.QueueDesc), 100)
-		d, err := luascripts.ParseDescribe(describe(t, c, luascripts.Describe, luascripts.DescribeCall(k, 10)))
-		require.NoError(t, err)
-		require.Len(t, d.Queue.Clients, 2)
-		assert.Equal(t, `{"id":"c1"}`, d.Queue.Clients[0].About)
-		assert.Empty(t, d.Queue.Clients[1].About)
+		d := queueOf(t, describe(t, c, k.Intro(), 10), "")
+		require.Len(t, d.Clients, 2)
+		assert.Equal(t, `{"id":"c1"}`, d.Clients[0].About)
+		assert.Empty(t, d.Clients[1].About)
+		assert.Zero(t, d.Clients[0].Want, "a Mutex's waiters want no permits")
 
 		// Nobody listens for c1: the release's wake-up drops it, and c2.
-		_, err = luascripts.RunRelease(ctx, c, k, luascripts.ReleaseArgs{Owner: "holder", Count: 1, Wake: wake})
+		_, err := luascripts.RunRelease(ctx, c, k, luascripts.ReleaseArgs{Owner: "holder", Count: 1, Wake: wake})
 		require.NoError(t, err)
 		assert.False(t, exists(t, c, k.Queue))
 		assert.False(t, exists(t, c, k.QueueDesc), "a dropped client's description stayed")
@@ -85,14 +111,14 @@ func TestQueueDescriptions(t *testing.T) {
 		require.False(t, rw(true, "w2", "cw2", true).Acquired)
 		assert.Equal(t, map[string]string{"cr1": `{"id":"cr1"}`}, describedQueue(t, c, k.QueueRDesc))
 		assert.Equal(t, map[string]string{"cw2": `{"id":"cw2"}`}, describedQueue(t, c, k.QueueWDesc))
-		d, err := luascripts.ParseRWDescribe(describe(t, c, luascripts.RWDescribe, luascripts.RWDescribeCall(k, 10)))
-		require.NoError(t, err)
-		require.Len(t, d.Writer, 1)
-		assert.Equal(t, "w", d.Writer[0].Record.Owner)
-		assert.Positive(t, d.Writer[0].Record.Token)
-		assert.Equal(t, `{"id":"cw"}`, d.Writer[0].Record.About)
-		require.Len(t, d.QueueR.Clients, 1)
-		require.Len(t, d.QueueW.Clients, 1)
+		d := describe(t, c, k.Intro(), 10)
+		writer := holdsOf(d, "write")
+		require.Len(t, writer, 1)
+		assert.Equal(t, "w", writer[0].Record.Owner)
+		assert.Positive(t, writer[0].Record.Token)
+		assert.Equal(t, `{"id":"cw"}`, writer[0].Record.About)
+		require.Len(t, queueOf(t, d, "read").Clients, 1)
+		require.Len(t, queueOf(t, d, "write").Clients, 1)
 
 		// The write release wakes cr1, nobody listens: dropped.
 		out, err := luascripts.RunRWUnlock(ctx, c, k, luascripts.RWUnlockArgs{Owner: "w", Write: true, Count: 1, Wake: wake})
@@ -116,12 +142,12 @@ func TestQueueDescriptions(t *testing.T) {
 		require.True(t, sem("a", "ca").Acquired)
 		require.False(t, sem("b", "cb").Acquired)
 		assert.Equal(t, map[string]string{"cb": `{"id":"cb"}`}, describedQueue(t, c, f.k.QueueDesc))
-		d, err := luascripts.ParseSemDescribe(describe(t, c, luascripts.SemDescribe, luascripts.SemDescribeCall(f.k, 10)))
-		require.NoError(t, err)
-		require.Len(t, d.Holders, 1)
-		assert.Equal(t, `{"id":"ca"}`, d.Holders[0].Record.About)
-		require.Len(t, d.Queue.Clients, 1)
-		assert.EqualValues(t, 1, d.Queue.Clients[0].Want)
+		d := describe(t, c, f.k.Intro(), 10)
+		require.Len(t, d.Holds, 1)
+		assert.Equal(t, `{"id":"ca"}`, d.Holds[0].Record.About)
+		require.Len(t, d.Queues, 1)
+		require.Len(t, d.Queues[0].Clients, 1)
+		assert.EqualValues(t, 1, d.Queues[0].Clients[0].Want)
 		assert.EqualValues(t, 1, d.Size)
 
 		out, err := luascripts.RunSemRelease(ctx, c, f.k, luascripts.SemReleaseArgs{Owner: "a", Size: 1, Wake: wake})

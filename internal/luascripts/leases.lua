@@ -71,17 +71,15 @@ local function first_end(side, now)
   return tonumber(first[2]) - now
 end
 
--- live_holds appends {owner, count, ms left, record} to out for each owner
--- whose lease has not run out, for Inspect.
-local function live_holds(side, now, out)
+-- live_holds appends the holds of the owners whose lease has not run out
+-- to out, a describe reply's holds (queue.lua).
+local function live_holds(out, mode, side)
+  local now = server_ms()
   local live = redis.call('zrangebyscore', side.leases, now, '+inf', 'WITHSCORES')
   for i = 1, #live, 2 do
     local count = redis.call('hget', side.counts, live[i])
     if count then
-      local record = redis.call('hget', side.records, live[i]) or ''
-      for _, v in ipairs({live[i], count, tonumber(live[i + 1]) - now, record}) do
-        out[#out + 1] = v
-      end
+      hold_entry(out, mode, live[i], count, tonumber(live[i + 1]) - now, redis.call('hget', side.records, live[i]) or '')
     end
   end
 end

@@ -122,18 +122,70 @@ local function wake(queue, desc, channel, reservation, spec)
   end
 end
 
+-- The describe scripts (Inspect's) all reply {holds, queues, size,
+-- reserved}: holds {mode, owner, count, ms left (-1: no expiry), record or
+-- "", ...} (hold_entry), queues {queue_head, ...}, size a Semaphore's (0
+-- for the others), reserved the client a free Mutex is kept for, or "".
+-- mode is an RWMutex's "read" or "write", "" for the other kinds.
+
+-- hold_entry appends one hold to a describe reply's holds.
+local function hold_entry(out, mode, owner, count, left, record)
+  for _, v in ipairs({mode, owner, count, left, record}) do
+    out[#out + 1] = v
+  end
+end
+
+-- hash_holds appends the holds of hash, {owner -> count} with one lease
+-- (its expiry) and one record (a Mutex's, a write hold's), to out. Fields
+-- starting with '#' are not owners.
+local function hash_holds(out, mode, hash, record)
+  local kv = redis.call('hgetall', hash)
+  local left = redis.call('pttl', hash)
+  for i = 1, #kv, 2 do
+    if string.sub(kv[i], 1, 1) ~= '#' then
+      hold_entry(out, mode, kv[i], kv[i + 1], left, record)
+    end
+  end
+end
+
 -- queue_head describes queue (whose description hash is desc) for Inspect:
--- {{client, queued at (us), ...}, total, {description or false, ...}} for
--- the oldest max clients.
-local function queue_head(queue, desc, max)
-  local head = redis.call('zrange', queue, 0, max - 1, 'WITHSCORES')
+-- {mode, {client, queued at (us), ...}, total, {description or false, ...},
+-- {permits wanted, ...}} for the oldest max clients. The wants come from
+-- wants, a Semaphore's hash, read as its scripts read it (none for the
+-- other kinds).
+local function queue_head(mode, queue, desc, max, wants)
+  local head = redis.call('zrange', queue, 0, tonumber(max) - 1, 'WITHSCORES')
   local ids = {}
   for i = 1, #head, 2 do
     ids[#ids + 1] = head[i]
   end
-  local descs = {}
+  local descs, want = {}, {}
   if #ids > 0 then
     descs = redis.call('hmget', desc, unpack(ids))
+    if wants then
+      for i, w in ipairs(redis.call('hmget', wants, unpack(ids))) do
+        want[i] = tonumber(w) or 1
+      end
+    end
   end
-  return {head, redis.call('zcard', queue), descs}
+  return {mode, head, redis.call('zcard', queue), descs, want}
+end
+
+-- foreign returns the first of KEYS that holds another type than types
+-- says latchkey keeps there (a letter per key: h hash, z sorted set, s
+-- string, - no key), or nil. The force-unlock scripts check first, so that
+-- they delete nothing latchkey did not write (an application's key under
+-- the same prefix, say). A read of the right type fails on any other.
+local function foreign(types)
+  local read = {h = 'hlen', z = 'zcard', s = 'get'}
+  for i = 1, #types do
+    local cmd = read[string.sub(types, i, i)]
+    if cmd then
+      local r = redis.pcall(cmd, KEYS[i])
+      if type(r) == 'table' and r.err then
+        return KEYS[i]
+      end
+    end
+  end
+  return nil
 end

@@ -122,21 +122,6 @@ func ParseRenew(v []int64, n int) ([]bool, error) {
 	return held, nil
 }
 
-// InspectReply is the inspect script's answer.
-type InspectReply struct {
-	Held  bool          // anyone holds the lock
-	Count int64         // the asked owner's hold count
-	PTTL  time.Duration // remaining lease; -2 ms when no lock, -1 ms without expiry
-}
-
-// ParseInspect decodes the inspect script's {held, count, pttl} reply.
-func ParseInspect(v []int64) (InspectReply, error) {
-	if len(v) != 3 || v[0] < 0 || v[0] > 1 || v[1] < 0 || v[2] < -2 || (v[0] == 0 && v[1] != 0) {
-		return InspectReply{}, unexpected("inspect", v)
-	}
-	return InspectReply{Held: v[0] == 1, Count: v[1], PTTL: pttl(v[2])}, nil
-}
-
 // MaxPTTL caps the TTLs the decoders return. Redis accepts expiries
 // centuries away, but time.Duration ends at 292 years and waiters add to the
 // TTL they are given; without the cap a key written by something else with

@@ -135,45 +135,6 @@ func TestParseRenew(t *testing.T) {
 	}
 }
 
-func TestParseInspect(t *testing.T) {
-	valid := []struct {
-		in   []int64
-		want luascripts.InspectReply
-	}{
-		{[]int64{0, 0, -2}, luascripts.InspectReply{PTTL: -2 * time.Millisecond}},
-		{[]int64{1, 0, 2500}, luascripts.InspectReply{Held: true, PTTL: 2500 * time.Millisecond}},
-		{[]int64{1, 3, 2500}, luascripts.InspectReply{Held: true, Count: 3, PTTL: 2500 * time.Millisecond}},
-		{[]int64{1, 1, -1}, luascripts.InspectReply{Held: true, Count: 1, PTTL: -time.Millisecond}},
-	}
-	for _, tc := range valid {
-		t.Run(fmt.Sprint(tc.in), func(t *testing.T) {
-			got, err := luascripts.ParseInspect(tc.in)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-		})
-	}
-	invalid := [][]int64{
-		nil,
-		{},
-		{1, 1},
-		{1, 1, 1, 1},
-		{2, 0, 100},  // held is 0/1
-		{-1, 0, 100}, // held is 0/1
-		{1, -1, 100}, // negative count
-		{1, 1, -3},   // PTTL below -2
-		{0, 1, -2},   // a count on a lock nobody holds
-	}
-	for _, in := range invalid {
-		t.Run(fmt.Sprintf("invalid %v", in), func(t *testing.T) {
-			got, err := luascripts.ParseInspect(in)
-			require.Error(t, err)
-			assert.True(t, errors.Is(err, luascripts.ErrUnexpectedReply), "err = %v", err)
-			assert.Contains(t, err.Error(), "inspect")
-			assert.Equal(t, luascripts.InspectReply{}, got)
-		})
-	}
-}
-
 func TestMillis(t *testing.T) {
 	for _, tc := range []struct {
 		in   time.Duration
@@ -203,7 +164,7 @@ func TestScriptNames(t *testing.T) {
 		{luascripts.Leave, "leave"},
 		{luascripts.Renew, "renew"},
 		{luascripts.ForceUnlock, "forceunlock"},
-		{luascripts.Inspect, "inspect"},
+		{luascripts.Describe, "describe"},
 	} {
 		assert.Equal(t, tc.name, tc.s.Name())
 		// The embedded source is the script itself, header included.
@@ -215,7 +176,7 @@ func TestScriptNames(t *testing.T) {
 		assert.True(t, strings.HasPrefix(s.Source(), "-- queue:"), s.Name())
 		assert.Contains(t, s.Source(), "local function wake(", s.Name())
 	}
-	for _, s := range []*luascripts.Script{luascripts.Reenter, luascripts.Renew, luascripts.Inspect} {
+	for _, s := range []*luascripts.Script{luascripts.Reenter, luascripts.Renew} {
 		assert.NotContains(t, s.Source(), "-- queue:", s.Name())
 	}
 }

@@ -5,22 +5,9 @@
 --             B:rd:rec, the queues B:qr and B:qw with their descriptions
 -- ARGV[1]  the most queued clients to return per queue (> 0)
 --
--- Returns {{owner, count, pttl, record, ...} of the write hold and the read
--- holds whose lease has not run out, writer first (record "" when there is
--- none), the write hold's count of entries, reader queue, writer queue},
--- each queue as queue_head describes it (queue.lua).
-local holds, writers = {}, 0
-local kv = redis.call('hgetall', w)
-local wpttl = redis.call('pttl', w)
-local wrec = redis.call('hget', w, '#rec') or ''
-for i = 1, #kv, 2 do
-  if string.sub(kv[i], 1, 1) ~= '#' then
-    writers = writers + 1
-    for _, v in ipairs({kv[i], kv[i + 1], wpttl, wrec}) do
-      holds[#holds + 1] = v
-    end
-  end
-end
-live_holds(readers, server_ms(), holds)
-local max = tonumber(ARGV[1])
-return {holds, writers, queue_head(qr, qrd, max), queue_head(qw, qwd, max)}
+-- Returns a describe reply (queue.lua): the write hold, then the read
+-- holds whose lease has not run out; the reader queue, then the writers'.
+local holds = {}
+hash_holds(holds, 'write', w, redis.call('hget', w, '#rec') or '')
+live_holds(holds, 'read', readers)
+return {holds, {queue_head('read', qr, qrd, ARGV[1]), queue_head('write', qw, qwd, ARGV[1])}, 0, ''}

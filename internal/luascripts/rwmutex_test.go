@@ -86,11 +86,9 @@ func (f rwFixture) leave(client string, write bool) {
 	require.NoError(f.t, luascripts.RunRWLeave(f.t.Context(), f.c, f.k, client, write, f.wake))
 }
 
-func (f rwFixture) describe() luascripts.RWDescribeReply {
+func (f rwFixture) describe() luascripts.Described {
 	f.t.Helper()
-	d, err := luascripts.ParseRWDescribe(describe(f.t, f.c, luascripts.RWDescribe, luascripts.RWDescribeCall(f.k, 10)))
-	require.NoError(f.t, err)
-	return d
+	return describe(f.t, f.c, f.k.Intro(), 10)
 }
 
 func (f rwFixture) listen(client string, write bool) listener {
@@ -125,10 +123,10 @@ func TestRWReadersAndWriters(t *testing.T) {
 	assert.Equal(t, int64(2), f.reenter("R1"))
 
 	d := f.describe()
-	require.Len(t, d.Readers, 2)
-	for _, h := range d.Readers {
+	require.Len(t, holdsOf(d, "read"), 2)
+	for _, h := range d.Holds {
 		assert.Equal(t, h.Owner, h.Record.Owner)
-		assert.Greater(t, h.PTTL, (lease - time.Second).Milliseconds(), "%s's lease left", h.Owner)
+		assert.Greater(t, h.PTTL, lease-time.Second, "%s's lease left", h.Owner)
 	}
 
 	cw := f.listen("cw", true)
@@ -167,11 +165,12 @@ func TestRWReadersAndWriters(t *testing.T) {
 	cw2 := f.listen("cw2", true)
 	require.False(t, f.write("W2", "cw2", true).Acquired)
 	d = f.describe()
-	require.Len(t, d.Writer, 1)
-	assert.Equal(t, r.Token, d.Writer[0].Record.Token)
-	require.Len(t, d.Readers, 1)
-	assert.Len(t, d.QueueR.Clients, 2)
-	assert.Len(t, d.QueueW.Clients, 1)
+	writer := holdsOf(d, "write")
+	require.Len(t, writer, 1)
+	assert.Equal(t, r.Token, writer[0].Record.Token)
+	require.Len(t, holdsOf(d, "read"), 1)
+	assert.Len(t, queueOf(t, d, "read").Clients, 2)
+	assert.Len(t, queueOf(t, d, "write").Clients, 1)
 
 	left, woken = f.unlock("W", true, 1, false)
 	assert.Equal(t, []int64{0, 2}, []int64{left, woken}, "the write release wakes both queued readers")
@@ -217,9 +216,9 @@ func TestRWDeadReader(t *testing.T) {
 	assert.Equal(t, map[string]string{"L": "1"}, hgetall(t, f.c, f.k.Readers), "the writer's acquire dropped the dead reader")
 	assert.NotContains(t, hgetall(t, f.c, f.k.ReadRecords), "D", "with its record")
 	assert.Equal(t, []string{"L"}, zmembers(t, f.c, f.k.ReadLeases), "and its lease")
-	d := f.describe()
-	require.Len(t, d.Readers, 1)
-	assert.Equal(t, "L", d.Readers[0].Owner)
+	readers := holdsOf(f.describe(), "read")
+	require.Len(t, readers, 1)
+	assert.Equal(t, "L", readers[0].Owner)
 
 	// Renewals keep a live reader and find a dead one gone.
 	held, err := luascripts.RunRenewHold(t.Context(), f.c, f.readKeep("L"), "L", 2*lease, luascripts.Sync{})

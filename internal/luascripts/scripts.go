@@ -48,21 +48,22 @@ var (
 	Leave       = script("leave", "queue")
 	Renew       = script("renew", "leases")
 	ForceUnlock = script("forceunlock", "queue")
-	Inspect     = script("inspect")
 	Describe    = script("describe", "queue")
 
-	RWRead     = script("rwread", "queue", "record", "leases", "rwqueue")
-	RWWrite    = script("rwwrite", "queue", "record", "leases", "rwqueue")
-	RWReenter  = script("rwreenter", "leases")
-	RWUnlock   = script("rwunlock", "queue", "leases", "rwqueue")
-	RWLeave    = script("rwleave", "queue", "leases", "rwqueue")
-	RWDescribe = script("rwdescribe", "queue", "leases", "rwqueue")
+	RWRead        = script("rwread", "queue", "record", "leases", "rwqueue")
+	RWWrite       = script("rwwrite", "queue", "record", "leases", "rwqueue")
+	RWReenter     = script("rwreenter", "leases")
+	RWUnlock      = script("rwunlock", "queue", "leases", "rwqueue")
+	RWLeave       = script("rwleave", "queue", "leases", "rwqueue")
+	RWDescribe    = script("rwdescribe", "queue", "leases", "rwqueue")
+	RWForceUnlock = script("rwforceunlock", "queue", "leases", "rwqueue")
 
-	SemAcquire   = script("semacquire", "queue", "record", "leases", "semqueue")
-	SemRelease   = script("semrelease", "queue", "leases", "semqueue")
-	SemLeave     = script("semleave", "queue", "leases", "semqueue")
-	SemAvailable = script("semavailable", "queue", "leases", "semqueue")
-	SemDescribe  = script("semdescribe", "queue", "leases", "semqueue")
+	SemAcquire     = script("semacquire", "queue", "record", "leases", "semqueue")
+	SemRelease     = script("semrelease", "queue", "leases", "semqueue")
+	SemLeave       = script("semleave", "queue", "leases", "semqueue")
+	SemAvailable   = script("semavailable", "queue", "leases", "semqueue")
+	SemDescribe    = script("semdescribe", "queue", "leases", "semqueue")
+	SemForceUnlock = script("semforceunlock", "queue", "leases", "semqueue")
 
 	// The count-down latch's scripts (latch.go).
 	LatchSet       = script("latchset")
@@ -73,10 +74,10 @@ var (
 // All returns every script latchkey runs: the ACL test checks that the
 // commands they call are in the documented grant.
 func All() []*Script {
-	return []*Script{Acquire, Reenter, Release, Leave, Renew, ForceUnlock, Inspect, Describe,
-		RWRead, RWWrite, RWReenter, RWUnlock, RWLeave, RWDescribe,
+	return []*Script{Acquire, Reenter, Release, Leave, Renew, ForceUnlock, Describe,
+		RWRead, RWWrite, RWReenter, RWUnlock, RWLeave, RWDescribe, RWForceUnlock,
 		LatchSet, LatchCountDown, LatchRead,
-		SemAcquire, SemRelease, SemLeave, SemAvailable, SemDescribe}
+		SemAcquire, SemRelease, SemLeave, SemAvailable, SemDescribe, SemForceUnlock}
 }
 
 // Script is one Lua script with its SHA-1 computed once.

@@ -197,16 +197,10 @@ func leave(t *testing.T, c rueidis.Client, k luascripts.Keys, client string, w l
 
 func forceUnlock(t *testing.T, c rueidis.Client, k luascripts.Keys, w luascripts.Wake) bool {
 	t.Helper()
-	deleted, err := luascripts.RunForceUnlock(t.Context(), c, k, w)
+	deleted, foreign, err := k.Intro().ForceUnlock(t.Context(), c, w)
 	require.NoError(t, err)
+	require.Empty(t, foreign)
 	return deleted
-}
-
-func inspect(t *testing.T, c rueidis.Client, k luascripts.Keys, owner string) luascripts.InspectReply {
-	t.Helper()
-	r, err := luascripts.RunInspect(t.Context(), c, k, owner)
-	require.NoError(t, err)
-	return r
 }
 
 func pttl(t *testing.T, c rueidis.Client, key string) time.Duration {
@@ -964,51 +958,123 @@ func TestForceUnlock(t *testing.T) {
 			assert.Equal(t, before, snapshot(t, c, k))
 			w2.quiet(t)
 
-			// A reservation is not a lock.
-			reserve(t, c, k, "w1", time.Second)
+			// A reservation left for a client that never came is cleared,
+			// and the next waiter woken, as a release would.
+			reserve(t, c, k, "w1", time.Minute)
+			assert.True(t, forceUnlock(t, c, k, wake))
+			assert.False(t, exists(t, c, k.Reservation))
+			w2.woken(t)
+
+			// A key of another type is not latchkey's: nothing is deleted.
+			take(t, c, k, "B")
+			do(t, c, c.B().Del().Key(k.Holder).Build())
+			do(t, c, c.B().Rpush().Key(k.Holder).Element("app").Build())
 			before = snapshot(t, c, k)
-			assert.False(t, forceUnlock(t, c, k, wake))
+			deleted, foreign, err := k.Intro().ForceUnlock(t.Context(), c, wake)
+			require.NoError(t, err)
+			assert.False(t, deleted)
+			assert.Equal(t, k.Holder, foreign)
 			assert.Equal(t, before, snapshot(t, c, k))
-			w2.quiet(t)
+			assert.True(t, exists(t, c, k.Holder))
+			do(t, c, c.B().Del().Key(k.Holder).Build())
 		})
 	}
 }
 
+// TestFamilyForceUnlock: an RWMutex's force-unlock deletes its write and
+// read holds and wakes the queued readers as a release would; a
+// Semaphore's deletes every holder and wakes the clients the permits
+// serve, keeping the size while they wait; both refuse a key of another
+// type and delete nothing.
+func TestFamilyForceUnlock(t *testing.T) {
+	c := standaloneClient(t)
+	force := func(in luascripts.Intro, w luascripts.Wake) (bool, string) {
+		t.Helper()
+		deleted, foreign, err := in.ForceUnlock(t.Context(), c, w)
+		require.NoError(t, err)
+		return deleted, foreign
+	}
+	t.Run("RWMutex", func(t *testing.T) {
+		f := newRW(t, c)
+		require.True(t, f.write("W", "cw", false).Acquired)
+		require.False(t, f.read("R", "cr", true).Acquired)
+		cr := f.listen("cr", false)
+		deleted, _ := force(f.k.Intro(), f.wake)
+		assert.True(t, deleted)
+		cr.woken(t)
+		assert.False(t, exists(t, c, f.k.Write))
+		require.True(t, f.read("R", "cr", true).Acquired)
+		deleted, _ = force(f.k.Intro(), f.wake)
+		assert.True(t, deleted, "the read hold")
+		f.gone()
+		deleted, _ = force(f.k.Intro(), f.wake)
+		assert.False(t, deleted, "nothing left")
+
+		require.True(t, f.read("R2", "cr", false).Acquired)
+		do(t, c, c.B().Set().Key(f.k.QueueW).Value("app").Build())
+		deleted, foreign := force(f.k.Intro(), f.wake)
+		assert.False(t, deleted)
+		assert.Equal(t, f.k.QueueW, foreign)
+		assert.True(t, exists(t, c, f.k.Readers), "deleted although refused")
+	})
+	t.Run("Semaphore", func(t *testing.T) {
+		f := newSem(t, c, []string{standaloneAddr}, false, 2)
+		require.True(t, f.acquire("A", "ca", 2, false).Acquired)
+		require.False(t, f.acquire("B", "cb", 2, true).Acquired)
+		cb := f.listen("cb")
+		deleted, _ := force(f.k.Intro(), f.wake)
+		assert.True(t, deleted)
+		cb.woken(t)
+		assert.False(t, exists(t, c, f.k.Holders))
+		assert.Equal(t, int64(2), f.available(), "the size is kept while clients wait")
+		require.True(t, f.acquire("B", "cb", 2, true).Acquired)
+
+		do(t, c, c.B().Del().Key(f.k.Records).Build())
+		do(t, c, c.B().Set().Key(f.k.Records).Value("app").Build())
+		deleted, foreign := force(f.k.Intro(), f.wake)
+		assert.False(t, deleted)
+		assert.Equal(t, f.k.Records, foreign)
+		assert.True(t, exists(t, c, f.k.Holders), "deleted although refused")
+	})
+}
+
 // ---- inspect ----
 
+// TestInspect: the Mutex's describe script reports its holder with count,
+// lease and record, the reservation apart from any holder, changes
+// nothing, and reports what is not latchkey's as damage beside the rest.
 func TestInspect(t *testing.T) {
 	c := standaloneClient(t)
 	k := newKeys(t, c)
-
-	v, err := luascripts.Inspect.Exec(t.Context(), c, []string{k.Lock}, []string{"A"}).AsIntSlice()
-	require.NoError(t, err)
-	assert.Equal(t, []int64{0, 0, -2}, v, "no lock")
-	assert.Equal(t, luascripts.InspectReply{PTTL: -2 * time.Millisecond}, inspect(t, c, k, "A"))
-	assert.Equal(t, luascripts.InspectReply{PTTL: -2 * time.Millisecond}, inspect(t, c, k, ""))
+	d := describe(t, c, k.Intro(), 10)
+	assert.Empty(t, d.Holds, "no lock")
 	assert.False(t, exists(t, c, k.Lock), "inspect creates nothing")
 
 	reserve(t, c, k, "x", 5*time.Second)
-	assert.Equal(t, luascripts.InspectReply{PTTL: -2 * time.Millisecond}, inspect(t, c, k, "A"), "a reservation is not a holder")
+	d = describe(t, c, k.Intro(), 10)
+	assert.Empty(t, d.Holds, "a reservation is not a holder")
+	assert.Equal(t, "x", d.Reserved)
 	do(t, c, c.B().Del().Key(k.Reservation).Build())
 
 	take(t, c, k, "A")
 	reenter(t, c, k, "A")
 	reenter(t, c, k, "A")
 	before := snapshot(t, c, k)
-
-	r := inspect(t, c, k, "A")
-	assert.True(t, r.Held)
-	assert.Equal(t, int64(3), r.Count)
-	between(t, r.PTTL, lease-10*time.Second, lease, "the lease")
-
-	r = inspect(t, c, k, "B")
-	assert.True(t, r.Held, "held by someone")
-	assert.Equal(t, int64(0), r.Count, "but not by B")
-	r = inspect(t, c, k, "")
-	assert.True(t, r.Held)
-	assert.Equal(t, int64(0), r.Count)
-
+	d = describe(t, c, k.Intro(), 10)
+	require.Len(t, d.Holds, 1)
+	assert.Equal(t, "A", d.Holds[0].Owner)
+	assert.Equal(t, int64(3), d.Holds[0].Count)
+	between(t, d.Holds[0].PTTL, lease-10*time.Second, lease, "the lease")
 	assert.Equal(t, before, snapshot(t, c, k), "inspect changes nothing")
+	do(t, c, c.B().Pexpire().Key(k.Lock).Milliseconds(1<<62).Build())
+	d = describe(t, c, k.Intro(), 10)
+	assert.Equal(t, luascripts.MaxPTTL, d.Holds[0].PTTL, "a huge PTTL saturates")
+
+	do(t, c, c.B().Hset().Key(k.Lock).FieldValue().FieldValue("B", "x").Build())
+	do(t, c, c.B().Set().Key(k.Holder).Value("junk").Build())
+	d = describe(t, c, k.Intro(), 10)
+	require.Len(t, d.Holds, 2, "what could be read")
+	assert.Len(t, d.Damaged, 3, "B's count, and A's and B's record: %q", d.Damaged)
 }
 
 // ---- renew ----
@@ -1130,7 +1196,9 @@ func TestEveryScriptAfterFlush(t *testing.T) {
 			assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: 1}, acquire(t, c, k, luascripts.AcquireArgs{Owner: "A", Lease: lease, Client: "a"}))
 		}},
 		{luascripts.Reenter, func() { assert.Equal(t, int64(2), reenter(t, c, k, "A")) }},
-		{luascripts.Inspect, func() { assert.Equal(t, int64(2), inspect(t, c, k, "A").Count) }},
+		{luascripts.Describe, func() {
+			assert.Equal(t, int64(2), describe(t, c, k.Intro(), 1).Holds[0].Count)
+		}},
 		{luascripts.Renew, func() {
 			v, err := luascripts.Renew.Exec(t.Context(), c, []string{k.Lock}, []string{luascripts.Millis(lease), "A"}).AsIntSlice()
 			require.NoError(t, err)

@@ -33,6 +33,9 @@ var ErrStale = errors.New("fenced: stale fencing token")
 // ErrInvalidToken is returned for a token below 1: tokens from rlock start at 1.
 var ErrInvalidToken = errors.New("fenced: invalid fencing token")
 
+// ErrInvalidArgument is returned, before any I/O, for a nil context.
+var ErrInvalidArgument = errors.New("fenced: invalid argument")
+
 var (
 	//go:embed write.lua
 	writeSrc string
@@ -87,6 +90,21 @@ func New(rc rueidis.Client, name string, opts ...Option) *Store {
 	return s
 }
 
+// ready refuses a nil context (ErrInvalidArgument) or an ended one (its
+// error and cause) before any I/O, as rlock's methods do.
+func ready(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if err := ctx.Err(); err != nil {
+		if cause := context.Cause(ctx); cause != err {
+			return fmt.Errorf("fenced: %w: %w", err, cause)
+		}
+		return fmt.Errorf("fenced: %w", err)
+	}
+	return nil
+}
+
 // Key is the Redis key of the value hash.
 func (s *Store) Key() string { return s.key }
 
@@ -94,6 +112,9 @@ func (s *Store) Key() string { return s.key }
 // written or claimed so far, and returns ErrStale (wrapped, with both
 // tokens) if it is not.
 func (s *Store) Write(ctx context.Context, token int64, value string) error {
+	if err := ready(ctx); err != nil {
+		return err
+	}
 	if token < 1 {
 		return fmt.Errorf("%w: %d", ErrInvalidToken, token)
 	}
@@ -113,6 +134,9 @@ func (s *Store) Write(ctx context.Context, token int64, value string) error {
 // lower token is rejected, so a holder that paused past its lease cannot
 // slip a write in between this read and the Write that follows it.
 func (s *Store) Claim(ctx context.Context, token int64) (string, error) {
+	if err := ready(ctx); err != nil {
+		return "", err
+	}
 	if token < 1 {
 		return "", fmt.Errorf("%w: %d", ErrInvalidToken, token)
 	}
@@ -140,6 +164,9 @@ func (s *Store) Claim(ctx context.Context, token int64) (string, error) {
 // Read returns the current value and the token that wrote it (0 and "" when
 // nothing has been written).
 func (s *Store) Read(ctx context.Context) (value string, token int64, err error) {
+	if err := ready(ctx); err != nil {
+		return "", 0, err
+	}
 	m, err := s.rc.Do(ctx, s.rc.B().Hgetall().Key(s.key).Build()).AsStrMap()
 	if err != nil {
 		return "", 0, fmt.Errorf("fenced: read %q: %w", s.key, err)
@@ -158,6 +185,9 @@ func (s *Store) Read(ctx context.Context) (value string, token int64, err error)
 // sees only what the log keeps: the last DefaultLogLimit (or WithLogLimit)
 // accepted writes.
 func (s *Store) Audit(ctx context.Context) (accepted, stale int, err error) {
+	if err := ready(ctx); err != nil {
+		return 0, 0, err
+	}
 	log, err := s.rc.Do(ctx, s.rc.B().Lrange().Key(s.log).Start(0).Stop(-1).Build()).AsIntSlice()
 	if err != nil {
 		return 0, 0, fmt.Errorf("fenced: audit %q: %w", s.key, err)
@@ -174,5 +204,8 @@ func (s *Store) Audit(ctx context.Context) (accepted, stale int, err error) {
 
 // Delete removes the value and its log.
 func (s *Store) Delete(ctx context.Context) error {
+	if err := ready(ctx); err != nil {
+		return err
+	}
 	return s.rc.Do(ctx, s.rc.B().Del().Key(s.key, s.log).Build()).Error()
 }
