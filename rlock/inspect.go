@@ -204,9 +204,21 @@ func (c *Client) forceUnlock(ctx context.Context, kind Kind, name string) (bool,
 		return false, fmt.Errorf("latchkey: force-unlock %s %q: %w: %q is not latchkey's, nothing was deleted (check the name, the kind and the prefix)",
 			kind, name, ErrWrongType, foreign)
 	case ok:
-		c.obs.forceUnlocked(name)
+		c.obs.forceUnlocked(kind.metric(), name)
 	}
 	return ok, nil
+}
+
+// metric is the kind's metric attribute for what ends every hold of it
+// (an RWMutex's write side).
+func (k Kind) metric() lockKind {
+	switch k {
+	case KindRWMutex:
+		return kindWrite
+	case KindSemaphore:
+		return kindSemaphore
+	}
+	return kindMutex
 }
 
 // intro is the introspection of kind's lock whose Mutex keys are keys.
@@ -379,7 +391,7 @@ func scanError(addr string, err error) error {
 		where += " on " + addr
 	}
 	if rerr, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(rerr.Error(), "NOPERM") {
-		return fmt.Errorf("latchkey: list: %s: %w (grant the Redis user +scan: see README.md, \"Running as a minimal Redis user\")", where, err)
+		return fmt.Errorf("latchkey: list: %s: %w (grant the Redis user +scan: see docs/operations.md, \"Running as a minimal Redis user\")", where, err)
 	}
 	return fmt.Errorf("latchkey: list: %s: %w", where, err)
 }

@@ -273,12 +273,13 @@ func (ob *observer) woke(k lockKind, name string, n int64) {
 	ob.wakeups.Add(context.Background(), n, ob.attrs(k, name, plain))
 }
 
-// forceUnlocked records a ForceUnlock that deleted a lock.
-func (ob *observer) forceUnlocked(name string) {
+// forceUnlocked records a ForceUnlock that deleted a lock of kind k (an
+// RWMutex's counts as its write side: every hold of it ended).
+func (ob *observer) forceUnlocked(k lockKind, name string) {
 	if ob == nil {
 		return
 	}
-	ob.forced.Add(context.Background(), 1, ob.attrs(kindMutex, name, plain))
+	ob.forced.Add(context.Background(), 1, ob.attrs(k, name, plain))
 }
 
 // leakedLevel records a lock context dropped without its Unlock.

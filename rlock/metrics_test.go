@@ -27,7 +27,7 @@ func TestObserverOff(t *testing.T) {
 			a.endWait(ctx, nil)
 			ob.reentered(k, "name")
 			ob.woke(k, "name", 1)
-			ob.forceUnlocked("name")
+			ob.forceUnlocked(kindMutex, "name")
 			ob.ended(k, "name", time.Time{}, errFoundGone)
 		})
 		if allocs != 0 {
