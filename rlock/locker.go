@@ -57,12 +57,7 @@ func (r readSide) Lock(ctx context.Context, opts ...LockOption) (context.Context
 	return r.rw.RLock(ctx, opts...)
 }
 func (r readSide) Unlock(ctx context.Context) error { return r.rw.RUnlock(ctx) }
-
-// Backoff between a Locker's failed Lock calls.
-const (
-	lockerRetryMin = time.Millisecond
-	lockerRetryMax = time.Second
-)
+func (r readSide) Name() string                     { return r.rw.Name() }
 
 type locker struct {
 	ctx  context.Context
@@ -75,17 +70,14 @@ type locker struct {
 
 // name is the lock's name for panics, when it has one.
 func (l *locker) name() string {
-	switch x := l.l.(type) {
-	case interface{ Name() string }:
-		return x.Name()
-	case readSide:
-		return x.rw.Name()
+	if n, ok := l.l.(interface{ Name() string }); ok {
+		return n.Name()
 	}
 	return fmt.Sprint(l.l)
 }
 
 func (l *locker) Lock() {
-	backoff := luascripts.Backoff{Min: lockerRetryMin, Max: lockerRetryMax}
+	backoff := luascripts.Backoff{Min: time.Millisecond, Max: time.Second} // as Locker's doc says
 	for {
 		lctx, err := l.l.Lock(l.ctx, l.opts...)
 		if err == nil {
@@ -113,7 +105,5 @@ func (l *locker) Unlock() {
 	if lctx == nil {
 		panic(fmt.Sprintf("latchkey: unlock of unlocked Locker of %q", l.name()))
 	}
-	// A failed release leaves nothing to do: the hold is gone, or expires
-	// within its lease (see the doc comment).
-	_ = l.l.Unlock(lctx)
+	_ = l.l.Unlock(lctx) // on failure the hold is gone, or expires within its lease
 }
