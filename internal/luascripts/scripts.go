@@ -19,15 +19,11 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// sources are the scripts and their preludes, one .lua file each.
-//
 //go:embed *.lua
 var sources embed.FS
 
-// script is the script name.lua, after the preludes it needs (the Lua
-// library: queue.lua queues and wakes clients, record.lua writes holder
-// records, leases.lua keeps the lease sets of sides whose holders share
-// keys, rwqueue.lua and semqueue.lua are the RWMutex's and the Semaphore's).
+// script is the script name.lua after the preludes it needs: the Lua library
+// (queue, record, leases) and the RWMutex's and Semaphore's (rwqueue, semqueue).
 func script(name string, preludes ...string) *Script {
 	var src strings.Builder
 	for _, f := range append(preludes, name) {
@@ -106,7 +102,13 @@ func (s *Script) Source() string { return s.src }
 // being migrated, a call refused with TRYAGAIN is sent again until the
 // migration ends or ctx does (see tryagain.go).
 func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
-	return untilNotTryAgain(ctx, func() rueidis.RedisResult { return s.lua.Exec(ctx, c, keys, args) }, rueidis.RedisResult.Error)
+	backoff := Backoff{Min: tryAgainMin, Max: tryAgainMax}
+	for {
+		out := s.lua.Exec(ctx, c, keys, args)
+		if !IsTryAgain(out.Error()) || !backoff.Sleep(ctx) {
+			return out
+		}
+	}
 }
 
 // Call is one execution in a pipelined ExecMulti.
