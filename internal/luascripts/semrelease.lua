@@ -23,8 +23,4 @@ redis.call('hdel', h, owner)
 local size = sem_size() or tonumber(ARGV[3])
 local held = sem_held(now)
 sem_settle()
-local woken = 0
-if size > held then
-  woken = sem_wake(base, spec, size - held, nil)
-end
-return {result, woken}
+return {result, size > held and sem_wake(base, spec, size - held, nil) or 0}
