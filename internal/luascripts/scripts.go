@@ -12,6 +12,7 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ var sources embed.FS
 
 // script is the script name.lua after the preludes it needs: the Lua library
 // (queue, record, leases) and the RWMutex's and Semaphore's (rwqueue, semqueue).
+// It registers the script for All.
 func script(name string, preludes ...string) *Script {
 	var src strings.Builder
 	for _, f := range append(preludes, name) {
@@ -33,8 +35,12 @@ func script(name string, preludes ...string) *Script {
 		}
 		src.Write(b)
 	}
-	return New(name, src.String())
+	s := New(name, src.String())
+	all = append(all, s)
+	return s
 }
+
+var all []*Script // every script made by script, in declaration order
 
 // The scripts. They are safe for concurrent use.
 var (
@@ -68,12 +74,7 @@ var (
 
 // All returns every script latchkey runs: the ACL test checks that the
 // commands they call are in the documented grant.
-func All() []*Script {
-	return []*Script{Acquire, Reenter, Release, Leave, Renew, ForceUnlock, Inspect, Describe,
-		RWRead, RWWrite, RWReenter, RWUnlock, RWLeave, RWDescribe,
-		LatchSet, LatchCountDown, LatchRead,
-		SemAcquire, SemRelease, SemLeave, SemAvailable, SemDescribe}
-}
+func All() []*Script { return slices.Clone(all) }
 
 // Script is one Lua script with its SHA-1 computed once.
 type Script struct {
