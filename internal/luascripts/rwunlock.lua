@@ -1,8 +1,7 @@
 -- rwunlock: drop one of an owner's read or write holds of an RWMutex; at the
 -- last, wake whom the lock can now admit.
 --
--- KEYS[1..8]  as rwqueue.lua says: B:w, the read side's B:rd, B:rd:e and
---             B:rd:rec, the queues B:qr and B:qw with their descriptions
+-- KEYS[1..8]  as rwqueue.lua says (B:w, B:rd, B:rd:e, B:rd:rec, B:qr, B:qr:d, B:qw, B:qw:d)
 -- ARGV[1]  base key B           ARGV[2]  owner id
 -- ARGV[3]  "r" for a read hold, "w" for the write hold
 -- ARGV[4]  the owner's hold count before this release (exact)
