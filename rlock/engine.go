@@ -47,22 +47,20 @@ type side struct {
 
 // reply is one acquire call's answer.
 type reply struct {
-	granted bool
-	token   int64         // the grant's fencing token; 0 for a side without
-	pttl    time.Duration // refused: how long the state may last without a message; < 0 for no bound
-	fail    error         // refused for good (a Semaphore's size mismatch)
-	// reserved: the free lock is reserved for the client a release woke, for pttl.
-	reserved bool
+	granted  bool
+	token    int64         // the grant's fencing token; 0 for a side without
+	pttl     time.Duration // refused: how long the state may last without a message; < 0 for no bound
+	fail     error         // refused for good (a Semaphore's size mismatch)
+	reserved bool          // refused: the free lock is reserved, for pttl, for the client a release woke
 }
 
 // release is one release call's request.
 type release struct {
-	owner string
-	count int64 // owner's hold count before the release
-	retry bool  // an earlier call with these arguments may have run
-	sync  bool  // wait for SyncReplicas (not for undos)
-	// heir: a new owner id to hand an exclusive lock to at the last hold.
-	heir      string
+	owner     string
+	count     int64  // owner's hold count before the release
+	retry     bool   // an earlier call with these arguments may have run
+	sync      bool   // wait for SyncReplicas (not for undos)
+	heir      string // a new owner id to hand an exclusive lock to at the last hold
 	heirLease time.Duration
 }
 
@@ -511,12 +509,8 @@ type endedError struct{ err, last error }
 func (e *endedError) Error() string   { return e.err.Error() + " (last error: " + e.last.Error() + ")" }
 func (e *endedError) Unwrap() []error { return []error{e.err, e.last} }
 
-// sleep waits d, or until ctx or closing (if not nil) ends; it reports
-// whether the full d passed.
+// sleep waits d, or until ctx or closing ends; it reports whether d passed.
 func sleep(ctx context.Context, closing context.Context, d time.Duration) bool {
-	if closing == nil {
-		return luascripts.Sleep(ctx, d)
-	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(closing, stop)()

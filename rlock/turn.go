@@ -99,18 +99,17 @@ func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadli
 	c.mu.Unlock()
 	// Chosen as we gave up: the baton, perhaps with the lock, is on its way
 	// (within a release's ReleaseTimeout). Pass both on.
-	b := <-w.ch
-	if b.owner != "" && !b.granted {
-		_ = sd.undo(b.owner, 1)
-	}
-	if b.granted {
+	if b := <-w.ch; b.granted {
 		c.contenders.Done()
 		// Ours already, and not wanted: release it as Unlock would (a
 		// failure leaves it to expire within its lease).
 		_ = c.adopt(sd, t, try{reply: reply{granted: true, token: b.token}, owner: b.owner}, w.lo).releaseLast()
-		return nil, baton{}, err
+	} else {
+		if b.owner != "" {
+			_ = sd.undo(b.owner, 1)
+		}
+		c.leaveTurn(t, sd, true, true)
 	}
-	c.leaveTurn(t, sd, true, true)
 	return nil, baton{}, err
 }
 
