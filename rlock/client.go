@@ -148,11 +148,9 @@ func (c *Client) Close() error {
 // number of goroutines, and they exclude each other.
 //
 // A name is 1 to MaxNameLen bytes, any bytes but '{' and '}' (they would
-// change the Redis Cluster hash tag). Names are binary-safe and used
-// verbatim: NUL bytes and invalid UTF-8 are kept as they are, never
-// normalised, and glob characters such as *?[] are literal, so "a*" and "ab"
-// are different locks. An invalid name is reported by the handle's methods
-// as ErrInvalidName, before any I/O.
+// change the Redis Cluster hash tag), used verbatim: NUL bytes, invalid
+// UTF-8 and glob characters such as *?[] are kept as they are. An invalid
+// name is reported by the handle's methods as ErrInvalidName, before any I/O.
 func (c *Client) Mutex(name string) *Mutex {
 	return c.newMutex(name, false)
 }

@@ -26,17 +26,14 @@ type Lockable interface {
 //
 // A sync.Locker cannot report errors, so the limits are these:
 //   - Lock panics if ctx ends or the client is closed before it holds the
-//     lock, and if the lock's name is invalid. Give it a context that
-//     lives as long as the code that uses the Locker.
+//     lock, and if the lock's name is invalid: give it a context that lives
+//     as long as the code that uses the Locker.
 //   - Unlock panics if the Locker is not locked, as sync.Mutex does.
-//   - There is no loss signal: if the lock is lost while held (its lease
-//     ran out, Redis lost it), nothing tells the holder, and Unlock ignores
-//     the failed release. Where that matters, use the lock itself and the
-//     context its Lock returns.
-//   - Without WithLease in opts, the watchdog keeps each hold for as long
-//     as it lasts.
-//   - ctx must not carry a hold of the lock (a context its Lock returned):
-//     Lock would re-enter that hold instead of excluding.
+//   - There is no loss signal: a lock lost while held goes unnoticed, and
+//     Unlock ignores the failed release. Where that matters, use the lock
+//     and the context its Lock returns.
+//   - Without WithLease in opts, the watchdog keeps each hold.
+//   - ctx must not carry a hold of the lock: Lock would re-enter it.
 func Locker(ctx context.Context, l Lockable, opts ...LockOption) sync.Locker {
 	return &locker{ctx: ctx, l: l, opts: opts}
 }
