@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -170,15 +170,11 @@ func (mm *MultiMutex) Unlock(ctx context.Context) error {
 	if err := mm.checkCtx(ctx); err != nil {
 		return err
 	}
-	mh := mm.carried(ctx)
+	mh, _ := ctx.Value(multiKey{mm.c, mm.id}).(*multiHold)
 	if mh == nil {
 		return fmt.Errorf("%w: %s: the context carries no hold of these locks (pass the context Lock returned)", ErrNotHeld, mm.label())
 	}
-	mh.mu.Lock()
-	released := mh.released
-	mh.released = true
-	mh.mu.Unlock()
-	if released {
+	if mh.released.Swap(true) {
 		return fmt.Errorf("%w: %s: this hold was already unlocked", ErrNotHeld, mm.label())
 	}
 	// The members' contexts end as they are unlocked: that is not a loss.
@@ -234,24 +230,17 @@ func (mm *MultiMutex) label() string {
 
 // multiHold is one Lock's hold of every member.
 type multiHold struct {
-	mm      *MultiMutex
-	members []context.Context // each member's lock context, in names' order
-	cancel  context.CancelCauseFunc
-	stops   []func() bool // the watches on the member contexts
-
-	mu       sync.Mutex
-	released bool
+	mm       *MultiMutex
+	members  []context.Context // each member's lock context, in names' order
+	cancel   context.CancelCauseFunc
+	stops    []func() bool // the watches on the member contexts
+	released atomic.Bool
 }
 
 // multiKey is the context key of a multiHold.
 type multiKey struct {
 	c  *Client
 	id string
-}
-
-func (mm *MultiMutex) carried(ctx context.Context) *multiHold {
-	mh, _ := ctx.Value(multiKey{mm.c, mm.id}).(*multiHold)
-	return mh
 }
 
 // newHold makes the context a Lock returns from the member contexts held:
