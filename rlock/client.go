@@ -16,10 +16,9 @@ import (
 )
 
 // Client hands out lock handles that coordinate through one rueidis client.
-// It owns one notify hub (this client's wake-up subscriptions), one watchdog
-// (one goroutine renewing every lock taken without a lease) and one turn per
-// side of a lock its goroutines want (turn.go). A Client is safe for concurrent use;
-// create one per process and Close it when done.
+// It owns this process's wake-up subscriptions and one watchdog goroutine
+// renewing every lock taken without a lease. A Client is safe for concurrent
+// use; create one per process and Close it when done.
 type Client struct {
 	rc    rueidis.Client
 	opts  Options
@@ -31,16 +30,14 @@ type Client struct {
 	wd    *watchdog.Watchdog
 	seq   atomic.Uint64 // owner ids
 
-	// closing ends, with cause ErrClosed, when Close is called: every wait
-	// and every contender's Redis call watches it.
+	// closing ends (cause ErrClosed) at Close: every wait and every
+	// contender's Redis call watches it.
 	closing context.Context
 	close   context.CancelCauseFunc
-	// contenders counts goroutines that hold a turn's baton without holding
-	// the lock: Close waits for them to take their client off the queues.
+	// contenders: goroutines holding a turn's baton without the lock, whom
+	// Close waits for to take the client off the queues.
 	contenders sync.WaitGroup
-	// leaks counts the unlocks of dropped lock contexts (hold.go's leaked)
-	// still running, which Close waits for.
-	leaks sync.WaitGroup
+	leaks      sync.WaitGroup // running unlocks of dropped lock contexts (hold.go's leaked)
 
 	mu     sync.Mutex
 	closed bool
@@ -61,9 +58,8 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 	}
 	cluster := rc.Mode() == rueidis.ClientModeCluster
 	if cluster && opts.PubSub == PubSubClassic {
-		// A classic PUBLISH on a Cluster counts only the subscribers of the
-		// node it runs on, so a release could not tell a listening client
-		// from a gone one, and the cluster bus would still deliver to all.
+		// A classic PUBLISH on a Cluster counts only its node's subscribers,
+		// so a release could not tell a listening client from a gone one.
 		return nil, fmt.Errorf("%w: PubSubClassic cannot wake waiters correctly on Redis Cluster; use PubSubSharded (Redis 7+), or SpinMutex on Redis 6", ErrInvalidOptions)
 	}
 	// A random (version 4) UUID: no two clients anywhere share owner ids.
@@ -112,8 +108,7 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 // ID is this client's random id (a UUID), which its owner ids start with.
 func (c *Client) ID() string { return c.id }
 
-// newOwner returns an owner id never used before: the client id and a
-// sequence number. Owner ids are never reused, which is what lets the
+// newOwner returns an owner id never used before, which is what lets the
 // release script recognise its own retries.
 func (c *Client) newOwner() string {
 	return c.id + ":" + strconv.FormatUint(c.seq.Add(1), 10)
@@ -124,11 +119,10 @@ func (c *Client) WatchdogStats() watchdog.Stats { return c.wd.Stats() }
 
 // Close makes every waiter return ErrClosed, takes this client off the wait
 // queues of the locks it waited for (best effort, one round trip bounded by
-// a second),
-// stops the watchdog and the notify hub, and returns once their goroutines
-// have ended. Locks still held are not released: they expire within their
-// lease, and their contexts end with ErrClosed as cause. Unlock still works
-// after Close. Close is idempotent and always returns nil.
+// a second), stops the watchdog and the notify hub, and returns once their
+// goroutines have ended. Locks still held are not released: they expire
+// within their lease, and their contexts end with ErrClosed as cause. Unlock
+// still works after Close. Close is idempotent and always returns nil.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -156,11 +150,9 @@ func (c *Client) Close() error {
 // number of goroutines, and they exclude each other.
 //
 // A name is 1 to MaxNameLen bytes, any bytes but '{' and '}' (they would
-// change the Redis Cluster hash tag). Names are binary-safe and used
-// verbatim: NUL bytes and invalid UTF-8 are kept as they are, never
-// normalised, and glob characters such as *?[] are literal, so "a*" and "ab"
-// are different locks. An invalid name is reported by the handle's methods
-// as ErrInvalidName, before any I/O.
+// change the Redis Cluster hash tag), used verbatim: NUL bytes, invalid
+// UTF-8 and glob characters such as *?[] are kept as they are. An invalid
+// name is reported by the handle's methods as ErrInvalidName, before any I/O.
 func (c *Client) Mutex(name string) *Mutex {
 	return c.newMutex(name, false)
 }

@@ -30,19 +30,13 @@
 // next of them in the same round trip, a few times in a row at most before
 // other clients get their turn.
 //
-// Client.MultiMutex takes several locks all or nothing, in a fixed order
-// and never waiting while it holds some, so that it cannot deadlock; its
-// context ends when any of them is lost.
-//
 // Client.SpinMutex gives the same lock with a polling wait, for comparison.
-// The rest of Redisson's family follows the same rules (ownership through
-// the returned context, notified waiting, the watchdog, the loss signal):
-// Client.RWMutex (many readers or one writer, writers first),
-// Client.Semaphore (permits that expire with their holder's lease),
-// Client.MultiMutex (all of several locks or none) and
-// Client.CountDownLatch (reaching zero wakes every Await, in every
-// process, with one message). Locker and RLocker adapt them to
-// sync.Locker; Client.Do is the shortest correct use of a lock.
-// docs/design.md in the repository explains the scripts, the waiting
-// protocol and what a Redis lock can and cannot guarantee.
+// The rest of Redisson's family follows the same rules: Client.RWMutex
+// (many readers or one writer, writers first), Client.Semaphore (permits
+// that expire with their holder's lease), Client.MultiMutex (all of several
+// locks or none, without deadlock) and Client.CountDownLatch (reaching zero
+// wakes every Await, in every process, with one message). Locker and
+// RLocker adapt them to sync.Locker; Client.Do is the shortest correct use
+// of a lock. docs/design.md explains the scripts, the waiting protocol and
+// what a Redis lock can and cannot guarantee.
 package rlock

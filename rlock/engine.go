@@ -11,27 +11,21 @@ import (
 	"github.com/latchkey/latchkey/notify"
 )
 
-// The engine: every primitive (Mutex, both sides of RWMutex, Semaphore, and
-// through Mutex the members of MultiMutex) is a side, a few script calls
-// that the engine composes into one contention protocol (turn.go, this
-// file) and one hold (hold.go). A new primitive is a Lua script set and a
-// file that builds its sides.
+// The engine: every primitive is one or more sides, a few script calls that
+// this file and turn.go compose into one contention protocol, and hold.go
+// into one hold (docs/design.md, "The engine, on one page").
 
 // side is one primitive's side of one lock, as the engine sees it.
 type side struct {
-	c      *Client
-	name   string
-	key    string // the context key of its holds; also its turn's, with ":spin" for the spin variant
-	inbox  string // the channel on which a release wakes this client
-	what   string // "lock", "read lock", "write lock", "permits": for messages
-	metric lockKind
-	spin   bool
-	// exclusive: a hold keeps the turn until it ends, and its last release
-	// may hand the lock to the next local waiter (Mutex).
-	exclusive bool
-	// shared: requests of this side never exclude each other (readers), so
-	// they try once before taking their turn.
-	shared bool
+	c         *Client
+	name      string
+	key       string // the context key of its holds; also its turn's, with ":spin" for the spin variant
+	inbox     string // the channel on which a release wakes this client
+	what      string // "lock", "read lock", "write lock", "permits": for messages
+	metric    lockKind
+	spin      bool
+	exclusive bool // a hold keeps the turn, so its last release may hand over (Mutex)
+	shared    bool // requests never exclude each other (readers): try once before the turn
 
 	// acquire runs the acquire script once for owner. queued: the client
 	// is subscribed, so queue it if refused and dequeue it if granted.
@@ -41,38 +35,32 @@ type side struct {
 	reenter func(ctx context.Context, owner string) (int64, error)
 	// release drops one hold of owner's (see release).
 	release func(ctx context.Context, r release) (released, error)
-	// leave takes the client off the side's queue, waking whom that
-	// unblocks (a release that woke it is passed on).
+	// leave takes the client off the side's queue, passing on a wake-up it got.
 	leave func(ctx context.Context) error
 	// peek reads how long the side stays held (-2ms: free), for a waiter
 	// refused by another client's reservation. Nil for sides without.
 	peek func(ctx context.Context) (time.Duration, error)
-	// keep lists the keys a hold of owner keeps alive, in groups: the
-	// watchdog renews each group (its first key holds owner's field, the
-	// rest follow it), Extend moves them all.
+	// keep lists the keys a hold of owner keeps alive, in watchdog groups
+	// (the first key holds owner's field, the rest follow it).
 	keep func(owner string) [][]string
 }
 
 // reply is one acquire call's answer.
 type reply struct {
-	granted bool
-	token   int64         // the grant's fencing token; 0 for a side without
-	pttl    time.Duration // refused: how long the state may last without a message; < 0 for no bound
-	fail    error         // refused for good (a Semaphore's size mismatch)
-	// reserved: refused because the free lock is reserved for another
-	// client (the one a release woke), for pttl.
-	reserved bool
+	granted  bool
+	token    int64         // the grant's fencing token; 0 for a side without
+	pttl     time.Duration // refused: how long the state may last without a message; < 0 for no bound
+	fail     error         // refused for good (a Semaphore's size mismatch)
+	reserved bool          // refused: the free lock is reserved, for pttl, for the client a release woke
 }
 
 // release is one release call's request.
 type release struct {
-	owner string
-	count int64 // owner's hold count before the release
-	retry bool  // an earlier call with these arguments may have run
-	sync  bool  // wait for SyncReplicas (not for undos)
-	// heir: a new owner id to hand the lock to at the last hold (exclusive
-	// sides only), with its lease.
-	heir      string
+	owner     string
+	count     int64  // owner's hold count before the release
+	retry     bool   // an earlier call with these arguments may have run
+	sync      bool   // wait for SyncReplicas (not for undos)
+	heir      string // a new owner id to hand an exclusive lock to at the last hold
 	heirLease time.Duration
 }
 
@@ -118,15 +106,13 @@ func (sd *side) lock(ctx context.Context, lo lockOptions, deadline time.Time, no
 	return lctx, err
 }
 
-// acquireNew takes the side for a new owner: it enters the turn, then,
-// unless the previous local holder handed the lock over, contends in Redis
-// until ctx ends or deadline (zero for none) passes, when it returns
-// errBusy. noWait tries once and never waits.
+// acquireNew takes the side for a new owner: it enters the turn and, unless
+// the lock was handed over, contends until ctx ends or deadline (zero: none)
+// passes (errBusy). noWait tries once and never waits.
 func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
 	c := sd.c
 	if sd.shared {
-		// Requests that never block each other need not take turns to ask:
-		// a plain try first, outside the turn. Only waiting goes through it.
+		// Requests that never block each other need not take turns to ask.
 		t, err := sd.attempt(ctx, lo, false)
 		switch {
 		case err == nil && t.granted:
@@ -150,12 +136,10 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 		// back before contending under an owner id of our own.
 		_ = sd.undo(b.owner, 1)
 	}
-	// A plain try first, unless this client is subscribed already: then it
-	// may be queued (a plain try would not keep its place), or its
-	// subscription lingers from an earlier wait and costs nothing to take
-	// again, so the first try may as well be the waiter's (not for a call
-	// that will not wait: it must not queue). A free lock needs no
-	// subscription, and no watch on Close either.
+	// A plain try first (a free lock needs no subscription), unless the
+	// client is subscribed already: then it may be queued, which a plain try
+	// would not keep, and the subscription costs nothing, so the first try
+	// is the waiter's. noWait never queues.
 	if !sd.spin && !noWait && tn.sub == nil && c.hub.Subscribed(sd.inbox) {
 		if sub, err := c.hub.Subscribe(ctx, sd.inbox); err == nil {
 			tn.sub = sub
@@ -205,12 +189,10 @@ func (sd *side) granted(ctx context.Context, tn *turn, t try, lo lockOptions) (c
 	return sd.c.newHold(ctx, sd, nil, t, lo)
 }
 
-// attempt runs the acquire script once for a new owner id. If the outcome
-// is unknown (the connection failed or ctx ended after the call may have
-// been sent) it undoes the grant in case it happened, so that no lock is
-// left that nobody knows it holds, and returns a transient error. The next
-// attempt uses another owner id, so a grant that arrives after its undo
-// (on another connection) is a stranger's, not ours to re-enter.
+// attempt runs the acquire script once for a new owner id. An unknown
+// outcome is undone at once, so that no lock is left that nobody knows it
+// holds, and returns a transient error. The next attempt has another owner
+// id, so a grant that lands after its undo is a stranger's, not ours.
 func (sd *side) attempt(ctx context.Context, lo lockOptions, queued bool) (try, error) {
 	c := sd.c
 	t := try{owner: c.newOwner(), sent: time.Now()}
@@ -248,14 +230,9 @@ type waitStrategy interface {
 	wait(ctx context.Context, cn *contention) (try, error)
 }
 
-// notified waits for a wake-up. The protocol that loses none: subscribe and
-// have it confirmed; then, in a loop, take the subscription's mark, try
-// (queueing the client if refused), and wait for a message, a change of
-// subscription since the mark, or the TTL the try returned, whichever
-// comes first. A release after the try finds the client queued and
-// publishes a message we will get; a resubscription after the try changes
-// the mark; and a message lost anyway costs at most the TTL, after which
-// the lock is free or someone else holds it.
+// notified waits for a wake-up: subscribed, it takes the mark, tries as a
+// queued waiter and waits for a message, a new subscription since the mark,
+// or the TTL (docs/design.md, "Waiting without losing a wake-up").
 type notified struct{}
 
 func (notified) wait(ctx context.Context, cn *contention) (try, error) {
@@ -300,8 +277,8 @@ func (notified) wait(ctx context.Context, cn *contention) (try, error) {
 				break
 			}
 			// The reservation that refused us ran out. Most often the woken
-			// client took the lock: then we are queued, and its release
-			// will wake us. A PTTL tells, where a try would be refused.
+			// client took the lock and its release will wake us: a PTTL
+			// tells, where a try would be refused.
 			p, err := sd.peek(ctx)
 			if err != nil || p == -2*time.Millisecond {
 				break
@@ -362,12 +339,10 @@ func (polling) wait(ctx context.Context, cn *contention) (try, error) {
 	}
 }
 
-// runRelease runs the side's release, retrying a call whose reply was lost
-// (a connection reset after the send, or no connection at all) until
-// ReleaseTimeout, whatever the caller's context does: the scripts take a
-// retry that finds their own earlier run's state as done. A release the
-// replicas did not acknowledge ran: its answer comes with ErrNotReplicated.
-// The wake-ups it sent are counted.
+// runRelease runs the side's release, retrying a lost reply until
+// ReleaseTimeout whatever the caller's context does (the scripts take their
+// own earlier run's state as done). A release the replicas did not
+// acknowledge ran: its answer comes with ErrNotReplicated.
 func (sd *side) runRelease(r release) (released, error) {
 	c := sd.c
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReleaseTimeout)
@@ -392,28 +367,22 @@ func (sd *side) runRelease(r release) (released, error) {
 }
 
 // undo takes back a hold that a call of unknown outcome may have given
-// owner: it releases one hold if owner's count is count, the count that
-// call would have left, and does nothing if the call never ran.
+// owner: one hold if owner's count is count, nothing if the call never ran.
 func (sd *side) undo(owner string, count int64) error {
 	_, err := sd.runRelease(release{owner: owner, count: count, retry: true})
 	return err
 }
 
-// leaveQueue runs the side's leave script, best effort, bounded by
-// leaveTimeout (or a shorter ReleaseTimeout) because a waiter that gives
-// up, and Close, wait for it. If Redis cannot be reached the entry stays
-// until the queue expires; a release then wakes nobody there (the publish
-// finds no subscriber) and the other waiters' TTL-bounded waits cover the
-// rest.
+// leaveQueue runs the side's leave script, best effort and bounded, as a
+// waiter that gives up and Close wait for it. An entry left behind costs a
+// publish to nobody, and the other waiters' waits are TTL-bounded.
 func (sd *side) leaveQueue() {
 	ctx, cancel := context.WithTimeout(context.Background(), min(sd.c.opts.ReleaseTimeout, leaveTimeout))
 	defer cancel()
 	_ = sd.leave(ctx)
 }
 
-// leaveTimeout bounds the leave script: one round trip, so a second is
-// plenty when Redis answers at all.
-const leaveTimeout = time.Second
+const leaveTimeout = time.Second // one round trip: plenty when Redis answers at all
 
 // retryBackoff is the pause between retries of a call whose outcome was
 // unknown: short, since the next connection is usually up at once. (The
@@ -422,10 +391,8 @@ func retryBackoff() luascripts.Backoff {
 	return luascripts.Backoff{Min: time.Millisecond, Max: 128 * time.Millisecond}
 }
 
-// unknownOutcome makes the error of a call that may or may not have
-// reached Redis, after undo tried to take its effect back, and tells the
-// Logger: Warn when undone, Error when the undo failed too (a hold may
-// then stay until its lease ends).
+// unknownOutcome makes the error of a call that may have reached Redis,
+// after undo, and logs it: Warn when undone, Error when the undo failed too.
 func (c *Client) unknownOutcome(name string, err, undo error) *unknownOutcomeError {
 	if l := c.opts.Logger; l != nil {
 		if undo != nil {
@@ -454,9 +421,8 @@ func (e *unknownOutcomeError) Error() string {
 
 func (e *unknownOutcomeError) Unwrap() error { return e.err }
 
-// transient reports whether err is worth retrying: a call of unknown
-// outcome (undone) for a reason other than the caller's context or a
-// closed rueidis client.
+// transient reports whether err is worth retrying: an undone unknown
+// outcome, not caused by the caller's context or a closing rueidis client.
 func transient(ctx context.Context, err error) bool {
 	var u *unknownOutcomeError
 	return errors.As(err, &u) && ctx.Err() == nil && luascripts.Classify(u.err) == luascripts.Unknown
@@ -501,9 +467,8 @@ func jitter(backoff time.Duration) time.Duration {
 	return backoff/2 + rand.N(backoff/2+1)
 }
 
-// ttlBound is how long a waiter may wait given the holder's PTTL: the TTL
-// itself (plus a millisecond, so that we wake after the expiry, not just
-// before it), or a fixed bound for a key without expiry.
+// ttlBound is how long a waiter may wait given the holder's PTTL: a
+// millisecond past it, to wake after the expiry; a fixed bound without one.
 func ttlBound(pttl time.Duration) time.Duration {
 	if pttl < 0 {
 		return DefaultNoExpiryWait
@@ -511,9 +476,8 @@ func ttlBound(pttl time.Duration) time.Duration {
 	return pttl + time.Millisecond
 }
 
-// ended maps the error that ended a wait to what Lock (or Await) returns:
-// ErrClosed when the client closed, the caller's context error when ctx
-// ended. cctx is ctx, or ctx with Close's cancellation (cause ErrClosed).
+// ended maps the error that ended a wait to what Lock (or Await) returns.
+// cctx is ctx, or ctx with Close's cancellation (cause ErrClosed).
 func ended(ctx, cctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, notify.ErrClosed) || errors.Is(context.Cause(cctx), ErrClosed) && ctx.Err() == nil:
@@ -545,12 +509,8 @@ type endedError struct{ err, last error }
 func (e *endedError) Error() string   { return e.err.Error() + " (last error: " + e.last.Error() + ")" }
 func (e *endedError) Unwrap() []error { return []error{e.err, e.last} }
 
-// sleep waits d, or until ctx or closing (if not nil) ends; it reports
-// whether the full d passed.
+// sleep waits d, or until ctx or closing ends; it reports whether d passed.
 func sleep(ctx context.Context, closing context.Context, d time.Duration) bool {
-	if closing == nil {
-		return luascripts.Sleep(ctx, d)
-	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(closing, stop)()

@@ -12,11 +12,9 @@ import (
 )
 
 // LatchRecheck bounds how long an Await sleeps without reading its latch
-// again. It is a safety net, not a poll: reaching zero is broadcast to every
-// waiter, and a lost or renewed subscription wakes every waiter too, so an
-// Await normally returns on a message. The bound only covers a message that
-// Redis drops without the subscription ending (say, a publish during a
-// Cluster failover that the replica had not seen).
+// again. It is a safety net, not a poll: an Await normally returns on the
+// zero's broadcast or a lost subscription; the bound covers a message Redis
+// drops without the subscription ending (a publish lost in a failover).
 const LatchRecheck = time.Minute
 
 // CountDownLatch is a handle on one named, distributed count-down latch:
@@ -25,9 +23,8 @@ const LatchRecheck = time.Minute
 // deletes the latch, so that it can be set again (a new round). Get it from
 // Client.CountDownLatch; handles are cheap and safe for concurrent use.
 //
-// A latch has no owner: nothing renews it and it has no expiry, so a latch
-// whose counters died before counting down stays set until someone counts
-// it down.
+// A latch has no owner and no expiry: one whose counters died stays set
+// until someone counts it down.
 type CountDownLatch struct {
 	c    *Client
 	name string
@@ -60,8 +57,7 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int64) (bool, error)
 	if n <= 0 {
 		return false, fmt.Errorf("%w: latch count %d must be positive", ErrInvalidArgument, n)
 	}
-	// The round id tells an Await that the latch it sees was set again after
-	// the zero it waited for.
+	// The round id tells an Await that the latch was set again after its zero.
 	round, err := uuid.NewRandom()
 	if err != nil {
 		return false, fmt.Errorf("latchkey: latch %q: generating the round id: %w", l.name, err)
@@ -117,17 +113,15 @@ func (l *CountDownLatch) Await(ctx context.Context) (err error) {
 	if l.c.isClosed() {
 		return ErrClosed
 	}
-	// Recorded as a lock's wait is, but never as an acquisition or a hold:
-	// nothing is held once the latch is open.
+	// Recorded as a wait, never as an acquisition or a hold.
 	obs := l.c.obs.begin(ctx, kindCountDownLatch, l.name)
 	defer func() { obs.endWait(ctx, err) }()
-	// Close ends the wait, and the reads too.
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(l.c.closing, func() { cancel(ErrClosed) })
 	defer stop()
 
-	// A latch that is not set needs no subscription. A failed first read is
+	// A latch that is not set needs no subscription; a failed read is
 	// retried below, once subscribed.
 	st, err := l.read(cctx)
 	switch {
@@ -146,14 +140,12 @@ func (l *CountDownLatch) Await(ctx context.Context) (err error) {
 	var lastErr error
 	retry := retryBackoff()
 	for {
-		// The mark comes before the read: a zero broadcast after the read
-		// changes it, and Wait returns at once.
+		// The mark comes before the read, so a zero after the read wakes Wait.
 		mark := sub.Mark()
 		st, err := l.read(cctx)
 		wait := LatchRecheck
 		switch {
-		case err == nil && (st.Count == 0 || known && st.Round != round):
-			// Zero, or a round set after the zero we waited for.
+		case err == nil && (st.Count == 0 || known && st.Round != round): // zero, or a new round
 			return nil
 		case err == nil:
 			lastErr = nil
@@ -186,8 +178,7 @@ func (l *CountDownLatch) read(ctx context.Context) (luascripts.LatchState, error
 	return st, nil
 }
 
-// retryable reports whether a failed read is worth another try: the
-// connection failed, not Redis or the caller.
+// retryable: the connection failed, not Redis or the caller.
 func (l *CountDownLatch) retryable(ctx context.Context, err error) bool {
 	return ctx.Err() == nil && luascripts.Classify(err) == luascripts.Unknown
 }

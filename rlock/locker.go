@@ -26,19 +26,15 @@ type Lockable interface {
 //
 // A sync.Locker cannot report errors, so the limits are these:
 //   - Lock panics if ctx is nil or ends or the client is closed before it
-//     holds the lock, and if the lock's name is invalid, with an error
-//     that wraps the cause (ErrInvalidArgument, context.Canceled, ...).
-//     Give it a context that lives as long as the code that uses the
-//     Locker.
+//     holds the lock, and if the lock's name is invalid, with an error that
+//     wraps the cause: give it a context that lives as long as the code
+//     that uses the Locker.
 //   - Unlock panics if the Locker is not locked, as sync.Mutex does.
-//   - There is no loss signal: if the lock is lost while held (its lease
-//     ran out, Redis lost it), nothing tells the holder, and Unlock ignores
-//     the failed release. Where that matters, use the lock itself and the
-//     context its Lock returns.
-//   - Without WithLease in opts, the watchdog keeps each hold for as long
-//     as it lasts.
-//   - ctx must not carry a hold of the lock (a context its Lock returned):
-//     Lock would re-enter that hold instead of excluding.
+//   - There is no loss signal: a lock lost while held goes unnoticed, and
+//     Unlock ignores the failed release. Where that matters, use the lock
+//     and the context its Lock returns.
+//   - Without WithLease in opts, the watchdog keeps each hold.
+//   - ctx must not carry a hold of the lock: Lock would re-enter it.
 func Locker(ctx context.Context, l Lockable, opts ...LockOption) sync.Locker {
 	return &locker{ctx: ctx, l: l, opts: opts}
 }
@@ -59,12 +55,7 @@ func (r readSide) Lock(ctx context.Context, opts ...LockOption) (context.Context
 	return r.rw.RLock(ctx, opts...)
 }
 func (r readSide) Unlock(ctx context.Context) error { return r.rw.RUnlock(ctx) }
-
-// Backoff between a Locker's failed Lock calls.
-const (
-	lockerRetryMin = time.Millisecond
-	lockerRetryMax = time.Second
-)
+func (r readSide) Name() string                     { return r.rw.Name() }
 
 type locker struct {
 	ctx  context.Context
@@ -77,17 +68,14 @@ type locker struct {
 
 // name is the lock's name for panics, when it has one.
 func (l *locker) name() string {
-	switch x := l.l.(type) {
-	case interface{ Name() string }:
-		return x.Name()
-	case readSide:
-		return x.rw.Name()
+	if n, ok := l.l.(interface{ Name() string }); ok {
+		return n.Name()
 	}
 	return fmt.Sprint(l.l)
 }
 
 func (l *locker) Lock() {
-	backoff := luascripts.Backoff{Min: lockerRetryMin, Max: lockerRetryMax}
+	backoff := luascripts.Backoff{Min: time.Millisecond, Max: time.Second} // as Locker's doc says
 	for {
 		lctx, err := l.l.Lock(l.ctx, l.opts...)
 		if err == nil {
@@ -118,7 +106,5 @@ func (l *locker) Unlock() {
 	if lctx == nil {
 		panic(fmt.Sprintf("latchkey: unlock of unlocked Locker of %q", l.name()))
 	}
-	// A failed release leaves nothing to do: the hold is gone, or expires
-	// within its lease (see the doc comment).
-	_ = l.l.Unlock(lctx)
+	_ = l.l.Unlock(lctx) // on failure the hold is gone, or expires within its lease
 }

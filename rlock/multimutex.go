@@ -6,27 +6,25 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // MultiMutex is a handle on several locks taken and released together, all
 // or nothing. Get it from Client.MultiMutex. It has Mutex's rules: a handle
-// is not an owner (any number of goroutines may share one, and each Lock is
-// an owner of its own), ownership goes with the context Lock returns, and
-// that context is the loss signal.
+// is not an owner (each Lock is an owner of its own), ownership goes with
+// the context Lock returns, and that context is the loss signal.
 //
 // It keeps nothing in Redis of its own: each member is the Mutex of that
-// name, with its keys, fencing tokens, watchdog and pub/sub waiting, so a
-// MultiMutex excludes and is excluded by plain Mutexes of its names.
+// name, so a MultiMutex excludes and is excluded by plain Mutexes of its
+// names.
 //
-// Deadlock freedom: the members are acquired in one fixed order (by name)
-// and a MultiMutex never waits for one member while it holds another. When a
-// member turns out busy, the members taken so far are released before it
-// waits for the busy one; then it takes the rest again. So MultiMutexes over
-// overlapping names, in any order and on any number of Cluster masters,
-// cannot deadlock each other (a Lock called with a context that already
-// holds some of the locks is the caller's ordering, as with nested Mutexes).
+// Deadlock freedom: the members are acquired in one fixed order (by name),
+// and a MultiMutex never waits for one member while it holds another: when
+// one is busy, it releases those it took, waits for that one, then takes the
+// rest again. So MultiMutexes over overlapping names, in any order and on
+// any number of Cluster masters, cannot deadlock each other (a Lock whose
+// context already holds some of the locks is the caller's ordering).
 type MultiMutex struct {
 	c       *Client
 	names   []string // sorted, without duplicates
@@ -36,13 +34,11 @@ type MultiMutex struct {
 }
 
 // MultiMutex returns a handle on the locks called names, held all together
-// or not at all. Each name is validated as Client.Mutex's is. Duplicate
-// names are merged: a name given twice is one lock, taken once. The order
-// of names does not matter: the members are always acquired in the order of
-// their names (byte-wise), whatever order the caller lists them in.
-//
-// Invalid input is reported by every method, before any I/O: an invalid
-// name as ErrInvalidName, no names at all as ErrInvalidArgument.
+// or not at all. Each name is validated as Client.Mutex's is; duplicates are
+// one lock, taken once; the members are always acquired in byte-wise order
+// of their names, whatever order the caller lists them in. Invalid input is
+// reported by every method, before any I/O: an invalid name as
+// ErrInvalidName, no names at all as ErrInvalidArgument.
 func (c *Client) MultiMutex(names ...string) *MultiMutex {
 	sorted := slices.Compact(slices.Sorted(slices.Values(names)))
 	mm := &MultiMutex{c: c, names: sorted}
@@ -71,20 +67,16 @@ func (c *Client) MultiMutex(names ...string) *MultiMutex {
 func (mm *MultiMutex) Names() []string { return slices.Clone(mm.names) }
 
 // Lock blocks until it holds every member lock, or ctx ends; then it holds
-// none of them. It returns a context derived from ctx that carries the
-// hold of every member. Pass it to nested calls: a Lock of this MultiMutex
-// (or another handle on the same names) re-enters, and so does a Mutex Lock
-// of any one member, and Mutex.Token and HoldCount of a member work with
-// it. It is cancelled when the hold ends: normally by the matching Unlock,
-// with a cause matching ErrLockLost when any member is lost, and with
-// ErrClosed when the client closes.
+// none of them. It returns a context derived from ctx that carries the hold
+// of every member: with it, a Lock of these names re-enters, and so does a
+// Mutex Lock of any one member, and a member's Mutex.Token and HoldCount
+// work. It is cancelled when the hold ends: by the matching Unlock, with a
+// cause matching ErrLockLost when any member is lost, and with ErrClosed
+// when the client closes.
 //
-// While it waits, Lock never holds a member: it waits for the first member
-// it needs, then tries the others in turn without waiting; if one is busy it
-// releases those it took and waits for that one first. Options are as
-// Mutex.Lock's and apply to every member; with WithLease, each member's
-// lease runs from its own acquisition and the returned context's deadline
-// is the earliest member's.
+// While it waits, Lock never holds a member. Options are as Mutex.Lock's and
+// apply to every member; with WithLease, each member's lease runs from its
+// own acquisition and the returned context's deadline is the earliest one.
 func (mm *MultiMutex) Lock(ctx context.Context, opts ...LockOption) (context.Context, error) {
 	lo, err := mm.check(ctx, opts, false)
 	if err != nil {
@@ -98,8 +90,8 @@ func (mm *MultiMutex) Lock(ctx context.Context, opts ...LockOption) (context.Con
 // of tries, or after waiting up to WithWait(d) in all. It reports false
 // (with a nil error) when it gave up, and then holds none of the members.
 // As with Mutex.TryLock, another goroutine of this Client holding or
-// waiting for a member counts as busy, and ctx ending first makes it
-// return ctx's error.
+// waiting for a member counts as busy, and ctx ending first returns ctx's
+// error.
 func (mm *MultiMutex) TryLock(ctx context.Context, opts ...LockOption) (context.Context, bool, error) {
 	lo, err := mm.check(ctx, opts, true)
 	if err != nil {
@@ -109,8 +101,7 @@ func (mm *MultiMutex) TryLock(ctx context.Context, opts ...LockOption) (context.
 }
 
 // acquire takes every member, all or nothing. A zero deadline waits until
-// ctx ends (Lock); otherwise waiting stops at deadline (TryLock), and a
-// deadline already passed still makes one round of tries.
+// ctx ends (Lock); a passed one still makes one round of tries.
 func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time.Time) (context.Context, bool, error) {
 	var leaseOpt []LockOption
 	if lo.leaseSet {
@@ -120,16 +111,13 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 	releaseAll := func() {
 		for i := len(held) - 1; i >= 0; i-- {
 			if held[i] != nil {
-				// Best effort: a release that fails leaves the member to
-				// expire within its lease, as Mutex.Unlock does.
-				_ = mm.members[i].Unlock(held[i])
+				_ = mm.members[i].Unlock(held[i]) // a failure expires within its lease
 				held[i] = nil
 			}
 		}
 	}
 	next := 0 // the member to wait for: the first, then whichever was busy
 	for round := 0; ; round++ {
-		// Wait for one member, holding none.
 		var lctx context.Context
 		var ok bool
 		var err error
@@ -147,8 +135,7 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 			return nil, false, err
 		}
 		held[next] = lctx
-		// Take the others in order without waiting.
-		busy := -1
+		busy := -1 // the others, in order, without waiting
 		for i, m := range mm.members {
 			if held[i] != nil {
 				continue
@@ -158,8 +145,7 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 				releaseAll()
 				return nil, false, err
 			}
-			// A try whose connection failed (undone) counts as busy: the
-			// wait for that member retries, as Mutex.Lock does.
+			// A transient failure (undone) counts as busy: the wait retries.
 			if !ok {
 				busy = i
 				break
@@ -169,33 +155,26 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 		if busy < 0 {
 			return mm.newHold(ctx, held), true, nil
 		}
-		// Never wait while holding: give back what was taken, then wait
-		// for the busy member first.
-		releaseAll()
+		releaseAll() // never wait while holding
 		next = busy
 	}
 }
 
 // Unlock releases the hold that ctx carries (a context Lock returned, or one
-// derived from it): one level of every member, each with Mutex.Unlock, all
-// of them even when some fail. It returns the failures joined: ErrNotHeld
-// wrapping ErrLockLost for a member that was lost, while the others are
-// still released. It returns ErrNotHeld, changing nothing, when ctx carries
-// no hold of these locks or that hold was already unlocked. Like
-// Mutex.Unlock it ignores ctx's cancellation.
+// derived from it): one level of every member, each with Mutex.Unlock, even
+// when some fail. It returns the failures joined (ErrNotHeld wrapping
+// ErrLockLost for a member that was lost). It returns ErrNotHeld, changing
+// nothing, when ctx carries no hold of these locks or that hold was already
+// unlocked. Like Mutex.Unlock it ignores ctx's cancellation.
 func (mm *MultiMutex) Unlock(ctx context.Context) error {
 	if err := mm.checkCtx(ctx); err != nil {
 		return err
 	}
-	mh := mm.carried(ctx)
+	mh, _ := ctx.Value(multiKey{mm.c, mm.id}).(*multiHold)
 	if mh == nil {
 		return fmt.Errorf("%w: %s: the context carries no hold of these locks (pass the context Lock returned)", ErrNotHeld, mm.label())
 	}
-	mh.mu.Lock()
-	released := mh.released
-	mh.released = true
-	mh.mu.Unlock()
-	if released {
+	if mh.released.Swap(true) {
 		return fmt.Errorf("%w: %s: this hold was already unlocked", ErrNotHeld, mm.label())
 	}
 	// The members' contexts end as they are unlocked: that is not a loss.
@@ -249,28 +228,19 @@ func (mm *MultiMutex) label() string {
 	return fmt.Sprintf("multi-lock %q", mm.names)
 }
 
-// multiHold is one Lock's hold of every member: the member contexts it
-// got, and the context it returned.
+// multiHold is one Lock's hold of every member.
 type multiHold struct {
-	mm      *MultiMutex
-	members []context.Context // each member's lock context, in names' order
-	cancel  context.CancelCauseFunc
-	stops   []func() bool // the watches on the member contexts
-
-	mu       sync.Mutex
-	released bool
+	mm       *MultiMutex
+	members  []context.Context // each member's lock context, in names' order
+	cancel   context.CancelCauseFunc
+	stops    []func() bool // the watches on the member contexts
+	released atomic.Bool
 }
 
-// multiKey is the context key under which a multi context carries its hold.
+// multiKey is the context key of a multiHold.
 type multiKey struct {
 	c  *Client
 	id string
-}
-
-// carried returns the multi hold ctx carries for these names, if any.
-func (mm *MultiMutex) carried(ctx context.Context) *multiHold {
-	mh, _ := ctx.Value(multiKey{mm.c, mm.id}).(*multiHold)
-	return mh
 }
 
 // newHold makes the context a Lock returns from the member contexts held:
@@ -292,8 +262,7 @@ func (mm *MultiMutex) newHold(parent context.Context, held []context.Context) co
 	return multiCtx{Context: ctx, mh: mh}
 }
 
-// memberLostError is the cause a multi context ends with when one member
-// is lost: it names that member and wraps its cause (ErrLockLost).
+// memberLostError is a multi context's cause when one member is lost.
 type memberLostError struct {
 	name string
 	err  error
@@ -305,11 +274,9 @@ func (e *memberLostError) Error() string {
 
 func (e *memberLostError) Unwrap() error { return e.err }
 
-// multiCtx is the context a MultiMutex Lock returns. Besides the multi
-// hold, it carries each member's hold, as that member's own lock context
-// would: a Mutex of a member finds its level through it, so a nested Lock
-// of one member re-enters. Its deadline is the earliest of the members'
-// (fixed leases, which Extend may move).
+// multiCtx is the context a MultiMutex Lock returns. It also carries each
+// member's level, so a nested Lock of one member re-enters. Its deadline is
+// the earliest of the members' (fixed leases, which Extend may move).
 type multiCtx struct {
 	context.Context
 	mh *multiHold

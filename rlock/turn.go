@@ -8,33 +8,23 @@ import (
 	"github.com/latchkey/latchkey/notify"
 )
 
-// The turn. A Client keeps one turn per side of a lock its goroutines want
-// (a Mutex, an RWMutex's readers, its writers, a Semaphore's holders; the
-// spin variants have turns of their own, as they never queue). A turn has
-// one baton: its holder is the only goroutine of this client that contends
-// for the side in Redis, so the client has at most one queue entry and one
-// subscription per side, and one message wakes the one goroutine that can
-// act on it. Every other new owner waits here, first come first served,
-// without any I/O.
+// turn is one side's local queue (docs/design.md: "Turn", "Handover"). Its
+// baton's holder is the client's only contender for the side, so one message
+// wakes the one goroutine that can act on it; the spin variants have turns
+// of their own, as they never queue. An exclusive side keeps the baton for
+// the whole hold, so that its release can hand over; others pass it on at
+// the grant, as the next local waiter is likely granted at once too.
 //
-// An exclusive side (Mutex) keeps the baton for as long as the hold lasts,
-// so that its release can hand the lock straight to the next local waiter
-// (a handover: a new grant in the release's round trip). Other sides pass
-// the baton on at the grant: their holds share, and the next local waiter
-// is likely to be granted at once too.
-
-// turn is one side's local queue. Its fields are guarded by Client.mu,
-// except sub, which only the baton's holder touches.
+// Its fields are guarded by Client.mu, except sub, which only the baton's
+// holder touches.
 type turn struct {
 	busy    bool          // someone holds the baton
 	waiters []*turnWaiter // oldest first
 	streak  int           // handovers in a row since the lock last went back to Redis
 
-	// sub is this client's subscription to the side's wake-ups, kept while
-	// the client may be in the side's wait queue or has waiters that will
-	// need it. The client is queued only while sub is set: a contender
-	// queues only once subscribed, and sub is dropped only once the client
-	// is off the queue (a grant took it off, or the leave script).
+	// sub is this client's subscription to the side's wake-ups. The client
+	// is queued only while sub is set: a contender queues only once
+	// subscribed, and sub is dropped only once the client is off the queue.
 	sub *notify.Subscription
 }
 
@@ -44,10 +34,9 @@ type turnWaiter struct {
 	ch chan baton // capacity 1: the baton, sent once
 }
 
-// baton is what a waiter receives with the turn: a grant the releasing
-// owner made for it (a handover), or nothing, and then it contends. A
-// handover whose outcome is unknown names the owner id it may have been
-// made to, for the waiter to undo before it contends.
+// baton is what a waiter receives with the turn: a handover's grant, or
+// nothing, and then it contends. A handover of unknown outcome names the
+// owner id it may have granted, for the waiter to undo.
 type baton struct {
 	granted bool
 	owner   string // the heir's owner id; "" when no handover was tried
@@ -55,10 +44,9 @@ type baton struct {
 	sent    time.Time // when the handing release was sent: the lease runs from there
 }
 
-// enterTurn gives the caller sd's baton, waiting behind this client's
-// other owners until ctx ends, the client closes, or deadline passes
-// (errBusy; zero for none); with noWait it does not wait at all. The baton
-// may come with the lock.
+// enterTurn gives the caller sd's baton, which may come with the lock,
+// waiting behind this client's other owners until ctx ends, the client
+// closes or deadline passes (errBusy; zero: none). noWait does not wait.
 func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadline time.Time, noWait bool) (*turn, baton, error) {
 	c.mu.Lock()
 	if c.closed {
@@ -111,26 +99,23 @@ func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadli
 	c.mu.Unlock()
 	// Chosen as we gave up: the baton, perhaps with the lock, is on its way
 	// (within a release's ReleaseTimeout). Pass both on.
-	b := <-w.ch
-	if b.owner != "" && !b.granted {
-		_ = sd.undo(b.owner, 1)
-	}
-	if b.granted {
+	if b := <-w.ch; b.granted {
 		c.contenders.Done()
-		// Ours already, and not wanted: release it like an Unlock would.
-		// A release that fails leaves a lock that expires within its lease.
+		// Ours already, and not wanted: release it as Unlock would (a
+		// failure leaves it to expire within its lease).
 		_ = c.adopt(sd, t, try{reply: reply{granted: true, token: b.token}, owner: b.owner}, w.lo).releaseLast()
-		return nil, baton{}, err
+	} else {
+		if b.owner != "" {
+			_ = sd.undo(b.owner, 1)
+		}
+		c.leaveTurn(t, sd, true, true)
 	}
-	c.leaveTurn(t, sd, true, true)
 	return nil, baton{}, err
 }
 
-// chooseHeir is called at an exclusive hold's last release, once the hold
-// has given up t's baton. It returns the waiter to hand the lock to, or
-// nil: none waits, the client is closing, or the client has handed the
-// lock over MaxLocalHandovers times in a row (then the lock goes back to
-// Redis, which wakes the oldest other client, and the waiter contends).
+// chooseHeir returns the waiter an exclusive hold's last release hands the
+// lock to, or nil: none waits, the client is closing, or MaxLocalHandovers
+// in a row have been made (the lock goes back to Redis, to other clients).
 func (c *Client) chooseHeir(t *turn) *turnWaiter {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -159,12 +144,10 @@ func (c *Client) handedOver(t *turn, w *turnWaiter, b baton) {
 }
 
 // leaveTurn gives up t's baton: to the next waiter, with the subscription
-// (the client keeps its place in the queue), or, when none waits, t goes
-// idle and the subscription ends. contending says the caller held the
-// baton without a hold (it is then done contending); queued, that the
-// client may still be in the side's queue: then, unless a local waiter
-// goes on waiting in its place, the leave script takes it off first, so
-// that no release wakes a client that stopped listening.
+// and the client's place in the queue, or, when none waits, t goes idle.
+// contending: the caller held the baton without a hold. queued: the client
+// may be in the side's queue, so the leave script takes it off before the
+// subscription ends, lest a release wake a client that stopped listening.
 func (c *Client) leaveTurn(t *turn, sd *side, contending, queued bool) {
 	if contending {
 		defer c.contenders.Done()
@@ -200,9 +183,9 @@ func (c *Client) leaveTurn(t *turn, sd *side, contending, queued bool) {
 	}
 }
 
-// keepTurn is an exclusive side's grant: the hold keeps the baton, the
-// contender is done, and the subscription ends unless a local waiter will
-// need it (the grant took the client off the queue).
+// keepTurn is an exclusive side's grant: the hold keeps the baton, and the
+// subscription ends unless a local waiter will need it (the grant dequeued
+// the client).
 func (c *Client) keepTurn(t *turn) {
 	c.mu.Lock()
 	keep := len(t.waiters) > 0

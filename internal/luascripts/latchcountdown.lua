@@ -21,10 +21,7 @@ if left > 0 then
   return 1
 end
 redis.call('del', latch)
-local publish = 'publish'
-if ARGV[1] == 's' then
-  publish = 'spublish'
-end
+local publish = ARGV[1] == 's' and 'spublish' or 'publish'
 if redis.call(publish, channel, ARGV[2]) > 0 then
   return 2
 end

@@ -1,17 +1,12 @@
--- leases: the prelude of renew and of the scripts of the sides whose holds
--- share keys: an RWMutex's readers, a Semaphore's holders.
+-- leases: the prelude of renew and of the sides whose holds share keys (an
+-- RWMutex's readers, a Semaphore's holders; docs/design.md, "RWMutex").
 --
--- Such a side is three keys, which every caller passes in KEYS: its counts
--- {owner -> hold count, or permits}, its lease set, a sorted set {owner ->
--- the end of its lease, server ms}, and its records {owner -> the grant's
--- record (record.lua)}. An owner is in all three or in none. One whose
--- score is below the server's time is dead: its lease ran out without a
--- release, and whoever next needs to count the side drops it. Each of the
--- three keys expires with the side's longest lease, so they go when the
--- last holder stops renewing. A key per owner would say the same with its
--- PTTL, but no caller could declare it: the owners are not known to it.
---
--- A side is a table {counts = key, leases = key, records = key}.
+-- A side is a table {counts = key, leases = key, records = key}: {owner ->
+-- count or permits}, the lease set {owner -> lease end, server ms} and
+-- {owner -> record}. An owner is in all three or none; one whose score has
+-- passed is dead, and whoever next counts the side drops it. The three
+-- expire with the longest lease. (A key per owner could not be declared:
+-- callers do not know the other owners.)
 
 -- server_ms is the server's clock in ms: the one PEXPIRE counts by.
 local function server_ms()
@@ -19,9 +14,8 @@ local function server_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- lease_start gives owner, whose count the caller has set, a lease of
--- lease ms from now and its record, and has the side's keys expire with
--- the longest lease.
+-- lease_start gives owner, whose count the caller has set, a lease of lease
+-- ms and its record, and has the side's keys expire with the longest lease.
 local function lease_start(side, owner, now, lease, record)
   redis.call('zadd', side.leases, now + lease, owner)
   redis.call('hset', side.records, owner, record)
@@ -43,14 +37,12 @@ local function lease_live(side, owner, now)
   return score and tonumber(score) >= now
 end
 
--- drop_lapsed drops every owner whose lease ran out before now from the
--- side's three keys.
+-- drop_lapsed drops every owner whose lease ran out before now.
 local function drop_lapsed(side, now)
   local before = string.format('(%d', now)
   local dead = redis.call('zrangebyscore', side.leases, '-inf', before)
   if #dead > 0 then
-    -- In slices: unpack has a limit (Lua's C stack) far above the usual
-    -- number of dead owners, which is one.
+    -- In slices: unpack is bounded by Lua's C stack (the usual count is one).
     for i = 1, #dead, 1000 do
       local j = math.min(i + 999, #dead)
       redis.call('hdel', side.counts, unpack(dead, i, j))
@@ -60,9 +52,8 @@ local function drop_lapsed(side, now)
   end
 end
 
--- first_end is the time left of the side's first lease to end, in ms from
--- now (-1 when there is none): how long a refused caller may wait before a
--- holder's lease can run out without a message.
+-- first_end is the ms left of the side's first lease to end (-1: none): how
+-- long a refused caller may wait before a lease can run out without a message.
 local function first_end(side, now)
   local first = redis.call('zrange', side.leases, 0, 0, 'WITHSCORES')
   if first[2] == nil then

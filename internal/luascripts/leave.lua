@@ -8,15 +8,13 @@
 -- ARGV[1]  the caller's client id
 -- ARGV[2]  wake spec for the next client, e.g. "p50" (see queue.lua)
 --
--- Takes the client off the queue, so that no release wakes it any more. A
--- release that already woke it reserved the lock for it; that wake-up is
--- passed to the next client instead of lapsing. Run it before unsubscribing:
--- a wake-up published after the unsubscribe would be lost.
+-- Takes the client off the queue, and passes a wake-up it already got (the
+-- reservation) to the next client instead of letting it lapse. Run it before
+-- unsubscribing: a wake-up published after the unsubscribe would be lost.
 --
 -- Returns 1 when the lock was reserved for the client (the reservation is
 -- gone, and the next client was woken if the lock is free), else 0.
-local lock, channel, queue, reservation, client = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
-local desc = KEYS[5]
+local lock, channel, queue, reservation, desc, client = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1]
 dequeue(queue, desc, client)
 if redis.call('get', reservation) ~= client then
   return 0

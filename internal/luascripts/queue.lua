@@ -1,31 +1,18 @@
 -- queue: the prelude of the scripts that queue waiting clients or wake them.
 --
--- A client with waiters on a lock subscribes to "<channel>:<client id>" and,
--- once refused, queues its id in the lock's wait queue: a ZSET scored by the
--- server time it queued at, so the oldest comes first. Freeing the lock pops
--- queued clients, oldest first, and publishes to each until one has a
--- subscriber (PUBLISH counts receivers): one client is woken per release. A
--- client that died has no subscriber and costs one publish.
---
--- The woken client gets a reservation: the key "<lock>:r" holds its id for a
--- short window (PX), in which only that client may take the free lock, so
--- that the goroutine that just released cannot barge in before the wake-up
--- arrives.
+-- A wait queue is a ZSET {client id -> server time queued}, oldest first; a
+-- queued client listens on "<channel>:<client id>". Freeing a Mutex pops
+-- clients and publishes to each until one has a subscriber (PUBLISH counts
+-- receivers), and reserves the lock for it ("<lock>:r", PX) so that nobody
+-- barges in before the wake-up arrives. Each queue has a description hash
+-- {client id -> description} for Inspect, with the queue's expiry; every
+-- script dequeues through dequeue, so an entry and its description go
+-- together. Callers pass both keys: the helpers build no key names.
 
--- Each queue has a description hash "<queue>:d" {client id -> the client's
--- description}, so that Inspect can say who waits, not just which id: a
--- client's field is written when it joins the queue and deleted when it
--- leaves it (dequeue; every script takes clients off a queue through it),
--- and the hash has the queue's expiry, so it outlives neither. Its callers
--- pass it in KEYS beside the queue (the desc parameters below), as every
--- key a script touches must be: the helpers build no key names.
-
--- enqueue puts client at the back of queue unless it is already queued (NX:
--- it keeps its place), and keeps the queue at least the wait (ms) the
--- client was told and 10 s more, so that it outlives every waiter's
--- TTL-bounded wait but not an abandoned lock.
--- about is the caller's "<ms>|<description>" (record.lua), or nil: its
--- description is kept in desc, the queue's description hash.
+-- enqueue puts client at the back of queue unless it is queued (NX: it keeps
+-- its place), and keeps the queue the wait (ms) the client was told and 10 s
+-- more: it outlives every TTL-bounded wait, but not an abandoned lock. about
+-- is the caller's "<ms>|<description>" (record.lua), or nil.
 local function enqueue(queue, desc, client, wait, about)
   local ttl = math.max(wait, 0) + 10000
   local now = redis.call('time')
@@ -47,8 +34,7 @@ local function enqueue(queue, desc, client, wait, about)
   end
 end
 
--- refused is an acquire's refusal {0, wait}: a caller that waits (queued)
--- is queued first, as enqueue says.
+-- refused is an acquire's refusal {0, wait}, queueing a caller that waits.
 local function refused(queued, queue, desc, client, wait, about)
   if queued then
     enqueue(queue, desc, client, wait, about)
@@ -56,16 +42,14 @@ local function refused(queued, queue, desc, client, wait, about)
   return {0, wait}
 end
 
--- dequeue takes client off queue and drops its description from desc. It
--- returns 1 when the client was queued, else 0.
+-- dequeue takes client off queue and desc: 1 when it was queued, else 0.
 local function dequeue(queue, desc, client)
   redis.call('hdel', desc, client)
   return redis.call('zrem', queue, client)
 end
 
--- publisher is the command a wake spec asks for: every script that wakes
--- clients gets the same spec, "p" (PUBLISH) or "s" (SPUBLISH, Cluster)
--- followed by the Mutex's reservation window in ms (the others ignore it).
+-- publisher is the command of a wake spec: "p" (PUBLISH) or "s" (SPUBLISH,
+-- Cluster), then the Mutex's reservation window in ms (others ignore it).
 local function publisher(spec)
   if string.sub(spec, 1, 1) == 's' then
     return 'spublish'
@@ -74,14 +58,11 @@ local function publisher(spec)
 end
 
 -- release_count drops one of owner's holds in hash, whose count the caller
--- says is n (it serialises an owner's calls, so it knows). retry: an
--- earlier call with these arguments may have run; a state that call would
--- have left (the count one lower, the owner gone) is then its doing, since
--- owner ids are never reused. It returns the holds left, or -1 when owner
--- does not hold with that count (nothing changed), and whether an earlier
--- call had already done it (then nothing changed either). At 0 the field
--- is gone, unless keep: a caller about to delete the whole hash saves the
--- HDEL.
+-- knows is n. With retry, the state an earlier run would have left (the
+-- count one lower, the owner gone) is taken as its doing: owner ids are
+-- never reused. It returns the holds left, or -1 when owner does not hold
+-- with that count, and whether an earlier run did it (both: nothing
+-- changed). At 0 the field is gone, unless keep (the caller deletes the hash).
 local function release_count(hash, owner, n, retry, keep)
   local count = tonumber(redis.call('hget', hash, owner))
   if count ~= n then
@@ -100,10 +81,8 @@ local function release_count(hash, owner, n, retry, keep)
 end
 
 -- wake publishes to the oldest queued client that still listens and
--- reserves the free lock for it. spec is the caller's wake argument: "p"
--- (PUBLISH) or "s" (SPUBLISH, Cluster) followed by the reservation window in
--- ms, 0 for none; one argument instead of two keeps the hot path's calls
--- short. It returns the client woken, or nil when nobody listens.
+-- reserves the free lock for it for spec's window (0: none; one argument, not
+-- two, keeps the hot path's calls short). It returns the client, or nil.
 local function wake(queue, desc, channel, reservation, spec)
   local publish = publisher(spec)
   local window = tonumber(string.sub(spec, 2))

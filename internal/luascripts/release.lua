@@ -9,15 +9,11 @@
 -- KEYS[6]  holder record        (same hash tag; see describe.lua)
 -- KEYS[7]  the wait queue's description hash (same hash tag; see queue.lua)
 -- ARGV[1]  owner id
--- ARGV[2]  the owner's hold count before this release (exact: the caller
---          serialises an owner's calls, so it knows it)
--- ARGV[3]  wake spec: "p" or "s" (PUBLISH or SPUBLISH) and the reservation
---          window in ms for the client woken, e.g. "p50" (see queue.lua)
--- ARGV[4]  "1" if an earlier call with these arguments may have run (its
---          reply was lost), "0" otherwise
--- ARGV[5]  optional heir: a new owner id of the caller's client. At the last
---          hold the lock passes to the heir: a new grant with a new token,
---          no message and no acquire. Absent or "" for none.
+-- ARGV[2]  the owner's hold count before this release (exact)
+-- ARGV[3]  wake spec, e.g. "p50" (queue.lua's publisher)
+-- ARGV[4]  "1" if an earlier call with these arguments may have run, else "0"
+-- ARGV[5]  optional heir: a new owner id of the caller's client, to which the
+--          last hold passes as a new grant with a new token. Absent or "" for none.
 -- ARGV[6]  the heir's lease in ms (> 0), with ARGV[5]
 -- ARGV[7]  the heir's client description, with ARGV[5]
 --
@@ -28,13 +24,10 @@
 --   {-1, 0}  the owner does not hold the lock with that count: nothing changed
 --   {-3, t}  handed over: the heir holds the lock, with token t
 --
--- Idempotent: a retry finds the state the first call left (the count one
--- lower, the owner gone, or the heir in its place) and reports it again
--- without changing anything. Owner ids are never reused, so nobody else
--- can have made that state; but a lease that ran out before the first call
--- arrived leaves the same "owner gone", which a retry reports as freed.
-local lock, channel, fence, queue, reservation, record = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local desc = KEYS[7]
+-- Idempotent: a retry reports the state the first call left (the count one
+-- lower, the owner gone, or the heir in its place) and changes nothing. A
+-- lease that ran out before the first call also leaves "owner gone": freed.
+local lock, channel, fence, queue, reservation, record, desc = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local owner, n, heir = ARGV[1], tonumber(ARGV[2]), ARGV[5] or ''
 local left, earlier = release_count(lock, owner, n, ARGV[4] == '1', true) -- DEL follows
 if earlier and left == 0 and heir ~= '' and redis.call('hexists', lock, heir) == 1 then
@@ -52,7 +45,4 @@ if heir ~= '' then
   describe(record, heir, token, ARGV[7], lease)
   return {-3, token}
 end
-if wake(queue, desc, channel, reservation, ARGV[3]) then
-  return {0, 1}
-end
-return {0, 0}
+return {0, wake(queue, desc, channel, reservation, ARGV[3]) and 1 or 0}

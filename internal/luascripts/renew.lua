@@ -13,12 +13,11 @@
 --                not passed, and renewing moves that score to now + lease.
 --
 -- Returns an array of n integers: 1 when that key's group is held (each of
--- its keys' expiry is now at least the lease), 0 when it is not (nothing
--- of the group changed). The ownership check is what stops a renewal in
--- flight from reviving a lock that was released a moment before, or a
--- lease that ran out while its keys lived on for others. The checks read
--- with pcall: a key written over with another type (WRONGTYPE) is a group
--- not held, which costs its own lock, not every lock of the batch.
+-- its keys' expiry is now at least the lease), 0 when it is not (nothing of
+-- the group changed). The ownership check stops a renewal in flight from
+-- reviving a lock released a moment before, or a lease that ran out while
+-- its keys lived on for others. The checks use pcall: a key overwritten with
+-- another type (WRONGTYPE) costs its own group, not the batch.
 local lease = tonumber(ARGV[1])
 local out = {}
 local now -- server time, read at the first lease set

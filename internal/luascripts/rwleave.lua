@@ -1,7 +1,6 @@
 -- rwleave: a client stops waiting for an RWMutex.
 --
--- KEYS[1..8]  as rwqueue.lua says: B:w, the read side's B:rd, B:rd:e and
---             B:rd:rec, the queues B:qr and B:qw with their descriptions
+-- KEYS[1..8]  as rwqueue.lua says (B:w, B:rd, B:rd:e, B:rd:rec, B:qr, B:qr:d, B:qw, B:qw:d)
 -- ARGV[1]  base key B           ARGV[2]  the caller's client id
 -- ARGV[3]  wake spec (queue.lua's publisher), e.g. "p50"
 -- ARGV[4]  the queue to leave: "r" for B:qr, "w" for B:qw

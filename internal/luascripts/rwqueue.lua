@@ -1,15 +1,12 @@
 -- rwqueue: the prelude of the RWMutex scripts (after queue.lua's and
 -- leases.lua's).
 --
--- An RWMutex with base key B has: B:w, the write hold {owner -> count}
--- with the lease as its expiry and the grant's record in the field "#rec";
--- its read side (leases.lua): B:rd, the readers {owner -> count}, B:rd:e,
--- each reader's lease end, and B:rd:rec, their records, so that a dead
--- reader lapses alone while the others renew the side's keys. Waiting
--- clients queue in B:qr (readers) and B:qw (writers), scored by the server
--- time they queued at, with their descriptions in B:qr:d and B:qw:d, and
--- listen on B:ch:r:<client> and B:ch:w:<client>. A client keeps its entry
--- until it is granted or leaves.
+-- An RWMutex with base key B has: B:w, the write hold {owner -> count} with
+-- the lease as its expiry and the grant's record in the field "#rec"; its
+-- read side (leases.lua): B:rd {owner -> count}, B:rd:e, B:rd:rec. Clients
+-- queue in B:qr (readers) and B:qw (writers), described in B:qr:d and
+-- B:qw:d, listen on B:ch:r:<client> and B:ch:w:<client>, and keep their
+-- entry until granted or gone.
 --
 -- Every script but rwreenter gets the same KEYS (rwwrite one more, its
 -- fencing counter B:fence):
@@ -19,9 +16,8 @@
 local w, qr, qrd, qw, qwd = KEYS[1], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local readers = {counts = KEYS[2], leases = KEYS[3], records = KEYS[4]}
 
--- live_readers drops the readers whose lease ran out and returns how many
--- are left, and the time left of the first of their leases to end (-1
--- when none is left).
+-- live_readers drops the dead readers and returns how many are left and the
+-- time left of the first of their leases to end (-1: none).
 local function live_readers()
   local now = server_ms()
   drop_lapsed(readers, now)
@@ -33,10 +29,9 @@ local function live_readers()
 end
 
 -- rw_wake tells the clients whom a free write side can now admit: every
--- reader queued before the first queued writer, or, when there is none
--- and no reader holds (nreaders 0), that writer. spec is a wake spec
--- (PUBLISH or SPUBLISH). A client that no longer listens is dropped. It
--- returns how many clients it woke.
+-- reader queued before the first queued writer, or, when there is none and
+-- nreaders is 0, that writer. A client that no longer listens is dropped.
+-- It returns how many it woke.
 local function rw_wake(base, spec, nreaders)
   local publish = publisher(spec)
   local head = redis.call('zrange', qw, 0, 0, 'WITHSCORES')

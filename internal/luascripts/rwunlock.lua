@@ -1,8 +1,7 @@
 -- rwunlock: drop one of an owner's read or write holds of an RWMutex; at the
 -- last, wake whom the lock can now admit.
 --
--- KEYS[1..8]  as rwqueue.lua says: B:w, the read side's B:rd, B:rd:e and
---             B:rd:rec, the queues B:qr and B:qw with their descriptions
+-- KEYS[1..8]  as rwqueue.lua says (B:w, B:rd, B:rd:e, B:rd:rec, B:qr, B:qr:d, B:qw, B:qw:d)
 -- ARGV[1]  base key B           ARGV[2]  owner id
 -- ARGV[3]  "r" for a read hold, "w" for the write hold
 -- ARGV[4]  the owner's hold count before this release (exact)
@@ -16,11 +15,11 @@
 local base, owner, side, n, retry = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[6] == '1'
 local left, earlier
 if side == 'w' then
-  -- No DEL: the hash goes with its last field, and a retry must not
-  -- delete a write hold someone took since.
+  -- No DEL (the hash goes with its last field): a retry must not delete a
+  -- write hold someone took since.
   left, earlier = release_count(w, owner, n, retry)
-  -- The record goes with the owner's last hold: it is the owner's only
-  -- when it names the owner (a retry may find a newer writer's).
+  -- The record goes with the owner's last hold, if it names the owner (a
+  -- retry may find a newer writer's).
   local rec = left == 0 and redis.call('hget', w, '#rec')
   if rec and string.sub(rec, 1, #owner + 1) == owner .. '|' then
     redis.call('hdel', w, '#rec')
@@ -34,8 +33,7 @@ else
     lease_end(readers, owner)
   end
 end
--- An earlier run of this release woke whom it could: a retry does not
--- wake them twice.
+-- A retry does not wake twice what an earlier run woke.
 if left ~= 0 or n ~= 1 or earlier or redis.call('exists', w) == 1 then
   return {left, 0}
 end

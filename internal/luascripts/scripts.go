@@ -12,6 +12,7 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,15 +20,12 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// sources are the scripts and their preludes, one .lua file each.
-//
 //go:embed *.lua
 var sources embed.FS
 
-// script is the script name.lua, after the preludes it needs (the Lua
-// library: queue.lua queues and wakes clients, record.lua writes holder
-// records, leases.lua keeps the lease sets of sides whose holders share
-// keys, rwqueue.lua and semqueue.lua are the RWMutex's and the Semaphore's).
+// script is the script name.lua after the preludes it needs: the Lua library
+// (queue, record, leases) and the RWMutex's and Semaphore's (rwqueue, semqueue).
+// It registers the script for All.
 func script(name string, preludes ...string) *Script {
 	var src strings.Builder
 	for _, f := range append(preludes, name) {
@@ -37,8 +35,12 @@ func script(name string, preludes ...string) *Script {
 		}
 		src.Write(b)
 	}
-	return New(name, src.String())
+	s := New(name, src.String())
+	all = append(all, s)
+	return s
 }
+
+var all []*Script // every script made by script, in declaration order
 
 // The scripts. They are safe for concurrent use.
 var (
@@ -73,12 +75,7 @@ var (
 
 // All returns every script latchkey runs: the ACL test checks that the
 // commands they call are in the documented grant.
-func All() []*Script {
-	return []*Script{Acquire, Reenter, Release, Leave, Renew, ForceUnlock, Describe,
-		RWRead, RWWrite, RWReenter, RWUnlock, RWLeave, RWDescribe, RWForceUnlock,
-		LatchSet, LatchCountDown, LatchRead,
-		SemAcquire, SemRelease, SemLeave, SemAvailable, SemDescribe, SemForceUnlock}
-}
+func All() []*Script { return slices.Clone(all) }
 
 // Script is one Lua script with its SHA-1 computed once.
 type Script struct {
@@ -107,7 +104,13 @@ func (s *Script) Source() string { return s.src }
 // being migrated, a call refused with TRYAGAIN is sent again until the
 // migration ends or ctx does (see tryagain.go).
 func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
-	return untilNotTryAgain(ctx, func() rueidis.RedisResult { return s.lua.Exec(ctx, c, keys, args) }, rueidis.RedisResult.Error)
+	backoff := Backoff{Min: tryAgainMin, Max: tryAgainMax}
+	for {
+		out := s.lua.Exec(ctx, c, keys, args)
+		if !IsTryAgain(out.Error()) || !backoff.Sleep(ctx) {
+			return out
+		}
+	}
 }
 
 // Call is one execution in a pipelined ExecMulti.

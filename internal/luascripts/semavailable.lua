@@ -1,7 +1,6 @@
 -- semavailable: how many permits of a Semaphore are free.
 --
--- KEYS[1..6]  as semqueue.lua says: the holders' B:h, B:h:e and B:h:rec,
---             the queue B:q with its descriptions B:q:d, the wants B:qn
+-- KEYS[1..6]  as semqueue.lua says (B:h, B:h:e, B:h:rec, B:q, B:q:d, B:qn)
 -- ARGV[1]  the caller's size
 --
 -- Drops holders whose lease ran out. Returns {free, 0}, or {-1, size} when

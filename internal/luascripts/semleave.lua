@@ -1,7 +1,6 @@
 -- semleave: a client stops waiting for a Semaphore.
 --
--- KEYS[1..6]  as semqueue.lua says: the holders' B:h, B:h:e and B:h:rec,
---             the queue B:q with its descriptions B:q:d, the wants B:qn
+-- KEYS[1..6]  as semqueue.lua says (B:h, B:h:e, B:h:rec, B:q, B:q:d, B:qn)
 -- ARGV[1]  base key B           ARGV[2]  the caller's client id
 -- ARGV[3]  the caller's size    ARGV[4]  wake spec (queue.lua's publisher), e.g. "p50"
 --

@@ -1,18 +1,13 @@
 -- semqueue: the prelude of the Semaphore scripts (after queue.lua's and
 -- leases.lua's).
 --
--- A Semaphore with base key B has its holders' side (leases.lua): B:h,
--- the holders {owner -> permits} and the field "#size" (owner ids never
--- start with '#'), the size its first user fixed; B:h:e, each holder's
--- lease end; B:h:rec, their records. The three expire with the longest
--- holder's lease, as a Mutex's key does with its one; a holder whose lease
--- ran out is dead, and its permits are free. Waiting clients queue in B:q,
--- scored by the server time they queued at, with their descriptions in
--- B:q:d and the permits each one's contender wants in B:qn {client ->
--- permits}, which records "#size" too, with B:q's expiry. So the size
--- lives while anyone holds or waits, and neither key outlives what it
--- records. Clients listen on B:ch:<client>, and keep their entry until
--- granted or gone.
+-- A Semaphore with base key B has its holders' side (leases.lua): B:h
+-- {owner -> permits} with the field "#size" (owner ids never start with
+-- '#'), B:h:e, B:h:rec. Clients queue in B:q, described in B:q:d, with
+-- their wants in B:qn {client -> permits}, which records "#size" too, with
+-- B:q's expiry: the size lives while anyone holds or waits, and neither key
+-- outlives what it records. Clients listen on B:ch:<client> and keep their
+-- entry until granted or gone.
 --
 -- Every Semaphore script gets the same KEYS:
 --   KEYS[1] B:h   KEYS[2] B:h:e   KEYS[3] B:h:rec
@@ -42,7 +37,7 @@ local function sem_held(now)
 end
 
 -- sem_ahead returns the permits wanted by the clients queued before client
--- (all queued clients when it is not queued), and whether it is queued.
+-- (all of them when it is not queued), and whether it is queued.
 local function sem_ahead(client)
   local rank = redis.call('zrank', q, client)
   local clients = {}
@@ -63,8 +58,7 @@ local function sem_size()
   return tonumber(redis.call('hget', h, '#size')) or tonumber(redis.call('hget', qn, '#size'))
 end
 
--- sem_settle deletes B:h once no holder is left in it but "#size" (B:qn
--- keeps the size while clients wait).
+-- sem_settle deletes B:h once only "#size" is left (B:qn keeps it for waiters).
 local function sem_settle()
   if redis.call('hlen', h) == 1 and redis.call('hexists', h, '#size') == 1 then
     redis.call('del', h)
@@ -82,13 +76,11 @@ local function sem_dequeue(client)
   return removed
 end
 
--- sem_wake walks the queue oldest first and tells each client whose want
--- fits in the free permits (after the wants of those told before it),
--- until it reaches stop (the caller: it acts for itself) or a live client
--- that does not fit. That one is told too: a publish is the only way to
--- learn whether it still listens, and a dead client must not block the
--- queue. A client nobody listens for is dropped. spec is a wake spec
--- (PUBLISH or SPUBLISH). It returns how many clients it told.
+-- sem_wake tells each queued client, oldest first, whose want fits in the
+-- free permits after those told before it, until stop (the caller, which
+-- acts for itself) or a live client that does not fit. That one is told too:
+-- a publish is the only way to learn whether it listens, and a dead client
+-- must not block the queue (it is dropped). It returns how many it told.
 local function sem_wake(base, spec, free, stop)
   local publish = publisher(spec)
   local used, told = 0, 0

@@ -1,8 +1,7 @@
 -- semrelease: an owner gives back all its permits of a Semaphore, and the
 -- waiters the freed permits can serve are woken.
 --
--- KEYS[1..6]  as semqueue.lua says: the holders' B:h, B:h:e and B:h:rec,
---             the queue B:q with its descriptions B:q:d, the wants B:qn
+-- KEYS[1..6]  as semqueue.lua says (B:h, B:h:e, B:h:rec, B:q, B:q:d, B:qn)
 -- ARGV[1]  base key B           ARGV[2]  owner id
 -- ARGV[3]  the caller's size    ARGV[4]  wake spec (queue.lua's publisher), e.g. "p50"
 -- ARGV[5]  "1" if an earlier call with these arguments may have run
@@ -23,8 +22,4 @@ redis.call('hdel', h, owner)
 local size = sem_size() or tonumber(ARGV[3])
 local held = sem_held(now)
 sem_settle()
-local woken = 0
-if size > held then
-  woken = sem_wake(base, spec, size - held, nil)
-end
-return {result, woken}
+return {result, size > held and sem_wake(base, spec, size - held, nil) or 0}

@@ -9,17 +9,15 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Sync asks a script call to be acknowledged by replicas: right after it,
-// on the same connection, WAIT Replicas Timeout. WAIT counts the replicas
-// that have received every write its connection made, so it must follow
-// the script on the connection that ran the script: see execSynced for how
-// that holds on a Cluster too, where a call may be redirected.
+// Sync asks a script call to be acknowledged by replicas: WAIT Replicas
+// Timeout right after it, on the connection that ran it, since WAIT counts
+// only that connection's writes (execSynced says how on a Cluster).
 type Sync struct {
 	Replicas int64         // 0: no WAIT
 	Timeout  time.Duration // > 0 when Replicas > 0
 	// Routes, when set, remembers which Cluster node served each slot, so
-	// that a batch over many slots (the watchdog's) goes to each node at
-	// once instead of learning the way from -MOVED replies every time.
+	// that a batch over many slots (the watchdog's) need not learn the way
+	// from -MOVED replies every time.
 	Routes *Routes
 }
 
@@ -122,15 +120,13 @@ type hop struct {
 const maxRedirects = 16
 
 // execSynced runs calls, each group of them followed by WAIT on the same
-// connection. rueidis follows a -MOVED or -ASK reply by sending the one
-// redirected command to the new node, which would leave the WAIT on the
-// old one, counting nothing the script wrote (a migrating slot's source
-// answers it at once; a demoted master refuses it). So on a Cluster the
-// calls go where rueidis cannot redirect them — a dedicated connection
-// for the slot map's choice, or the node a redirect names — and each
-// redirected call is sent again, with a WAIT of its own, to where the
-// reply pointed. Elsewhere rueidis sends a pipeline holding a blocking
-// command (WAIT is one) on one connection.
+// connection. rueidis would follow a -MOVED or -ASK by sending the one
+// command to the new node, leaving the WAIT on the old one, counting
+// nothing the script wrote. So on a Cluster the calls go where rueidis
+// cannot redirect them (a dedicated connection, or the node a redirect
+// names), and a redirected call is sent again with a WAIT of its own.
+// Elsewhere rueidis sends a pipeline with a blocking command (WAIT) on one
+// connection.
 func (s *Script) execSynced(ctx context.Context, c rueidis.Client, calls []Call, y Sync) ([]rueidis.RedisResult, []error) {
 	out := make([]rueidis.RedisResult, len(calls))
 	acks := make([]error, len(calls))
@@ -150,7 +146,7 @@ func (s *Script) execSynced(ctx context.Context, c rueidis.Client, calls []Call,
 		pending[h] = append(pending[h], i)
 	}
 	nodes := sync.OnceValue(c.Nodes)
-	backoff := tryAgainMin
+	backoff := Backoff{Min: tryAgainMin, Max: tryAgainMax}
 	for redirects := 0; len(pending) > 0; {
 		var (
 			mu       sync.Mutex
@@ -202,15 +198,8 @@ func (s *Script) execSynced(ctx context.Context, c rueidis.Client, calls []Call,
 			}
 		}
 		pending = next
-		if tryAgain {
-			timer := time.NewTimer(backoff)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				timer.Stop()
-				return out, acks
-			}
-			backoff = min(2*backoff, tryAgainMax)
+		if tryAgain && !backoff.Sleep(ctx) {
+			return out, acks
 		}
 	}
 	return out, acks
