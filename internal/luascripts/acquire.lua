@@ -15,11 +15,11 @@
 --          when it queues, the queue's description hash
 --
 -- Returns {1, token} when granted (token: the grant's fencing token, one
--- more than any before), {0, pttl} when refused: pttl is how long the
--- holder's lease lasts, -1 without expiry; or {0, pttl, 1} when refused
--- because the free lock is reserved for another client, for pttl: the
--- caller may check whether that client took it (a PTTL of the lock) before
--- it tries again.
+-- more than any before); refused, queue.lua's {0, pttl, reserved, place,
+-- record}: pttl is how long the holder's lease lasts, -1 without expiry;
+-- reserved is 1 when the free lock is reserved for another client, for
+-- pttl (the caller may check whether that client took it, a PTTL of the
+-- lock, before it tries again), and then there is no holder record.
 --
 -- The fencing counter has no expiry: a token must never go back, even after
 -- the lock has been free for a long time.
@@ -55,10 +55,5 @@ if pttl == -2 then
   describe(record, owner, token, ARGV[5], lease)
   return {1, token}
 end
-if waiter then
-  enqueue(queue, desc, client, pttl, ARGV[5])
-end
-if other then
-  return {0, pttl, 1}
-end
-return {0, pttl}
+-- Reserved for another, the lock has no holder to name.
+return refused(waiter, queue, desc, client, pttl, ARGV[5], other, not other and redis.call('get', record))

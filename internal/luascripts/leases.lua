@@ -53,13 +53,14 @@ local function drop_lapsed(side, now)
 end
 
 -- first_end is the ms left of the side's first lease to end (-1: none): how
--- long a refused caller may wait before a lease can run out without a message.
+-- long a refused caller may wait before a lease can run out without a
+-- message; and that holder's record, to name it to the caller.
 local function first_end(side, now)
   local first = redis.call('zrange', side.leases, 0, 0, 'WITHSCORES')
   if first[2] == nil then
-    return -1
+    return -1, ''
   end
-  return tonumber(first[2]) - now
+  return tonumber(first[2]) - now, redis.call('hget', side.records, first[1])
 end
 
 -- live_holds appends the holds of the owners whose lease has not run out

@@ -34,12 +34,18 @@ local function enqueue(queue, desc, client, wait, about)
   end
 end
 
--- refused is an acquire's refusal {0, wait}, queueing a caller that waits.
-local function refused(queued, queue, desc, client, wait, about)
+-- refused is every acquire's refusal {0, wait, reserved, place, record}:
+-- a caller that waits is queued first and told its place in queue (1:
+-- next; 0 when not queued); record is the holder's (record.lua) or ''.
+-- They ride on the reply a refusal costs anyway, so that a waiter that
+-- gives up can say who blocked it without another round trip.
+local function refused(queued, queue, desc, client, wait, about, reserved, record)
+  local place = 0
   if queued then
     enqueue(queue, desc, client, wait, about)
+    place = redis.call('zrank', queue, client) + 1
   end
-  return {0, wait}
+  return {0, wait, reserved and 1 or 0, place, record or ''}
 end
 
 -- dequeue takes client off queue and desc: 1 when it was queued, else 0.

@@ -28,29 +28,61 @@ type AcquireReply struct {
 	// client, for PTTL. Whether that client took it, a PTTL of the lock
 	// tells more cheaply than another try.
 	Reserved bool
+	// Place is a queued caller's place in the wait queue, 1 next; 0 when
+	// it was not queued.
+	Place int64
+	// Holder is the record of the hold that refused the caller; zero when
+	// there is none (reserved), it has none, or it is damaged.
+	Holder Record
 	// Size: a Semaphore in use with this size, not the caller's (nothing
 	// was done); else 0.
 	Size int64
 }
 
-// ParseAcquire decodes {1, token} (granted), {0, pttl} (refused), {0,
-// pttl, 1} (refused for another's reservation) and {-1, size} (a
-// Semaphore's size mismatch).
+// ParseAcquire decodes an acquire reply's integers: {1, token} (granted),
+// {0, pttl, reserved, place} (refused; the holder's record that follows
+// them is DecodeAcquire's) and {-1, size} (a Semaphore's size mismatch).
 func ParseAcquire(v []int64) (AcquireReply, error) {
 	switch {
 	case len(v) == 2 && v[0] == 1 && v[1] >= 0:
 		return AcquireReply{Acquired: true, Token: v[1]}, nil
-	case len(v) == 2 && v[0] == 0 && v[1] >= -2:
+	case len(v) == 4 && v[0] == 0 && v[1] >= -2 && (v[2] == 0 || v[2] == 1 && v[1] >= 0) && v[3] >= 0:
 		// PTTL is -1 for a key without expiry; -2 (a key that vanished
 		// between two calls of one script) cannot happen, but a decoder
-		// should not trust that.
-		return AcquireReply{PTTL: pttl(v[1])}, nil
-	case len(v) == 3 && v[0] == 0 && v[1] >= 0 && v[2] == 1:
-		return AcquireReply{PTTL: pttl(v[1]), Reserved: true}, nil
+		// should not trust that. A reservation always has an expiry.
+		return AcquireReply{PTTL: pttl(v[1]), Reserved: v[2] == 1, Place: v[3]}, nil
 	case len(v) == 2 && v[0] == -1 && v[1] > 0:
 		return AcquireReply{Size: v[1]}, nil
 	}
 	return AcquireReply{}, unexpected("acquire", v)
+}
+
+// DecodeAcquire decodes an acquire reply: its integers, and a refusal's
+// holder record after them.
+func DecodeAcquire(res rueidis.RedisResult) (AcquireReply, error) {
+	msgs, err := res.ToArray()
+	if err != nil {
+		return AcquireReply{}, err
+	}
+	var record string
+	if len(msgs) == 5 {
+		if record, err = msgs[4].ToString(); err != nil {
+			return AcquireReply{}, unexpected("acquire", err)
+		}
+		msgs = msgs[:4]
+	}
+	v := make([]int64, len(msgs))
+	for i, m := range msgs {
+		if v[i], err = m.AsInt64(); err != nil {
+			return AcquireReply{}, unexpected("acquire", err)
+		}
+	}
+	r, err := ParseAcquire(v)
+	if err == nil && !r.Acquired {
+		// A damaged record costs the waiter its description, not the try.
+		r.Holder, _ = parseRecord(record)
+	}
+	return r, err
 }
 
 // ReleaseReply is every release script's answer (release, rwunlock,
@@ -78,26 +110,28 @@ func ParseRelease(v []int64) (ReleaseReply, error) {
 // acknowledge comes with a *NotReplicatedError beside it, and stands until
 // the caller undoes it.
 func runAcquire(ctx context.Context, c rueidis.Client, s *Script, keys, args []string, y Sync) (AcquireReply, error) {
-	return runParsed(ctx, c, s, keys, args, y, ParseAcquire, func(r AcquireReply) bool { return r.Acquired })
+	return runParsed(ctx, c, s, keys, args, y, DecodeAcquire, func(r AcquireReply) bool { return r.Acquired })
 }
 
 // runRelease runs a release script; one that y's replicas did not
 // acknowledge comes with a *NotReplicatedError beside it: it ran.
 func runRelease(ctx context.Context, c rueidis.Client, s *Script, keys, args []string, y Sync) (ReleaseReply, error) {
-	return runParsed(ctx, c, s, keys, args, y, ParseRelease, func(ReleaseReply) bool { return true })
+	return runParsed(ctx, c, s, keys, args, y, decodeRelease, func(ReleaseReply) bool { return true })
 }
 
-// runParsed runs s and decodes its integer array with parse; the replicas'
-// refusal (ExecSync) is returned when changed says the call changed
-// something.
-func runParsed[R any](ctx context.Context, c rueidis.Client, s *Script, keys, args []string, y Sync, parse func([]int64) (R, error), changed func(R) bool) (R, error) {
-	res, notSynced := s.ExecSync(ctx, c, keys, args, y)
+func decodeRelease(res rueidis.RedisResult) (ReleaseReply, error) {
 	v, err := res.AsIntSlice()
 	if err != nil {
-		var zero R
-		return zero, err
+		return ReleaseReply{}, err
 	}
-	r, err := parse(v)
+	return ParseRelease(v)
+}
+
+// runParsed runs s and decodes its reply; the replicas' refusal
+// (ExecSync) is returned when changed says the call changed something.
+func runParsed[R any](ctx context.Context, c rueidis.Client, s *Script, keys, args []string, y Sync, decode func(rueidis.RedisResult) (R, error), changed func(R) bool) (R, error) {
+	res, notSynced := s.ExecSync(ctx, c, keys, args, y)
+	r, err := decode(res)
 	if err == nil && changed(r) {
 		return r, notSynced
 	}

@@ -21,11 +21,11 @@ func TestParseAcquire(t *testing.T) {
 		{[]int64{1, 1}, luascripts.AcquireReply{Acquired: true, Token: 1}},
 		{[]int64{1, 42}, luascripts.AcquireReply{Acquired: true, Token: 42}},
 		{[]int64{1, 0}, luascripts.AcquireReply{Acquired: true}}, // a reader or permits: no token
-		{[]int64{0, 1500}, luascripts.AcquireReply{PTTL: 1500 * time.Millisecond}},
-		{[]int64{0, 0}, luascripts.AcquireReply{PTTL: 0}},
-		{[]int64{0, -1}, luascripts.AcquireReply{PTTL: -time.Millisecond}},     // holder without expiry
-		{[]int64{0, -2}, luascripts.AcquireReply{PTTL: -2 * time.Millisecond}}, // vanished
-		{[]int64{0, 40, 1}, luascripts.AcquireReply{PTTL: 40 * time.Millisecond, Reserved: true}},
+		{[]int64{0, 1500, 0, 0}, luascripts.AcquireReply{PTTL: 1500 * time.Millisecond}},
+		{[]int64{0, 0, 0, 3}, luascripts.AcquireReply{PTTL: 0, Place: 3}},
+		{[]int64{0, -1, 0, 1}, luascripts.AcquireReply{PTTL: -time.Millisecond, Place: 1}}, // holder without expiry
+		{[]int64{0, -2, 0, 0}, luascripts.AcquireReply{PTTL: -2 * time.Millisecond}},       // vanished
+		{[]int64{0, 40, 1, 2}, luascripts.AcquireReply{PTTL: 40 * time.Millisecond, Reserved: true, Place: 2}},
 		{[]int64{-1, 5}, luascripts.AcquireReply{Size: 5}}, // a Semaphore in use with size 5
 	}
 	for _, tc := range valid {
@@ -39,12 +39,14 @@ func TestParseAcquire(t *testing.T) {
 		nil,
 		{},
 		{1},
-		{0, 1, 2},    // refused with a token
-		{0, -1, 1},   // a reservation always has an expiry
-		{1, 1, 1},    // the old three-word grant
-		{1, 1, 1, 1}, // too long
-		{1, -1},      // negative token
-		{0, -3},      // PTTL below -2 does not exist
+		{0, 1500},     // the old two-word refusal
+		{0, 1, 2, 0},  // reserved is a flag
+		{0, -1, 1, 0}, // a reservation always has an expiry
+		{0, 1, 0, -1}, // no negative place
+		{1, 1, 1},     // the old three-word grant
+		{1, 1, 1, 1},  // too long
+		{1, -1},       // negative token
+		{0, -3, 0, 0}, // PTTL below -2 does not exist
 		{2, 1},
 		{-1, 0}, // a size is at least 1
 	}

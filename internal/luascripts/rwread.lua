@@ -11,15 +11,15 @@
 --
 -- Refused while another owner writes, and while a writer queued before the
 -- caller (or any writer, for a caller not queued) waits: writers come first.
--- Returns {1, 0} when granted (readers get no token), {0, pttl} when
--- refused: how long until the state can change without a message, -1 for
--- no bound.
+-- Returns {1, 0} when granted (readers get no token); refused, queue.lua's
+-- {0, pttl, 0, place, record}: pttl is how long until the state can change
+-- without a message, -1 for no bound; record the writer's.
 local base, owner, lease, client, queued, writer = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1', ARGV[6]
 local writes = writer ~= '' and redis.call('hexists', w, writer) == 1
-local pttl = -2
+local pttl, holder = -2, nil
 if not writes then
   if redis.call('exists', w) == 1 then
-    pttl = redis.call('pttl', w)
+    pttl, holder = redis.call('pttl', w), redis.call('hget', w, '#rec')
   else
     local head = redis.call('zrange', qw, 0, 0, 'WITHSCORES')
     if head[1] then
@@ -37,7 +37,7 @@ if not writes then
   end
 end
 if pttl ~= -2 then
-  return refused(queued, qr, qrd, client, pttl, ARGV[8])
+  return refused(queued, qr, qrd, client, pttl, ARGV[8], false, holder)
 end
 redis.call('hincrby', readers.counts, owner, 1)
 lease_start(readers, owner, server_ms(), lease, record_of(owner, 0, ARGV[8]))

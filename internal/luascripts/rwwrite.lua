@@ -12,17 +12,18 @@
 -- Granted when nobody writes, no live reader holds, and no client queued
 -- before the caller (any client, for a caller not queued) waits. Readers
 -- whose lease ran out are dropped on the way.
--- Returns {1, token} when granted, {0, pttl} when refused: how long until
--- the state can change without a message, -1 for no bound.
+-- Returns {1, token} when granted; refused, queue.lua's {0, pttl, 0, place,
+-- record}: pttl is how long until the state can change without a message,
+-- -1 for no bound; record the writer's, or the first reader's to end.
 local fence = KEYS[9]
 local base, owner, lease, client, queued = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1'
-local pttl = -2
+local pttl, holder = -2, nil
 if redis.call('exists', w) == 1 then
-  pttl = redis.call('pttl', w)
+  pttl, holder = redis.call('pttl', w), redis.call('hget', w, '#rec')
 else
-  local n, least = live_readers()
+  local n, least, first = live_readers()
   if n > 0 then
-    pttl = least
+    pttl, holder = least, first
   else
     local mine = redis.call('zscore', qw, client)
     local ahead
@@ -40,7 +41,7 @@ else
   end
 end
 if pttl ~= -2 then
-  return refused(queued, qw, qwd, client, pttl, ARGV[7])
+  return refused(queued, qw, qwd, client, pttl, ARGV[7], false, holder)
 end
 local token = redis.call('incr', fence)
 redis.call('hset', w, owner, 1, '#rec', record_of(owner, token, ARGV[7]))

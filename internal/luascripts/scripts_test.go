@@ -145,8 +145,19 @@ func acquireRaw(t *testing.T, c rueidis.Client, k luascripts.Keys, a luascripts.
 	if a.Waiter {
 		waiter = "1"
 	}
-	v, err := luascripts.Acquire.Exec(t.Context(), c, k.AcquireKeys(), []string{a.Owner, luascripts.Millis(a.Lease), a.Client, waiter}).AsIntSlice()
+	msgs, err := luascripts.Acquire.Exec(t.Context(), c, k.AcquireKeys(), []string{a.Owner, luascripts.Millis(a.Lease), a.Client, waiter}).ToArray()
 	require.NoError(t, err)
+	var v []int64
+	for i, m := range msgs {
+		if i == 4 { // a refusal's holder record
+			_, err = m.ToString()
+			require.NoError(t, err)
+			continue
+		}
+		n, err := m.AsInt64()
+		require.NoError(t, err)
+		v = append(v, n)
+	}
 	return v
 }
 
@@ -427,8 +438,9 @@ func TestAcquire(t *testing.T) {
 		take(t, c, k, "A")
 		before := snapshot(t, c, k)
 		v := acquireRaw(t, c, k, luascripts.AcquireArgs{Owner: "B", Lease: time.Second, Client: "b"})
-		require.Len(t, v, 2)
+		require.Len(t, v, 4)
 		assert.Equal(t, int64(0), v[0])
+		assert.Equal(t, int64(0), v[3], "not queued: no place")
 		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "B2", Lease: time.Second, Client: "b"})
 		assert.False(t, r.Acquired)
 		between(t, r.PTTL, lease-10*time.Second, lease, "the holder's lease")
@@ -438,7 +450,7 @@ func TestAcquire(t *testing.T) {
 	t.Run("HolderWithoutExpiry", func(t *testing.T) {
 		k := newKeys(t, c)
 		do(t, c, c.B().Hset().Key(k.Lock).FieldValue().FieldValue("A", "1").Build())
-		assert.Equal(t, []int64{0, -1}, acquireRaw(t, c, k, luascripts.AcquireArgs{Owner: "B", Lease: lease, Client: "b", Waiter: true}))
+		assert.Equal(t, []int64{0, -1, 0, 1}, acquireRaw(t, c, k, luascripts.AcquireArgs{Owner: "B", Lease: lease, Client: "b", Waiter: true}), "refused, first in line")
 		assert.Equal(t, []string{"b"}, queued(t, c, k))
 		between(t, pttl(t, c, k.Queue), 5*time.Second, 10*time.Second, "queued for the slack alone")
 	})
@@ -1239,9 +1251,7 @@ func TestExecMultiAfterScriptFlush(t *testing.T) {
 	results := luascripts.Acquire.ExecMulti(t.Context(), c, calls)
 	require.Len(t, results, n)
 	for i, r := range results {
-		v, err := r.AsIntSlice()
-		require.NoError(t, err, "call %d", i)
-		got, err := luascripts.ParseAcquire(v)
+		got, err := luascripts.DecodeAcquire(r)
 		require.NoError(t, err, "call %d", i)
 		if i%2 == 1 {
 			assert.False(t, got.Acquired, "call %d: held by B", i)

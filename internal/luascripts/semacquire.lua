@@ -12,10 +12,11 @@
 -- Granted by semqueue.lua's grant rule. A request refused only because of
 -- queued clients, while permits are free, first prods the queue (which
 -- drops clients that stopped listening ahead of the caller).
--- Returns {1, 0} when granted (permits get no token), {0, pttl} when
--- refused: how long until permits can free without a message, -1 for no
--- bound; {-1, size} when the semaphore is in use with another size
--- (nothing changed).
+-- Returns {1, 0} when granted (permits get no token); refused, queue.lua's
+-- {0, pttl, 0, place, record}: pttl is how long until permits can free
+-- without a message, -1 for no bound; record the first holder's to end;
+-- {-1, size} when the semaphore is in use with another size (nothing
+-- changed).
 local base, owner, n, size = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local lease, client, queued, spec = tonumber(ARGV[5]), ARGV[6], ARGV[7] == '1', ARGV[8]
 local now = server_ms()
@@ -29,23 +30,23 @@ if recorded and recorded ~= size then
 end
 local prev = tonumber(redis.call('hget', qn, client))
 local ahead, mine = sem_ahead(client)
-local pttl = -2
+local pttl, holder = -2, nil
 if held + n > size then
-  pttl = first_end(holders, now)
+  pttl, holder = first_end(holders, now)
 elseif held + n + ahead > size then
   sem_wake(base, spec, size - held, client)
   ahead, mine = sem_ahead(client)
   if held + n + ahead > size then
-    pttl = first_end(holders, now)
+    pttl, holder = first_end(holders, now)
   end
 end
 if pttl ~= -2 then
+  local reply = refused(queued, q, qd, client, pttl, ARGV[9], false, holder)
   if queued then
-    enqueue(q, qd, client, pttl, ARGV[9])
     redis.call('hset', qn, client, n, '#size', size)
     redis.call('pexpire', qn, redis.call('pttl', q))
   end
-  return {0, pttl}
+  return reply
 end
 redis.call('hset', h, owner, n, '#size', size)
 lease_start(holders, owner, now, lease, record_of(owner, 0, ARGV[9]))
