@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
@@ -43,6 +44,9 @@ type side struct {
 	// keep lists the keys a hold of owner keeps alive, in watchdog groups
 	// (the first key holds owner's field, the rest follow it).
 	keep func(owner string) [][]string
+
+	// last is the last refusal this side's tries got, for a WaitError.
+	last atomic.Pointer[refusal]
 }
 
 // reply is one acquire call's answer.
@@ -52,6 +56,8 @@ type reply struct {
 	pttl     time.Duration // refused: how long the state may last without a message; < 0 for no bound
 	fail     error         // refused for good (a Semaphore's size mismatch)
 	reserved bool          // refused: the free lock is reserved, for pttl, for the client a release woke
+	place    int64         // refused and queued: the client's place in line, 1 next
+	holder   luascripts.Record
 }
 
 // release is one release call's request.
@@ -101,7 +107,11 @@ func (sd *side) lock(ctx context.Context, lo lockOptions, deadline time.Time, no
 		return lv.h.reenter(ctx, lv)
 	}
 	lo.obs = sd.c.obs.begin(ctx, sd.metric, sd.name)
+	start := time.Now()
 	lctx, err := sd.acquireNew(ctx, lo, deadline, noWait)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		err = sd.waitError(start, err)
+	}
 	lo.obs.end(ctx, err)
 	return lctx, err
 }
@@ -200,6 +210,9 @@ func (sd *side) attempt(ctx context.Context, lo lockOptions, queued bool) (try, 
 	t.reply, err = sd.acquire(ctx, t.owner, c.lease(lo), queued)
 	if hook := c.opts.OnAttempt; hook != nil {
 		hook(sd.name, t.granted && err == nil)
+	}
+	if err == nil && !t.granted {
+		sd.last.Store(&refusal{reply: t.reply, at: time.Now()})
 	}
 	switch {
 	case err != nil && t.granted:
@@ -520,7 +533,7 @@ func sleep(ctx context.Context, closing context.Context, d time.Duration) bool {
 // replyOf is the engine's view of an acquire script's reply; fail refuses
 // for good.
 func replyOf(r luascripts.AcquireReply, fail error) reply {
-	return reply{granted: r.Acquired, token: r.Token, pttl: r.PTTL, reserved: r.Reserved, fail: fail}
+	return reply{granted: r.Acquired, token: r.Token, pttl: r.PTTL, reserved: r.Reserved, fail: fail, place: r.Place, holder: r.Holder}
 }
 
 // releasedOf is the engine's view of a release script's reply.

@@ -142,6 +142,36 @@ func ExampleMutex_TryLock() {
 	// free after Unlock: true <nil>
 }
 
+// A Lock whose context ends while it waits says who blocked it: a
+// *WaitError with the holder seen at its last refused try and this
+// client's place in line, wrapping the context's error.
+func ExampleWaitError() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	worker, _ := rlock.NewClient(rc, rlock.Options{ClientName: "worker-7"})
+	defer worker.Close()
+	other, _ := rlock.NewClient(rc, rlock.Options{})
+	defer other.Close()
+	ctx := context.Background()
+
+	hctx, _ := worker.Mutex("orders").Lock(ctx)
+	defer worker.Mutex("orders").Unlock(hctx)
+
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err := other.Mutex("orders").Lock(wctx)
+	var we *rlock.WaitError
+	if errors.As(err, &we) {
+		fmt.Println("deadline:", errors.Is(err, context.DeadlineExceeded))
+		fmt.Println("held by:", we.Holder.Client.Name)
+		fmt.Println("place in line:", we.Position)
+	}
+	// Output:
+	// deadline: true
+	// held by: worker-7
+	// place in line: 1
+}
+
 // The context that Lock returns carries the hold: a nested function that
 // locks the same name with it re-enters, whatever handle it uses. Every
 // Lock needs its Unlock; the lock is released at the last one.

@@ -30,6 +30,10 @@ func TestConflictExitCode(t *testing.T) {
 		if r.code != tc.want || !strings.Contains(r.stderr, "busy") || r.stdout != "" || took < tc.took {
 			t.Errorf("%q: exit %d after %v, stdout %q, stderr %q; want %d after %v at least, busy, CMD not run", tc.args, r.code, took, r.stdout, r.stderr, tc.want, tc.took)
 		}
+		// A wait that ran out says who blocked it (rlock.WaitError).
+		if tc.took > 0 && (!strings.Contains(r.stderr, "held by ") || !strings.Contains(r.stderr, "1st in line") || !strings.Contains(r.stderr, "ran out")) {
+			t.Errorf("%q: stderr %q does not say who held the lock and its place in line", tc.args, r.stderr)
+		}
 	}
 }
 

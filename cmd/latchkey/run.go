@@ -166,6 +166,7 @@ func acquire(ctx context.Context, cancel context.CancelFunc, l side, wait time.D
 		lctx context.Context
 		ok   bool
 		err  error
+		busy error // the cause that ends a wait that ran out
 	}
 	res := make(chan result, 1)
 	go func() {
@@ -177,7 +178,9 @@ func acquire(ctx context.Context, cancel context.CancelFunc, l side, wait time.D
 		case wait == 0:
 			r.lctx, r.ok, r.err = l.tryLock(ctx, opts...)
 		default:
-			r.lctx, r.ok, r.err = l.tryLock(ctx, append(opts, rlock.WithWait(wait))...)
+			r = result{busy: waitOut(wait)}
+			r.lctx, r.err = lockFor(ctx, l, wait, r.busy, opts)
+			r.ok = r.err == nil
 		}
 		res <- r
 	}()
@@ -194,6 +197,10 @@ func acquire(ctx context.Context, cancel context.CancelFunc, l side, wait time.D
 		return nil, 128 + signum(sig)
 	}
 	switch {
+	case r.busy != nil && errors.Is(r.err, r.busy):
+		// The library's WaitError says who held the lock and our place.
+		fmt.Fprintf(std.err, "latchkey: the lock %q is busy\n%v\n", l.name, r.err)
+		return nil, conflict
 	case r.err != nil:
 		fmt.Fprintf(std.err, "latchkey: taking the lock %q: %v\n", l.name, r.err)
 		return nil, exitFor(r.err)
@@ -202,6 +209,24 @@ func acquire(ctx context.Context, cancel context.CancelFunc, l side, wait time.D
 		return nil, conflict
 	}
 	return r.lctx, -1
+}
+
+// waitOut is the cause that ends a --wait of d that ran out.
+func waitOut(d time.Duration) error { return fmt.Errorf("--wait %v ran out", d) }
+
+// lockFor takes l, giving up after wait with cause busy. The wait ends by
+// a cancellation, not a deadline, which would end the hold too; and by
+// Lock's, not TryLock's, so that giving up says who blocked it.
+func lockFor(ctx context.Context, l side, wait time.Duration, busy error, opts []rlock.LockOption) (context.Context, error) {
+	wctx, stop := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(wait, func() { stop(busy) })
+	lctx, err := l.lock(wctx, opts...)
+	if err == nil && !timer.Stop() {
+		// The wait ran out as the lock came: its context is ending.
+		_ = l.unlock(lctx)
+		return nil, fmt.Errorf("latchkey: the lock %q came as --wait ran out: %w", l.name, busy)
+	}
+	return lctx, err
 }
 
 // hold runs CMD while l is held through lctx and returns run's exit status:

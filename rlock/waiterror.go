@@ -1,0 +1,100 @@
+package rlock
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// WaitError is the error of a Lock (RLock, Acquire, ...) whose context
+// ended while it waited: it says who blocked it. It wraps the context's
+// error, so errors.Is(err, context.DeadlineExceeded) still holds. What it
+// knows comes from the last refused try's reply, at no extra round trip.
+type WaitError struct {
+	Name   string        // the lock's name
+	Waited time.Duration // from the call to its end
+	// Holder is the holder seen at the last refused try (its client, since
+	// when, its lease left then); nil when unknown: no try was refused, or
+	// the lock was free but reserved for a woken client.
+	Holder *Holder
+	// Position is this Client's place in the lock's wait queue at the last
+	// refused try, 1 = next; 0 when unknown or not queued.
+	Position int
+	Err      error // the context's error, with what else ended the wait
+}
+
+// waitError wraps err, the error of a wait that ended with its context, in
+// a WaitError with what the side's last refusal said.
+func (sd *side) waitError(start time.Time, err error) error {
+	we := &WaitError{Name: sd.name, Waited: time.Since(start), Err: err}
+	r := sd.last.Load()
+	if r == nil || r.at.Before(start) {
+		return we // refused before this call began: another call's news
+	}
+	we.Position = int(r.place)
+	if rec := r.holder; rec.Owner != "" {
+		h := &Holder{Owner: rec.Owner, Token: rec.Token, Since: rec.Since, LeaseLeft: -1}
+		if r.pttl >= 0 {
+			h.LeaseLeft = max(r.pttl-time.Since(r.at), 0)
+		}
+		_ = json.Unmarshal([]byte(rec.About), &h.Client) // best effort, as Inspect's
+		we.Holder = h
+	}
+	return we
+}
+
+// refusal is a refused try's reply and when it came.
+type refusal struct {
+	reply
+	at time.Time
+}
+
+// Error reads, for example, "latchkey: waited 5s for lock orders: held by
+// worker-7 (host a, pid 12) for 41s, lease left 28s; 3rd in line: context
+// deadline exceeded".
+func (e *WaitError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "latchkey: waited %v for lock %s", e.Waited.Round(time.Millisecond), e.Name)
+	if h := e.Holder; h != nil {
+		b.WriteString(": held by ")
+		switch {
+		case h.Client.Name != "":
+			fmt.Fprintf(&b, "%s (host %s, pid %d)", h.Client.Name, h.Client.Host, h.Client.PID)
+		case h.Client.Host != "":
+			fmt.Fprintf(&b, "host %s, pid %d", h.Client.Host, h.Client.PID)
+		default:
+			b.WriteString(h.Owner)
+		}
+		if !h.Since.IsZero() {
+			fmt.Fprintf(&b, " for %v", time.Since(h.Since).Round(time.Second))
+		}
+		if h.LeaseLeft >= 0 {
+			fmt.Fprintf(&b, ", lease left %v", h.LeaseLeft.Round(time.Millisecond))
+		}
+	}
+	if e.Position > 0 {
+		fmt.Fprintf(&b, "; %s in line", ordinal(e.Position))
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
+	return b.String()
+}
+
+// Unwrap returns the context's error (and what else ended the wait).
+func (e *WaitError) Unwrap() error { return e.Err }
+
+// ordinal is 1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st, ...
+func ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
+}
