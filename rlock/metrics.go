@@ -129,26 +129,26 @@ func newObserver(o Options) (*observer, error) {
 		mp = noop.NewMeterProvider()
 	}
 	m := mp.Meter(instrumentation)
-	var errs [8]error
-	ob.wait, errs[0] = m.Float64Histogram("latchkey.lock.wait.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from Lock or TryLock (not re-entries), or a latch's Await, to its outcome: acquired (for Await: the count reached zero), timeout (TryLock's wait or the context's deadline ran out), cancelled (context cancelled, client closed), error."),
-		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
-	ob.hold, errs[1] = m.Float64Histogram("latchkey.lock.hold.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from a grant to its last Unlock, or to its loss."),
-		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600))
-	ob.acquired, errs[2] = m.Int64Counter("latchkey.lock.acquisitions", metric.WithUnit("{acquisition}"),
-		metric.WithDescription("Locks acquired, re-entries (latchkey.reentry=true) included."))
-	ob.contended, errs[3] = m.Int64Counter("latchkey.lock.contended", metric.WithUnit("{acquisition}"),
-		metric.WithDescription("Lock and TryLock calls that had to wait (the lock was busy at their first try), and Awaits that did (the latch was set), whatever their outcome."))
-	ob.lost, errs[4] = m.Int64Counter("latchkey.lock.lost", metric.WithUnit("{hold}"),
-		metric.WithDescription("Holds lost before their Unlock, by cause: gone (deleted or expired in Redis), renewal_failed, lease_ended, other."))
-	ob.wakeups, errs[5] = m.Int64Counter("latchkey.lock.wakeups.sent", metric.WithUnit("{message}"),
-		metric.WithDescription("Releases that woke a queued client, and latch count-downs whose zero reached a subscribed client (one message each); local handovers send none."))
-	ob.forced, errs[6] = m.Int64Counter("latchkey.lock.force_unlocks", metric.WithUnit("{lock}"),
-		metric.WithDescription("Locks this client deleted with ForceUnlock; their holders count them as lost (gone)."))
-	ob.leaked, errs[7] = m.Int64Counter("latchkey.lock.leaked", metric.WithUnit("{level}"),
-		metric.WithDescription("Lock contexts of live holds that became unreachable without their Unlock; latchkey unlocked them."))
-	if err := errors.Join(errs[:]...); err != nil {
+	var errs []error
+	histogram := func(dst *metric.Float64Histogram, name, desc string, bounds ...float64) {
+		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(bounds...))
+		*dst, errs = h, append(errs, err)
+	}
+	counter := func(dst *metric.Int64Counter, name, unit, desc string) {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		*dst, errs = c, append(errs, err)
+	}
+	histogram(&ob.wait, "latchkey.lock.wait.duration", "Time from Lock or TryLock (not re-entries), or a latch's Await, to its outcome: acquired (for Await: the count reached zero), timeout (TryLock's wait or the context's deadline ran out), cancelled (context cancelled, client closed), error.",
+		0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+	histogram(&ob.hold, "latchkey.lock.hold.duration", "Time from a grant to its last Unlock, or to its loss.",
+		0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
+	counter(&ob.acquired, "latchkey.lock.acquisitions", "{acquisition}", "Locks acquired, re-entries (latchkey.reentry=true) included.")
+	counter(&ob.contended, "latchkey.lock.contended", "{acquisition}", "Lock and TryLock calls that had to wait (the lock was busy at their first try), and Awaits that did (the latch was set), whatever their outcome.")
+	counter(&ob.lost, "latchkey.lock.lost", "{hold}", "Holds lost before their Unlock, by cause: gone (deleted or expired in Redis), renewal_failed, lease_ended, other.")
+	counter(&ob.wakeups, "latchkey.lock.wakeups.sent", "{message}", "Releases that woke a queued client, and latch count-downs whose zero reached a subscribed client (one message each); local handovers send none.")
+	counter(&ob.forced, "latchkey.lock.force_unlocks", "{lock}", "Locks this client deleted with ForceUnlock; their holders count them as lost (gone).")
+	counter(&ob.leaked, "latchkey.lock.leaked", "{level}", "Lock contexts of live holds that became unreachable without their Unlock; latchkey unlocked them.")
+	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%w: creating latchkey's instruments: %w", ErrInvalidOptions, err)
 	}
 	if !ob.nameAttr {

@@ -61,3 +61,12 @@ local function rw_wake(base, spec, nreaders)
     dequeue(qw, qwd, first)
   end
 end
+
+-- rw_prod is a refusal's wait when nothing holds yet clients queued ahead
+-- of the caller wait: they should be acting, so it wakes them (which also
+-- drops those that stopped listening) and the caller waits for a message
+-- (-1: no bound of its own).
+local function rw_prod(base, spec)
+  rw_wake(base, spec, 0)
+  return -1
+end

@@ -29,8 +29,7 @@ if not writes then
         -- prod the queue, which also drops it if it stopped listening.
         pttl = redis.call('pttl', readers.counts)
         if pttl == -2 then
-          rw_wake(base, ARGV[7], 0)
-          pttl = -1
+          pttl = rw_prod(base, ARGV[7])
         end
       end
     end

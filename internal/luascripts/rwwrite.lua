@@ -33,10 +33,7 @@ else
       ahead = redis.call('zcard', qw) + redis.call('zcard', qr)
     end
     if ahead > 0 then
-      -- Nothing holds, so whoever is ahead should be acting: prod them,
-      -- which also drops clients that stopped listening.
-      rw_wake(base, ARGV[6], 0)
-      pttl = -1
+      pttl = rw_prod(base, ARGV[6])
     end
   end
 end
