@@ -69,6 +69,11 @@ var (
 	LatchSet       = script("latchset")
 	LatchCountDown = script("latchcountdown")
 	LatchRead      = script("latchread")
+
+	// The election's (election.go): the Mutex's acquire and release inside.
+	Elect       = composed("elect", "acquire", "queue", "record")
+	ElectResign = composed("electresign", "release", "queue", "record")
+	ElectRead   = script("electread")
 )
 
 // All returns every script latchkey runs: the ACL test checks that the
@@ -77,6 +82,7 @@ func All() []*Script {
 	return []*Script{Acquire, Reenter, Release, Leave, Renew, ForceUnlock, Describe,
 		RWRead, RWWrite, RWReenter, RWUnlock, RWLeave, RWDescribe, RWForceUnlock,
 		LatchSet, LatchCountDown, LatchRead,
+		Elect, ElectResign, ElectRead,
 		SemAcquire, SemRelease, SemLeave, SemAvailable, SemDescribe, SemForceUnlock}
 }
 
