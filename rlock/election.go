@@ -113,6 +113,13 @@ func (e *Election) Resign(lctx context.Context) error {
 	return e.c.unlockCarried(lctx, e.err, e.keys.Lock, e.name, "leadership")
 }
 
+// Token returns the fencing token of the leadership that lctx carries (a
+// context Campaign returned), even when it was lost, or ErrNotHeld. Pass it
+// with every write the leader makes (see docs/safety.md). No I/O.
+func (e *Election) Token(lctx context.Context) (int64, error) {
+	return e.c.tokenCarried(lctx, e.err, e.keys.Lock, e.name, "leadership")
+}
+
 // Leader returns the current leader, or ErrNoLeader when none leads. A
 // holder of the Mutex of the same name (`latchkey run`) leads with an
 // empty Value.
