@@ -93,7 +93,7 @@ func TestExclusion(t *testing.T) {
 
 // runChild is a worker process's main; it returns the exit code.
 func runChild(role string) int {
-	work := map[string]func() error{"exclusion": exclusionWorker, "holder": holderChild, "famholder": famHolderChild}[role]
+	work := map[string]func() error{"exclusion": exclusionWorker, "holder": holderChild, "famholder": famHolderChild, "elector": electorChild}[role]
 	if work == nil {
 		fmt.Fprintln(os.Stderr, "unknown child role", role)
 		return 2

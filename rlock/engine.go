@@ -45,8 +45,9 @@ type side struct {
 	// (the first key holds owner's field, the rest follow it).
 	keep func(owner string) [][]string
 
-	// last is the last refusal this side's tries got, for a WaitError.
-	last atomic.Pointer[refusal]
+	// last holds the last refusal this side's tries got, for a WaitError
+	// (a pointer, so that a primitive built on another's side may copy it).
+	last *atomic.Pointer[refusal]
 }
 
 // reply is one acquire call's answer.

@@ -2,6 +2,7 @@ package rlock
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
@@ -148,7 +149,7 @@ func (m *Mutex) check(ctx context.Context, opts []LockOption, try bool) (lockOpt
 func (c *Client) newMutex(name string, spin bool) *Mutex {
 	keys, err := lockKeys(c.opts.Prefix, name)
 	m := &Mutex{c: c, name: name, keys: keys, err: err}
-	m.sd = &side{c: c, name: name, key: keys.Lock, inbox: keys.Inbox(c.id), what: "lock",
+	m.sd = &side{c: c, last: new(atomic.Pointer[refusal]), name: name, key: keys.Lock, inbox: keys.Inbox(c.id), what: "lock",
 		metric: kindMutex.spinIf(spin), spin: spin, exclusive: true,
 		acquire: func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
 			r, err := luascripts.RunAcquire(ctx, c.rc, keys, luascripts.AcquireArgs{

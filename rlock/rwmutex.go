@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
@@ -69,7 +70,7 @@ func (c *Client) newRWMutex(name string, spin bool) *RWMutex {
 // write owner whose read hold it takes (a downgrade), or "".
 func (rw *RWMutex) newSide(write, spin bool, writer string) *side {
 	c, keys := rw.c, rw.keys
-	sd := &side{c: c, name: rw.name, key: keys.Readers, inbox: keys.Inbox(c.id, write), what: "read lock",
+	sd := &side{c: c, last: new(atomic.Pointer[refusal]), name: rw.name, key: keys.Readers, inbox: keys.Inbox(c.id, write), what: "read lock",
 		metric: kindRead.spinIf(spin), spin: spin, shared: !write,
 		acquire: func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
 			r, err := luascripts.RunRWAcquire(ctx, c.rc, keys, write, luascripts.RWAcquireArgs{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
@@ -148,7 +149,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, lo lockOptions, deadli
 // side is the semaphore's one side, for requests of n permits.
 func (s *Semaphore) side(n int64) *side {
 	c, keys := s.c, s.keys
-	return &side{c: c, name: s.name, key: keys.Holders, inbox: keys.Inbox(c.id), what: "permits",
+	return &side{c: c, last: new(atomic.Pointer[refusal]), name: s.name, key: keys.Holders, inbox: keys.Inbox(c.id), what: "permits",
 		metric: kindSemaphore.spinIf(s.spin), spin: s.spin,
 		acquire: func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
 			r, err := luascripts.RunSemAcquire(ctx, c.rc, keys, luascripts.SemAcquireArgs{

@@ -144,10 +144,11 @@ func TestContextsAreCheckedBeforeIO(t *testing.T) {
 		"Client": {c}, "Mutex": {c.Mutex("ok"), c.SpinMutex("ok")}, "RWMutex": {c.RWMutex("ok"), c.SpinRWMutex("ok")},
 		"Semaphore": {c.Semaphore("ok", 2), c.SpinSemaphore("ok", 2)}, "MultiMutex": {c.MultiMutex("ok", "fine")},
 		"CountDownLatch": {c.CountDownLatch("ok")}, "Store": {fenced.New(rc, "ok")},
+		"Election": {observeCalls{c.Election("ok")}},
 		// The functions: a receiver of their own, whose method calls them.
 		"": {lockers{c}},
 	}
-	carriers := map[string]bool{"Unlock": true, "RUnlock": true, "Release": true, "Extend": true, "RExtend": true, "Token": true}
+	carriers := map[string]bool{"Unlock": true, "RUnlock": true, "Release": true, "Extend": true, "RExtend": true, "Token": true, "Resign": true}
 	var nilCtx context.Context
 	cancelled, cancel := context.WithCancelCause(context.Background())
 	cancel(errors.New("the caller gave up"))
@@ -180,6 +181,26 @@ func TestContextsAreCheckedBeforeIO(t *testing.T) {
 				require.ErrorContains(t, err, "the caller gave up", "%T: the cause is kept", r)
 			}
 		})
+	}
+}
+
+// observeCalls is an Election whose Observe, which answers only with its
+// channel, reports a refusal as the others do: a channel closed at once,
+// with nothing delivered, is ctx's refusal; anything else is an error.
+type observeCalls struct{ *rlock.Election }
+
+func (o observeCalls) Observe(ctx context.Context) error {
+	select {
+	case l, open := <-o.Election.Observe(ctx):
+		switch {
+		case open:
+			return fmt.Errorf("delivered %+v", l)
+		case ctx == nil:
+			return fmt.Errorf("%w: closed at once", rlock.ErrInvalidArgument)
+		}
+		return fmt.Errorf("closed at once: %w: %w", ctx.Err(), context.Cause(ctx))
+	case <-time.After(5 * time.Second):
+		return errors.New("Observe's channel stayed open")
 	}
 }
 

@@ -69,7 +69,7 @@ func TestDocsNameEveryFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sub := range []string{"run", "status", "list", "force-unlock"} {
+	for _, sub := range []string{"run", "status", "list", "force-unlock", "leader"} {
 		r := latchkey(t, "", sub, "-h")
 		flags := 0
 		for line := range strings.Lines(r.stdout) {

@@ -9,6 +9,7 @@
 //	latchkey force-unlock [--yes] [--redis URL] [--prefix P] NAME
 //	latchkey status [--json] [--kind K] [--redis URL] [--prefix P] NAME
 //	latchkey list [--json] [--redis URL] [--prefix P] [PATTERN]
+//	latchkey leader [--json] [--watch] [--redis URL] [--prefix P] NAME
 //	latchkey --version
 //
 // Flags take one dash or two; -h after a subcommand describes its flags.
@@ -94,6 +95,16 @@
 // (a bad PATTERN too). A holder or waiter started by `latchkey run` is
 // named after its command's base name ("latchkey run backup.sh"), never its
 // arguments, or by run's --client-name.
+//
+// # leader
+//
+// leader prints the current leader of the election NAME (rlock.Election):
+// its value, fencing token, client, host, pid and since when it leads, or
+// "(no leader)"; JSON with --json. With --watch it prints the leader, then
+// each change as it is announced, until SIGINT or SIGTERM (exit 0). A
+// holder of the Mutex NAME (`latchkey run NAME`) leads with an empty
+// value. It exits 1 on an error, 69 when Redis cannot be reached, 2 on a
+// usage error.
 package main
 
 import (
@@ -139,6 +150,8 @@ const usage = `Usage:
                              the held locks whose names match PATTERN
   latchkey force-unlock [--yes] [flags] NAME
                              delete the lock NAME whoever holds it
+  latchkey leader [--json] [--watch] [flags] NAME
+                             the leader of the election NAME (--watch: each change)
   latchkey SUBCOMMAND -h     describe a subcommand's flags
   latchkey --version         print latchkey's version
 
@@ -167,6 +180,8 @@ func run(args, env []string, std stdio) int {
 		return 0
 	case "status", "list":
 		return status(args[1:], env, std, args[0] == "list")
+	case "leader":
+		return leader(args[1:], env, std)
 	default:
 		fmt.Fprintf(std.err, "latchkey: unknown subcommand %q\n%s", args[0], usage)
 		return exitUsage

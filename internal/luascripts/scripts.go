@@ -29,13 +29,13 @@ var sources embed.FS
 func script(name string, preludes ...string) *Script {
 	var src strings.Builder
 	for _, f := range append(preludes, name) {
-		b, err := sources.ReadFile(f + ".lua")
-		if err != nil {
-			panic("luascripts: " + err.Error()) // a file named here is missing from the package
-		}
-		src.Write(b)
+		src.WriteString(source(f))
 	}
-	s := New(name, src.String())
+	return register(New(name, src.String()))
+}
+
+// register adds s to All.
+func register(s *Script) *Script {
 	all = append(all, s)
 	return s
 }
@@ -71,6 +71,11 @@ var (
 	LatchSet       = script("latchset")
 	LatchCountDown = script("latchcountdown")
 	LatchRead      = script("latchread")
+
+	// The election's (election.go): the Mutex's acquire and release inside.
+	Elect       = composed("elect", "acquire", "queue", "record")
+	ElectResign = composed("electresign", "release", "queue", "record")
+	ElectRead   = script("electread")
 )
 
 // All returns every script latchkey runs: the ACL test checks that the

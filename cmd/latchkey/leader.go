@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/latchkey/latchkey/rlock"
+)
+
+// leaderOut is one leader as `latchkey leader --json` prints it: Leading
+// false (and nothing else) when nobody leads.
+type leaderOut struct {
+	Name    string            `json:"name"`
+	Leading bool              `json:"leading"`
+	Value   string            `json:"value,omitempty"`
+	Token   int64             `json:"token,omitempty"`
+	Since   *time.Time        `json:"since,omitempty"`
+	Client  *rlock.ClientInfo `json:"client,omitempty"`
+}
+
+// leader is `latchkey leader NAME`: the election NAME's current leader,
+// or with --watch each change until SIGINT or SIGTERM.
+func leader(args, env []string, std stdio) int {
+	var c common
+	fs := newFlags("leader", "[--json] [--watch] [flags] NAME", env, std, &c)
+	asJSON := fs.Bool("json", false, "print JSON (with --watch, one object per line) instead of text")
+	watch := fs.Bool("watch", false, "print the leader, then each change, until interrupted")
+	if code := parse(fs, args, std); code >= 0 {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return usageError(fs, "want one NAME, after the flags")
+	}
+	name := fs.Arg(0)
+	locks, closeLocks, err := connect(c, rlock.Options{})
+	if err != nil {
+		fmt.Fprintf(std.err, "latchkey: %v\n", err)
+		return exitFor(err)
+	}
+	defer closeLocks()
+	e := locks.Election(name)
+	print := func(l rlock.Leadership) error { return writeLeader(std.out, name, l, *asJSON, *watch) }
+	if !*watch {
+		ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
+		defer cancel()
+		l, err := e.Leader(ctx)
+		if errors.Is(err, rlock.ErrNoLeader) {
+			err = nil
+		}
+		if err == nil {
+			err = print(l)
+		}
+		if err != nil {
+			fmt.Fprintf(std.err, "latchkey: %v\n", err)
+			return exitFor(err)
+		}
+		return 0
+	}
+	// Watching ends normally with a signal; the channel closes then.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	for l := range e.Observe(ctx) {
+		if err := print(l); err != nil {
+			fmt.Fprintf(std.err, "latchkey: %v\n", err)
+			return exitError
+		}
+	}
+	if ctx.Err() == nil {
+		fmt.Fprintf(std.err, "latchkey: watching %q ended\n", name)
+		return exitError
+	}
+	return 0
+}
+
+// writeLeader prints l: a line "VALUE token T client C host H pid P
+// since S" or "(no leader)", or JSON, one line of it when watching.
+func writeLeader(w io.Writer, name string, l rlock.Leadership, asJSON, oneLine bool) error {
+	out := leaderOut{Name: name, Leading: l != rlock.Leadership{}}
+	if out.Leading {
+		out.Value, out.Token, out.Since, out.Client = l.Value, l.Token, &l.Since, &l.Client
+	}
+	switch {
+	case asJSON && oneLine:
+		return json.NewEncoder(w).Encode(out)
+	case asJSON:
+		return writeJSON(w, out)
+	case !out.Leading:
+		_, err := fmt.Fprintln(w, "(no leader)")
+		return err
+	}
+	value := shown(l.Value)
+	if value == "" {
+		value = `""` // a holder of the Mutex (latchkey run) leads with no value
+	}
+	_, err := fmt.Fprintf(w, "%s\ttoken %d\tclient %s\thost %s\tpid %d\tsince %s\n", value, l.Token,
+		shown(who(l.Client, l.Client.ID)), shown(l.Client.Host), l.Client.PID, l.Since.Format(time.RFC3339Nano))
+	return err
+}

@@ -1,0 +1,102 @@
+package luascripts
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// composed is the script name.lua run after inner.lua, which becomes the
+// Lua function inner(KEYS, ARGV): its parameters shadow the globals, so the
+// inner script reads exactly the keys and arguments it is given and never
+// the outer script's extra ones. An election's scripts are the Mutex's with
+// what an election adds around them, not copies of them.
+func composed(name, inner string, preludes ...string) *Script {
+	var src strings.Builder
+	for _, f := range preludes {
+		src.WriteString(source(f))
+	}
+	src.WriteString("local function " + inner + "(KEYS, ARGV)\n" + source(inner) + "\nend\n" + source(name))
+	return register(New(name, src.String()))
+}
+
+// source is the text of name.lua.
+func source(name string) string {
+	b, err := sources.ReadFile(name + ".lua")
+	if err != nil {
+		panic("luascripts: " + err.Error()) // a file named here is missing from the package
+	}
+	return string(b)
+}
+
+// ElectionKeys are the keys of an election: the Mutex's of the same name,
+// whose lock the leader holds, and two more in its hash tag.
+type ElectionKeys struct {
+	Keys
+	Value     string // "<owner id>|<value>", following the lock (elect.lua)
+	Observers string // the channel on which grants and resignations are announced
+}
+
+// NewElectionKeys derives an election's keys from its Mutex's.
+func NewElectionKeys(k Keys) ElectionKeys {
+	return ElectionKeys{Keys: k, Value: k.Lock + ":value", Observers: k.Lock + ":leader"}
+}
+
+// ElectArgs are the elect script's arguments: the Mutex acquire's and the
+// leader's value.
+type ElectArgs struct {
+	AcquireArgs
+	Value string
+	Wake  Wake // only Sharded is used: how observers are told
+}
+
+// RunElect runs the elect script: an acquire that, when granted, stores
+// a.Value and announces the new leader.
+func RunElect(ctx context.Context, c rueidis.Client, k ElectionKeys, a ElectArgs) (AcquireReply, error) {
+	return runAcquire(ctx, c, Elect, append(k.AcquireKeys(), k.Value),
+		[]string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter), recordAbout(a.About), a.Value, k.Observers, a.Wake.spec()}, a.Sync)
+}
+
+// RunResign runs the electresign script: the Mutex's release (a.Heir is
+// ignored: leadership is never handed to the leader's own process), which
+// drops the value and, when nobody takes over, announces that none leads.
+func RunResign(ctx context.Context, c rueidis.Client, k ElectionKeys, a ReleaseArgs) (ReleaseReply, error) {
+	return runRelease(ctx, c, ElectResign,
+		[]string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation, k.Holder, k.QueueDesc, k.Value},
+		[]string{a.Owner, strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry), k.Observers}, a.Sync)
+}
+
+// Leader is an election's state as electread reports it.
+type Leader struct {
+	Record Record        // the leader's holder record; zero when none leads or it is damaged
+	Value  string        // its value, "" when the value key is not its (a Mutex holder)
+	PTTL   time.Duration // its lease left; -2ms when none leads, -1ms without expiry
+}
+
+// ReadLeader runs the electread script.
+func ReadLeader(ctx context.Context, c rueidis.Client, k ElectionKeys) (Leader, error) {
+	v, err := ElectRead.Exec(ctx, c, []string{k.Lock, k.Holder, k.Value}, nil).ToArray()
+	if err != nil {
+		return Leader{}, err
+	}
+	if len(v) != 3 {
+		return Leader{}, unexpected("electread", len(v))
+	}
+	ms, err := v[0].AsInt64()
+	if err != nil {
+		return Leader{}, unexpected("electread", err)
+	}
+	l := Leader{PTTL: time.Duration(ms) * time.Millisecond}
+	rec, _ := v[1].ToString()
+	val, _ := v[2].ToString()
+	if l.Record, err = parseRecord(rec); err != nil {
+		return l, err
+	}
+	if owner, value, ok := strings.Cut(val, "|"); ok && owner == l.Record.Owner && owner != "" {
+		l.Value = value
+	}
+	return l, nil
+}

@@ -1,0 +1,227 @@
+package rlock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
+	"github.com/latchkey/latchkey/notify"
+)
+
+// ErrNoLeader: Election.Leader found nobody leading.
+var ErrNoLeader = errors.New("latchkey: no leader")
+
+// Leadership is one term of an election's leader, as Leader and Observe
+// report it. The zero Leadership means that nobody leads.
+type Leadership struct {
+	Value string    // what the leader passed to Campaign
+	Token int64     // its fencing token: strictly increasing across leaders
+	Since time.Time // when its grant was asked for, by its clock
+	// Client is the leader's Client.
+	Client ClientInfo
+}
+
+// Election is a handle on one named leader election. Get it from
+// Client.Election.
+//
+// The leader holds the Mutex of the same name (so Inspect, List,
+// ForceUnlock and `latchkey run` see it as that lock's holder): its
+// watchdog, fencing token and loss signal are the Mutex's. Campaigners wait
+// in the Mutex's queue, so leadership passes to the oldest campaigner.
+// What an election adds is the leader's value, kept beside the lock, and
+// announcements to observers on a channel of its own.
+type Election struct {
+	c    *Client
+	name string
+	keys luascripts.ElectionKeys
+	sd   *side
+	err  error // invalid name, reported by every method
+}
+
+// Election returns a handle on the election called name. Handles are
+// cheap; any number of goroutines may share one.
+func (c *Client) Election(name string) *Election {
+	k, err := lockKeys(c.opts.Prefix, name)
+	keys := luascripts.NewElectionKeys(k)
+	e := &Election{c: c, name: name, keys: keys, err: err}
+	m := c.newMutex(name, false)
+	// The Mutex's side, with the election's acquire and release: everything
+	// else (turn, queue, waits, watchdog) is the Mutex's.
+	sd := *m.sd
+	sd.what = "leadership"
+	sd.acquire = func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
+		value, _ := ctx.Value(campaignValue{}).(string)
+		r, err := luascripts.RunElect(ctx, c.rc, keys, luascripts.ElectArgs{Value: value, Wake: c.wake,
+			AcquireArgs: luascripts.AcquireArgs{Owner: owner, Lease: lease, Client: c.id, Waiter: queued, Sync: c.opts.sync(), About: c.about}})
+		return replyOf(r, nil), err
+	}
+	// No handover to a goroutine of this process (the heir is dropped):
+	// the release wakes the oldest campaigner queued in Redis.
+	sd.release = func(ctx context.Context, r release) (released, error) {
+		a := luascripts.ReleaseArgs{Owner: r.owner, Count: r.count, Wake: c.wake, Retry: r.retry}
+		if r.sync {
+			a.Sync = c.opts.sync()
+		}
+		out, err := luascripts.RunResign(ctx, c.rc, keys, a)
+		return releasedOf(out), err
+	}
+	// The value follows the lock, as the holder record does.
+	sd.keep = func(string) [][]string { return [][]string{{keys.Lock, keys.Holder, keys.Value}} }
+	e.sd = &sd
+	return e
+}
+
+// campaignValue is the context key that carries Campaign's value to the
+// side's acquire, which the engine calls with the caller's context.
+type campaignValue struct{}
+
+// Name is the election's name.
+func (e *Election) Name() string { return e.name }
+
+// Campaign blocks until this caller leads the election with value, or ctx
+// ends. It returns a context derived from ctx that ends when leadership
+// does: by Resign, or with cause ErrLockLost when it is lost (a drift
+// margin before the lease could lapse in Redis). Pass it to Resign.
+//
+// Campaigners take the lock in the order they queued, across processes;
+// the leader's watchdog renews its lease (Options.WatchdogTimeout) until it
+// resigns. A leader that dies is followed once its lease runs out. Token
+// (on the Leadership that Leader reports) is the Mutex's fencing token.
+// A ctx that carries this election's leadership already is refused with
+// ErrInvalidArgument: one caller leads once.
+func (e *Election) Campaign(ctx context.Context, value string) (context.Context, error) {
+	lo, err := e.c.checkCall(ctx, e.err, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	if e.c.carried(ctx, e.keys.Lock) != nil {
+		return nil, fmt.Errorf("%w: the context already carries a hold of %q", ErrInvalidArgument, e.name)
+	}
+	return e.sd.lock(context.WithValue(ctx, campaignValue{}, value), lo, time.Time{}, false)
+}
+
+// Resign ends the leadership that lctx carries (a context Campaign
+// returned): the lock goes to the oldest campaigner at once, and when
+// nobody campaigns, observers learn that none leads. It returns
+// ErrNotHeld when lctx carries no leadership of this election or it was
+// lost or resigned already. Like Mutex.Unlock it ignores lctx's
+// cancellation.
+func (e *Election) Resign(lctx context.Context) error {
+	return e.c.unlockCarried(lctx, e.err, e.keys.Lock, e.name, "leadership")
+}
+
+// Token returns the fencing token of the leadership that lctx carries (a
+// context Campaign returned), even when it was lost, or ErrNotHeld. Pass it
+// with every write the leader makes (see docs/safety.md). No I/O.
+func (e *Election) Token(lctx context.Context) (int64, error) {
+	return e.c.tokenCarried(lctx, e.err, e.keys.Lock, e.name, "leadership")
+}
+
+// Leader returns the current leader, or ErrNoLeader when none leads. A
+// holder of the Mutex of the same name (`latchkey run`) leads with an
+// empty Value.
+func (e *Election) Leader(ctx context.Context) (Leadership, error) {
+	if err := ready(ctx, e.err); err != nil {
+		return Leadership{}, err
+	}
+	l, _, err := e.read(ctx)
+	if err == nil && l == (Leadership{}) {
+		err = fmt.Errorf("%w in %q", ErrNoLeader, e.name)
+	}
+	return l, err
+}
+
+// read returns the leader (zero when none) and its lease left (< 0 when
+// none leads or its lock has no expiry).
+func (e *Election) read(ctx context.Context) (Leadership, time.Duration, error) {
+	r, err := luascripts.ReadLeader(ctx, e.c.rc, e.keys)
+	if err != nil {
+		return Leadership{}, 0, fmt.Errorf("latchkey: reading the leader of %q: %w", e.name, err)
+	}
+	if r.PTTL == -2*time.Millisecond {
+		return Leadership{}, r.PTTL, nil
+	}
+	l := Leadership{Value: r.Value, Token: r.Record.Token, Since: r.Record.Since}
+	_ = json.Unmarshal([]byte(r.Record.About), &l.Client) // best effort, as Inspect's
+	return l, r.PTTL, nil
+}
+
+// Observe reports the leader: the current one at once (the zero Leadership
+// when none leads), then each change, until ctx ends or the Client closes;
+// then it closes the channel. It is notified, not polled: grants and
+// resignations announce themselves on the election's channel, and every
+// announcement makes each observer read the leader again. A leader whose
+// lease simply runs out (its process died) announces nothing, so an
+// observer also reads again when the lease it last saw ends; and when its
+// subscription was lost and renewed (a reconnect), since it may have
+// missed announcements. So the last Leadership delivered is the current
+// leader once things settle, and delivered Tokens never go down; a reader
+// slower than the changes sees the latest, not each one.
+func (e *Election) Observe(ctx context.Context) <-chan Leadership {
+	out := make(chan Leadership)
+	go e.observe(ctx, out)
+	return out
+}
+
+func (e *Election) observe(ctx context.Context, out chan<- Leadership) {
+	defer close(out)
+	if ready(ctx, e.err) != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(e.c.closing, cancel)()
+	retry := luascripts.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
+	var sub *notify.Subscription
+	for sub == nil {
+		var err error
+		if sub, err = e.c.hub.Subscribe(ctx, e.keys.Observers); err != nil && (errors.Is(err, notify.ErrClosed) || !retry.Sleep(ctx)) {
+			return
+		}
+	}
+	defer sub.Release()
+	var last Leadership
+	var top int64 // the highest token delivered
+	first := true
+	for {
+		// The mark before the read: an announcement after it, or a lost
+		// subscription, ends the wait below at once.
+		mark := sub.Mark()
+		l, left, err := e.read(ctx)
+		wait := e.c.opts.WatchdogTimeout // a backstop: a Mutex's grant is not announced
+		switch {
+		case err != nil:
+			wait = retry.Next()
+		case first || newer(l, last, top):
+			select {
+			case out <- l:
+			case <-ctx.Done():
+				return
+			}
+			first, last, top = false, l, max(top, l.Token)
+			fallthrough
+		default:
+			retry.Reset()
+			if left >= 0 {
+				wait = ttlBound(left)
+			}
+		}
+		if _, err := sub.Wait(ctx, mark, wait); err != nil {
+			return
+		}
+	}
+}
+
+// newer reports whether l is a change to deliver after last: a leader
+// with a token above top (the highest delivered), or none after one. A
+// lower token (a read from a replica that lags) is not delivered, so
+// tokens never go down.
+func newer(l, last Leadership, top int64) bool {
+	if l == (Leadership{}) {
+		return last != (Leadership{})
+	}
+	return l.Token > top
+}
