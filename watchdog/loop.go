@@ -3,6 +3,7 @@ package watchdog
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,9 +13,11 @@ import (
 )
 
 // A tick's renew calls go out in chunks of chunkCalls calls, at most
-// chunkParallel chunks at once, each applied as soon as its replies are in:
-// with 1,000,000 leases a tick is 10,000 calls, and waiting for all of them
-// before counting any let a slow server turn into mass loss (issue 21).
+// chunkParallel chunks at once across all ticks, each applied as soon as
+// its replies are in: with 1,000,000 leases a tick is 10,000 calls, and
+// waiting for all of them before counting any let a slow server turn into
+// mass loss (issue 21). The bound keeps a later tick's calls from queueing
+// in Redis ahead of an earlier tick's, whose leases are due sooner.
 const (
 	chunkCalls    = 64
 	chunkParallel = 4
@@ -39,12 +42,12 @@ func (w *Watchdog) loop() {
 	defer retry.Stop()
 	backoff := luascripts.Backoff{Min: retryMin, Max: w.opts.Interval}
 	for {
-		renew := false
+		renew, all := false, false
 		select {
 		case <-w.ctx.Done():
 			return
 		case <-ticker.C:
-			renew = true
+			renew, all = true, true
 		case <-retry.C:
 			renew = true
 		case <-expiry.C:
@@ -55,16 +58,20 @@ func (w *Watchdog) loop() {
 			} else {
 				backoff.Reset()
 			}
+			// Renewals only move deadlines out: the expiry timer stands,
+			// and a scan of every entry per tick's end would be waste.
+			continue
 		case gone := <-w.gone:
 			for _, e := range gone {
 				e.lose(ErrGone)
 			}
+			continue
 		}
 		// Expired entries go first, so that a tick does not renew them.
 		next := w.expire(time.Now())
 		if renew {
 			retry.Stop()
-			w.startTick()
+			w.startTick(all)
 		}
 		if next.IsZero() {
 			next = time.Now().Add(time.Hour)
@@ -112,26 +119,42 @@ func (w *Watchdog) expire(now time.Time) time.Time {
 	return earliest
 }
 
-// startTick sends a renewal of every kept lease whose last one is not still
-// out, on a goroutine of its own: the loop stays free to give leases up at
-// their deadlines while the calls are out.
-func (w *Watchdog) startTick() {
+// startTick sends a renewal of every kept lease whose last one is not
+// still out (all), or of those due (a retry), on a goroutine of its own:
+// the loop stays free to give leases up at their deadlines while the calls
+// are out.
+func (w *Watchdog) startTick(all bool) {
 	start := time.Now()
 	w.mu.Lock()
-	todo := make([]*Entry, 0, len(w.entries))
+	todo := make([]due, 0, len(w.entries))
 	for e := range w.entries {
-		if e.inflight {
+		switch {
+		case e.inflight:
 			e.missed = true
-		} else {
+		case all || w.due(e, start):
 			e.inflight = true
-			todo = append(todo, e)
+			todo = append(todo, due{e.deadline, e})
 		}
 	}
 	w.mu.Unlock()
 	if len(todo) == 0 {
 		return
 	}
-	w.ticks.Go(func() { w.tick(start, todo) })
+	w.ticks.Go(func() { w.tick(start, todo, false) })
+}
+
+// due reports whether e's last renewal is at least half an interval old at
+// now: a renewal that comes right after another (a retry, or a catch-up of
+// a renewal that was out at a tick) leaves the leases just renewed alone,
+// which spares a busy server the work. The caller holds w.mu.
+func (w *Watchdog) due(e *Entry, now time.Time) bool {
+	return e.deadline.Before(now.Add(w.validity() - w.opts.Interval/2))
+}
+
+// due is a lease a tick renews, with its deadline when the tick began.
+type due struct {
+	deadline time.Time
+	e        *Entry
 }
 
 // tickTotals are one tick's additions to Stats, added at its end so that
@@ -141,49 +164,59 @@ type tickTotals struct {
 	failed                       bool
 }
 
-// tick renews todo: leases that share a slot go into calls of up to
-// BatchSize keys, sent in chunks (see chunkCalls), and it tells the loop
-// when all are done whether a renewal failed (other than by finding its
-// lease gone).
-func (w *Watchdog) tick(start time.Time, todo []*Entry) {
+// tick renews todo, earliest deadline first: leases that share a slot go
+// into calls of up to BatchSize keys, sent in chunks (see chunkCalls), and
+// it tells the loop when all are done whether a renewal failed (other than
+// by finding its lease gone). A catch-up tick (renewals sent again at once
+// because a tick passed while they were out) counts in Stats.CatchUps, not
+// in Ticks and their durations.
+func (w *Watchdog) tick(start time.Time, todo []due, catchUp bool) {
+	// In deadline order, a lease keeps its place from tick to tick, so
+	// however long a tick takes, its renewals stay about an interval apart.
+	slices.SortFunc(todo, func(a, b due) int { return a.deadline.Compare(b.deadline) })
 	batches := w.batches(todo)
 	var (
 		mu     sync.Mutex
 		totals tickTotals
 		wg     sync.WaitGroup
-		next   = make(chan [][]*Entry)
 	)
-	for range min(chunkParallel, (len(batches)+chunkCalls-1)/chunkCalls) {
+send:
+	for len(batches) > 0 {
+		select {
+		case w.sending <- struct{}{}:
+		case <-w.ctx.Done():
+			break send
+		}
+		n := min(len(batches), chunkCalls)
+		chunk := batches[:n:n]
+		batches = batches[n:]
 		wg.Go(func() {
-			for chunk := range next {
-				t := w.renewChunk(chunk)
-				mu.Lock()
-				totals.calls += t.calls
-				totals.renewed += t.renewed
-				totals.late += t.late
-				totals.errors += t.errors
-				totals.failed = totals.failed || t.failed
-				mu.Unlock()
-			}
+			defer func() { <-w.sending }()
+			t := w.renewChunk(chunk)
+			mu.Lock()
+			defer mu.Unlock()
+			totals.calls += t.calls
+			totals.renewed += t.renewed
+			totals.late += t.late
+			totals.errors += t.errors
+			totals.failed = totals.failed || t.failed
 		})
 	}
-	for len(batches) > 0 {
-		n := min(len(batches), chunkCalls)
-		next <- batches[:n:n]
-		batches = batches[n:]
-	}
-	close(next)
 	wg.Wait()
 
 	took := time.Since(start)
 	w.mu.Lock()
-	w.stats.Ticks++
+	if catchUp {
+		w.stats.CatchUps++
+	} else {
+		w.stats.Ticks++
+		w.stats.LastTick = took
+		w.stats.MaxTick = max(w.stats.MaxTick, took)
+	}
 	w.stats.Calls += totals.calls
 	w.stats.Renewed += totals.renewed
 	w.stats.Late += totals.late
 	w.stats.Errors += totals.errors
-	w.stats.LastTick = took
-	w.stats.MaxTick = max(w.stats.MaxTick, took)
 	w.mu.Unlock()
 	select {
 	case w.tickEnded <- totals.failed:
@@ -191,22 +224,28 @@ func (w *Watchdog) tick(start time.Time, todo []*Entry) {
 	}
 }
 
-// batches splits todo into the entries of each renew call: by slot on a
-// Cluster (elsewhere every slot is 0), at most BatchSize a call.
-func (w *Watchdog) batches(todo []*Entry) [][]*Entry {
-	bySlot := map[uint16][]*Entry{0: todo}
-	if w.client.Mode() == rueidis.ClientModeCluster {
-		bySlot = make(map[uint16][]*Entry)
-		for _, e := range todo {
-			bySlot[e.slot] = append(bySlot[e.slot], e)
+// batches splits todo into the entries of each renew call, keeping its
+// order: by slot on a Cluster (elsewhere every slot is 0), at most
+// BatchSize a call. A call goes out when it is full, so that calls come in
+// the order of their first lease.
+func (w *Watchdog) batches(todo []due) [][]*Entry {
+	out := make([][]*Entry, 0, len(todo)/w.opts.BatchSize+1)
+	cluster := w.client.Mode() == rueidis.ClientModeCluster
+	open := make(map[uint16]int) // slot -> its call being filled in out
+	for _, d := range todo {
+		var slot uint16
+		if cluster {
+			slot = d.e.slot
 		}
-	}
-	out := make([][]*Entry, 0, len(todo)/w.opts.BatchSize+len(bySlot))
-	for _, es := range bySlot {
-		for len(es) > 0 {
-			n := min(len(es), w.opts.BatchSize)
-			out = append(out, es[:n:n])
-			es = es[n:]
+		i, ok := open[slot]
+		if !ok {
+			i = len(out)
+			open[slot] = i
+			out = append(out, make([]*Entry, 0, min(w.opts.BatchSize, len(todo))))
+		}
+		out[i] = append(out[i], d.e)
+		if len(out[i]) == w.opts.BatchSize {
+			delete(open, slot)
 		}
 	}
 	return out
@@ -252,7 +291,8 @@ func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
 	replied := time.Now()
 	cancel()
 
-	var gone, again []*Entry
+	var gone []*Entry
+	var again []due
 	var failures []failure
 	t.calls = uint64(len(calls))
 	w.mu.Lock()
@@ -272,16 +312,8 @@ func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
 		k := 0 // e.key's place in the call
 		for _, e := range batch {
 			e.inflight = false
-			if e.missed {
-				// A tick passed while this renewal was out: the next is
-				// due now, or a slow server would make every other tick
-				// miss it.
-				e.missed = false
-				if _, kept := w.entries[e]; kept && (err != nil || held[k]) {
-					e.inflight = true
-					again = append(again, e)
-				}
-			}
+			missed := e.missed
+			e.missed = false
 			switch {
 			case err != nil:
 				e.lastErr = err
@@ -296,6 +328,13 @@ func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
 				e.deadline = sent.Add(w.validity())
 				e.lastErr = nil
 			}
+			if _, kept := w.entries[e]; missed && kept && (err != nil || held[k]) && w.due(e, replied) {
+				// A tick passed while this renewal was out: the next one
+				// goes now, or a slow server would make every other tick
+				// miss the lease.
+				e.inflight = true
+				again = append(again, due{e.deadline, e})
+			}
 			k += 1 + len(e.follow)
 		}
 	}
@@ -307,7 +346,7 @@ func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
 		}
 	}
 	if len(again) > 0 {
-		w.ticks.Go(func() { w.tick(time.Now(), again) })
+		w.ticks.Go(func() { w.tick(time.Now(), again, true) })
 	}
 	if len(gone) > 0 {
 		// onLost runs on the loop's goroutine, as every loss does.

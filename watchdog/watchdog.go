@@ -141,11 +141,15 @@ func (o Options) withDefaults() (Options, error) {
 // Stats are running totals since New. A tick's calls, renewals and errors
 // are added when its last call has returned.
 type Stats struct {
-	Ticks   uint64 // renewal ticks that sent something, counted as they end
-	Calls   uint64 // renew script calls
-	Renewed uint64 // leases found held and extended in time
-	Lost    uint64 // leases given up (onLost called)
-	Errors  uint64 // renew calls that failed
+	Ticks uint64 // renewal ticks that sent something, counted as they end
+	// CatchUps counts the renewals sent again as soon as their reply came
+	// in, a tick having passed while they were out, in groups as they
+	// came back: a sign that renewing takes longer than Interval.
+	CatchUps uint64
+	Calls    uint64 // renew script calls
+	Renewed  uint64 // leases found held and extended in time
+	Lost     uint64 // leases given up (onLost called)
+	Errors   uint64 // renew calls that failed
 	// Late counts renewals Redis ran whose reply came after the lease's
 	// local deadline, too late to count: the lease was given up.
 	Late uint64
@@ -173,6 +177,9 @@ type Watchdog struct {
 	ticks     sync.WaitGroup
 	tickEnded chan bool
 	gone      chan []*Entry
+	// sending holds a token for each chunk of renew calls out (see
+	// chunkParallel).
+	sending chan struct{}
 
 	mu      sync.Mutex
 	entries map[*Entry]struct{}
@@ -214,7 +221,7 @@ func newWatchdog(client rueidis.Client, opts Options) *Watchdog {
 		sync = luascripts.Sync{Replicas: int64(opts.Sync.Replicas), Timeout: opts.Sync.Timeout, Routes: luascripts.NewRoutes()}
 	}
 	return &Watchdog{client: client, opts: opts, sync: sync, ctx: ctx, cancel: cancel, done: make(chan struct{}), added: make(chan struct{}, 1),
-		tickEnded: make(chan bool), gone: make(chan []*Entry), entries: make(map[*Entry]struct{})}
+		tickEnded: make(chan bool), gone: make(chan []*Entry), sending: make(chan struct{}, chunkParallel), entries: make(map[*Entry]struct{})}
 }
 
 // Options returns the options in force, defaults filled in.
