@@ -151,6 +151,13 @@ func (w *Watchdog) due(e *Entry, now time.Time) bool {
 	return e.deadline.Before(now.Add(w.validity() - w.opts.Interval/2))
 }
 
+// kept reports whether e is still registered (not stopped, not lost). The
+// caller holds w.mu.
+func (w *Watchdog) kept(e *Entry) bool {
+	_, ok := w.entries[e]
+	return ok
+}
+
 // due is a lease a tick renews, with its deadline when the tick began.
 type due struct {
 	deadline time.Time
@@ -328,7 +335,7 @@ func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
 				e.deadline = sent.Add(w.validity())
 				e.lastErr = nil
 			}
-			if _, kept := w.entries[e]; missed && kept && (err != nil || held[k]) && w.due(e, replied) {
+			if missed && (err != nil || held[k]) && w.due(e, replied) && w.kept(e) {
 				// A tick passed while this renewal was out: the next one
 				// goes now, or a slow server would make every other tick
 				// miss the lease.

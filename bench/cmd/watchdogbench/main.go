@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -46,7 +47,7 @@ const poll = 10 * time.Millisecond
 type options struct {
 	n, ticks, burners, lockers, batch int
 	timeout, interval                 time.Duration
-	addr                              string
+	addr, cpuprofile                  string
 }
 
 func main() {
@@ -62,6 +63,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", watchdog.DefaultTimeout, "WatchdogTimeout")
 	flag.DurationVar(&o.interval, "interval", 0, "WatchdogInterval (default timeout/3)")
 	flag.StringVar(&o.addr, "addr", "", "a loopback Redis to use (flushed) instead of starting redis-server")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write this process's CPU profile over the measured ticks to this file")
 	flag.Parse()
 	if o.interval == 0 {
 		o.interval = o.timeout / 3
@@ -157,7 +159,12 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	fmt.Printf("took %d locks in %v with %d goroutines\n", o.n, time.Since(start).Round(time.Millisecond), o.lockers)
 
+	stopProfile, err := startProfile(o.cpuprofile)
+	if err != nil {
+		return err
+	}
 	rows, err := measure(ctx, c, admin, o)
+	stopProfile()
 	if err != nil {
 		return err
 	}
@@ -168,6 +175,26 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	return report(ctx, c, admin, o, rows, lost)
+}
+
+// startProfile starts a CPU profile into path ("": none) and returns how
+// to stop it.
+func startProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // acquire takes locks 0..n-1 with g goroutines and returns their contexts.
