@@ -12,7 +12,7 @@
 #               part of make test); TORTURE_DUR=10m make torture for long runs
 #   make bench-watchdog  1,000,000 watchdog locks in one client beside two
 #               CPU-burning processes (issue 21, defect 12); not part of make
-#               bench: about 2 minutes and 3 GB of memory
+#               bench: about 5 minutes and 4 GB of memory
 # All install what they need first (redis-server from Debian's packages).
 
 GO       ?= go
