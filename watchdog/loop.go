@@ -335,7 +335,7 @@ func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
 				e.deadline = sent.Add(w.validity())
 				e.lastErr = nil
 			}
-			if missed && (err != nil || held[k]) && w.due(e, replied) && w.kept(e) {
+			if missed && (err != nil || held[k]) && replied.Before(e.deadline) && w.due(e, replied) && w.kept(e) {
 				// A tick passed while this renewal was out: the next one
 				// goes now, or a slow server would make every other tick
 				// miss the lease.
