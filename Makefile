@@ -10,6 +10,9 @@
 #               make test); prints one "FAULT <name>: ..." line per fault
 #   make torture       the torture suite on its own (a short seeded run is
 #               part of make test); TORTURE_DUR=10m make torture for long runs
+#   make bench-watchdog  1,000,000 watchdog locks in one client beside two
+#               CPU-burning processes (issue 21, defect 12); not part of make
+#               bench: about 5 minutes and 4 GB of memory
 # All install what they need first (redis-server from Debian's packages).
 
 GO       ?= go
@@ -42,7 +45,7 @@ BENCHFLAGS ?= -reps 5 -dur 2s -sweep 2ms,8ms,32ms,128ms -sweepdur 2s -idledur 4s
 #   => about 11s; × 5 repetitions ≈ 55s.
 FAMILYFLAGS ?= -reps 5 -dur 2s -clients 4 -g 8 -semg 16 -size 8 -reads 0.95 -cs 100us
 
-.PHONY: all test test-bench test-faults torture vet demo bench fuzz setup redis-image clean-docker core-lines
+.PHONY: all test test-bench test-faults torture vet demo bench bench-watchdog fuzz setup redis-image clean-docker core-lines
 
 all: test
 
@@ -109,6 +112,15 @@ bench: setup
 	if [ -d bench/market ]; then cd bench && $(GO) run ./market -json > results/market.json.tmp && mv results/market.json.tmp results/market.json; fi
 	cd bench && $(GO) run ./cmd/familybench -out results/family.json $(FAMILYFLAGS)
 	cd bench && $(GO) run ./cmd/benchdoc -in results/lockbench.json -market results/market.json -family results/family.json -doc ../docs/benchmarks.md -svg ../docs/bench -notes ../docs/bench/notes.md
+
+# bench-watchdog runs bench/cmd/watchdogbench: it takes WDFLAGS' locks with
+# the default watchdog (timeout 30s, interval 10s), measures 3 ticks and
+# fails unless every renewal was confirmed before its lease's local deadline.
+# docs/benchmarks.md ("Watchdog at 1,000,000 locks") quotes its figures.
+WDFLAGS ?= -n 1000000 -ticks 3 -burners 2
+
+bench-watchdog: setup
+	cd bench && nice -n 10 $(GO) run ./cmd/watchdogbench $(WDFLAGS)
 
 # setup installs redis-server and redis-cli when they are missing: the
 # harness runs them as processes (always for Redis Cluster, and for

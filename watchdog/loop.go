@@ -3,6 +3,8 @@ package watchdog
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -10,13 +12,26 @@ import (
 	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
+// A tick's renew calls go out in chunks of chunkCalls calls, at most
+// chunkParallel chunks at once across all ticks, each applied as soon as
+// its replies are in: with 1,000,000 leases a tick is 10,000 calls, and
+// waiting for all of them before counting any let a slow server turn into
+// mass loss (issue 21). The bound keeps a later tick's calls from queueing
+// in Redis ahead of an earlier tick's, whose leases are due sooner.
+const (
+	chunkCalls    = 64
+	chunkParallel = 4
+)
+
 func (w *Watchdog) loop() {
 	defer close(w.done)
+	// Runs before close(done): the ticks' contexts end with w.ctx.
+	defer w.ticks.Wait()
 	ticker := time.NewTicker(w.opts.Interval)
 	defer ticker.Stop()
 	// expiry fires at the earliest local deadline when that comes before the
-	// next tick: while renewals are failing, or for an entry added with a
-	// deadline already near (an acquire whose reply came late).
+	// next tick: while renewals are failing or still out, or for an entry
+	// added with a deadline already near (an acquire whose reply came late).
 	expiry := time.NewTimer(time.Hour)
 	defer expiry.Stop()
 	// retry renews again soon after a tick in which a renewal failed: one
@@ -27,26 +42,37 @@ func (w *Watchdog) loop() {
 	defer retry.Stop()
 	backoff := luascripts.Backoff{Min: retryMin, Max: w.opts.Interval}
 	for {
-		renew := false
+		renew, all := false, false
 		select {
 		case <-w.ctx.Done():
 			return
 		case <-ticker.C:
-			renew = true
+			renew, all = true, true
 		case <-retry.C:
 			renew = true
 		case <-expiry.C:
 		case <-w.added:
-		}
-		if renew {
-			retry.Stop()
-			if w.tick() {
+		case failed := <-w.tickEnded:
+			if failed {
 				retry.Reset(backoff.Next())
 			} else {
 				backoff.Reset()
 			}
+			// Renewals only move deadlines out: the expiry timer stands,
+			// and a scan of every entry per tick's end would be waste.
+			continue
+		case gone := <-w.gone:
+			for _, e := range gone {
+				e.lose(ErrGone)
+			}
+			continue
 		}
+		// Expired entries go first, so that a tick does not renew them.
 		next := w.expire(time.Now())
+		if renew {
+			retry.Stop()
+			w.startTick(all)
+		}
 		if next.IsZero() {
 			next = time.Now().Add(time.Hour)
 		}
@@ -78,66 +104,207 @@ func (w *Watchdog) expire(now time.Time) time.Time {
 	for _, e := range dead {
 		w.mu.Lock()
 		last := e.lastErr
+		// A renewal whose reply came before the deadline may have been
+		// applied since the scan: it counts.
+		renewed := now.Before(e.deadline)
 		w.mu.Unlock()
-		if last != nil {
+		switch {
+		case renewed:
+		case last != nil:
 			e.lose(fmt.Errorf("%w (last error: %v)", ErrExpired, last))
-		} else {
+		default:
 			e.lose(ErrExpired)
 		}
 	}
 	return earliest
 }
 
-// tick renews every kept lease in one pipelined burst. It reports whether
-// a renewal failed (other than by finding its lease gone).
-func (w *Watchdog) tick() (failed bool) {
-	now := time.Now()
-	earliest := w.expire(now)
-	if earliest.IsZero() {
-		return false
-	}
-
+// startTick sends a renewal of every kept lease whose last one is not
+// still out (all), or of those due (a retry), on a goroutine of its own:
+// the loop stays free to give leases up at their deadlines while the calls
+// are out.
+func (w *Watchdog) startTick(all bool) {
+	start := time.Now()
 	w.mu.Lock()
-	bySlot := make(map[uint16][]*Entry)
+	todo := make([]due, 0, len(w.entries))
 	for e := range w.entries {
-		bySlot[e.slot] = append(bySlot[e.slot], e)
-	}
-	w.mu.Unlock()
-
-	var (
-		calls   []luascripts.Call
-		batches [][]*Entry
-		lease   = luascripts.Millis(w.opts.Timeout)
-	)
-	for _, es := range bySlot {
-		for len(es) > 0 {
-			n := min(len(es), w.opts.BatchSize)
-			batch := es[:n:n]
-			es = es[n:]
-			call := luascripts.Call{Keys: make([]string, 0, n), Args: make([]string, 0, n+1)}
-			call.Args = append(call.Args, lease)
-			for _, e := range batch {
-				call.AppendRenew(e.owner, e.key, e.follow...)
-			}
-			calls = append(calls, call)
-			batches = append(batches, batch)
-			w.meters.recordBatch(len(call.Keys))
+		switch {
+		case e.inflight:
+			e.missed = true
+		case all || w.due(e, start):
+			e.inflight = true
+			todo = append(todo, due{e.deadline, e})
 		}
 	}
+	w.mu.Unlock()
+	if len(todo) == 0 {
+		return
+	}
+	w.ticks.Go(func() { w.tick(start, todo, false) })
+}
 
-	// Come back by the earliest deadline at the latest, so that a renewal
-	// stuck on a dead connection cannot delay the loss signal past it.
-	ctx, cancel := context.WithDeadline(w.ctx, minTime(now.Add(w.opts.Interval), earliest))
-	defer cancel()
+// due reports whether e's last renewal is at least half an interval old at
+// now: a renewal that comes right after another (a retry, or a catch-up of
+// a renewal that was out at a tick) leaves the leases just renewed alone,
+// which spares a busy server the work. The caller holds w.mu.
+func (w *Watchdog) due(e *Entry, now time.Time) bool {
+	return e.deadline.Before(now.Add(w.validity() - w.opts.Interval/2))
+}
+
+// kept reports whether e is still registered (not stopped, not lost). The
+// caller holds w.mu.
+func (w *Watchdog) kept(e *Entry) bool {
+	_, ok := w.entries[e]
+	return ok
+}
+
+// due is a lease a tick renews, with its deadline when the tick began.
+type due struct {
+	deadline time.Time
+	e        *Entry
+}
+
+// tickTotals are one tick's additions to Stats, added at its end so that
+// Stats never shows part of a tick.
+type tickTotals struct {
+	calls, renewed, late, errors uint64
+	failed                       bool
+}
+
+// tick renews todo, earliest deadline first: leases that share a slot go
+// into calls of up to BatchSize keys, sent in chunks (see chunkCalls), and
+// it tells the loop when all are done whether a renewal failed (other than
+// by finding its lease gone). A catch-up tick (renewals sent again at once
+// because a tick passed while they were out) counts in Stats.CatchUps, not
+// in Ticks and their durations.
+func (w *Watchdog) tick(start time.Time, todo []due, catchUp bool) {
+	// In deadline order, a lease keeps its place from tick to tick, so
+	// however long a tick takes, its renewals stay about an interval apart.
+	slices.SortFunc(todo, func(a, b due) int { return a.deadline.Compare(b.deadline) })
+	batches := w.batches(todo)
+	var (
+		mu     sync.Mutex
+		totals tickTotals
+		wg     sync.WaitGroup
+	)
+send:
+	for len(batches) > 0 {
+		select {
+		case w.sending <- struct{}{}:
+		case <-w.ctx.Done():
+			break send
+		}
+		n := min(len(batches), chunkCalls)
+		chunk := batches[:n:n]
+		batches = batches[n:]
+		wg.Go(func() {
+			defer func() { <-w.sending }()
+			t := w.renewChunk(chunk)
+			mu.Lock()
+			defer mu.Unlock()
+			totals.calls += t.calls
+			totals.renewed += t.renewed
+			totals.late += t.late
+			totals.errors += t.errors
+			totals.failed = totals.failed || t.failed
+		})
+	}
+	wg.Wait()
+
+	took := time.Since(start)
+	w.mu.Lock()
+	if catchUp {
+		w.stats.CatchUps++
+	} else {
+		w.stats.Ticks++
+		w.stats.LastTick = took
+		w.stats.MaxTick = max(w.stats.MaxTick, took)
+	}
+	w.stats.Calls += totals.calls
+	w.stats.Renewed += totals.renewed
+	w.stats.Late += totals.late
+	w.stats.Errors += totals.errors
+	w.mu.Unlock()
+	select {
+	case w.tickEnded <- totals.failed:
+	case <-w.ctx.Done():
+	}
+}
+
+// batches splits todo into the entries of each renew call, keeping its
+// order: by slot on a Cluster (elsewhere every slot is 0), at most
+// BatchSize a call. A call goes out when it is full, so that calls come in
+// the order of their first lease.
+func (w *Watchdog) batches(todo []due) [][]*Entry {
+	out := make([][]*Entry, 0, len(todo)/w.opts.BatchSize+1)
+	cluster := w.client.Mode() == rueidis.ClientModeCluster
+	open := make(map[uint16]int) // slot -> its call being filled in out
+	for _, d := range todo {
+		var slot uint16
+		if cluster {
+			slot = d.e.slot
+		}
+		i, ok := open[slot]
+		if !ok {
+			i = len(out)
+			open[slot] = i
+			out = append(out, make([]*Entry, 0, min(w.opts.BatchSize, len(todo))))
+		}
+		out[i] = append(out[i], d.e)
+		if len(out[i]) == w.opts.BatchSize {
+			delete(open, slot)
+		}
+	}
+	return out
+}
+
+// renewChunk runs one chunk's renew calls and applies their results. A
+// lease counts as renewed when its reply came before its local deadline,
+// however long the call took: the new deadline runs from the chunk's send
+// time, which is no later than Redis ran it.
+func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
+	lease := luascripts.Millis(w.opts.Timeout)
+	calls := make([]luascripts.Call, len(chunk))
+	var latest time.Time
+	w.mu.Lock()
+	for _, batch := range chunk {
+		for _, e := range batch {
+			if e.deadline.After(latest) {
+				latest = e.deadline
+			}
+		}
+	}
+	w.mu.Unlock()
+	for i, batch := range chunk {
+		n := len(batch)
+		for _, e := range batch {
+			n += len(e.follow)
+		}
+		calls[i] = luascripts.Call{Keys: make([]string, 0, n), Args: make([]string, 0, n+1)}
+		calls[i].Args = append(calls[i].Args, lease)
+		for _, e := range batch {
+			calls[i].AppendRenew(e.owner, e.key, e.follow...)
+		}
+	}
+	for _, call := range calls {
+		w.meters.recordBatch(len(call.Keys))
+	}
+
+	// A reply is of use until the chunk's latest deadline, not only its
+	// earliest: the loop gives each lease up at its own deadline meanwhile.
+	ctx, cancel := context.WithDeadline(w.ctx, latest)
 	sent := time.Now()
 	results, acks := luascripts.Renew.ExecMultiSync(ctx, w.client, calls, w.sync)
+	replied := time.Now()
+	cancel()
 
 	var gone []*Entry
+	var again []due
 	var failures []failure
+	t.calls = uint64(len(calls))
 	w.mu.Lock()
-	w.stats.Ticks++
-	w.stats.Calls += uint64(len(calls))
 	for i, r := range results {
+		batch := chunk[i]
 		held, err := parseRenew(r, len(calls[i].Keys))
 		if err == nil && acks[i] != nil {
 			// Renewed on the master only: a failover could lose it, so it
@@ -145,25 +312,37 @@ func (w *Watchdog) tick() (failed bool) {
 			err = fmt.Errorf("renewal not replicated: %w", acks[i])
 		}
 		if err != nil {
-			failed = true
-			w.stats.Errors++
-			failures = append(failures, failure{batch: batches[i], err: err})
-			for _, e := range batches[i] {
-				e.lastErr = err
-			}
-			continue
+			t.failed = true
+			t.errors++
+			failures = append(failures, failure{batch: batch, err: err})
 		}
 		k := 0 // e.key's place in the call
-		for _, e := range batches[i] {
-			ok := held[k]
-			k += 1 + len(e.follow)
-			if !ok {
+		for _, e := range batch {
+			e.inflight = false
+			missed := e.missed
+			e.missed = false
+			switch {
+			case err != nil:
+				e.lastErr = err
+			case !held[k]:
 				gone = append(gone, e)
-				continue
+			case !replied.Before(e.deadline):
+				// Renewed, but too late to count: the loop gives the
+				// lease up at its deadline, which has passed.
+				t.late++
+			default:
+				t.renewed++
+				e.deadline = sent.Add(w.validity())
+				e.lastErr = nil
 			}
-			w.stats.Renewed++
-			e.deadline = sent.Add(w.validity())
-			e.lastErr = nil
+			if missed && (err != nil || held[k]) && replied.Before(e.deadline) && w.due(e, replied) && w.kept(e) {
+				// A tick passed while this renewal was out: the next one
+				// goes now, or a slow server would make every other tick
+				// miss the lease.
+				e.inflight = true
+				again = append(again, due{e.deadline, e})
+			}
+			k += 1 + len(e.follow)
 		}
 	}
 	w.mu.Unlock()
@@ -173,10 +352,17 @@ func (w *Watchdog) tick() (failed bool) {
 			l.Warn("latchkey: renewal failed; retrying", "keys", len(f.batch), "first_key", f.batch[0].key, "error", f.err)
 		}
 	}
-	for _, e := range gone {
-		e.lose(ErrGone)
+	if len(again) > 0 {
+		w.ticks.Go(func() { w.tick(time.Now(), again, true) })
 	}
-	return failed
+	if len(gone) > 0 {
+		// onLost runs on the loop's goroutine, as every loss does.
+		select {
+		case w.gone <- gone:
+		case <-w.ctx.Done():
+		}
+	}
+	return t
 }
 
 // failure is a renew call that failed, for the log.
@@ -191,11 +377,4 @@ func parseRenew(r rueidis.RedisResult, n int) ([]bool, error) {
 		return nil, err
 	}
 	return luascripts.ParseRenew(v, n)
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

@@ -1,18 +1,22 @@
 // Package watchdog keeps hash-owner leases alive for as long as their holders
-// want them, with one goroutine per Watchdog however many leases it keeps.
+// want them, with one goroutine per Watchdog however many leases it keeps,
+// and a few more while a tick's calls are out.
 //
 // A lease here is a Redis hash key whose field is the owner's id, as latchkey's
-// locks are. Every Interval the watchdog extends all its leases to Timeout in
-// one pipelined burst: leases that share a Cluster slot go into multi-key calls
-// of up to BatchSize keys. The renew script extends a key only while the owner's
-// field is still there, so a renewal racing with a release cannot bring the
-// released lock back.
+// locks are. Every Interval the watchdog extends its leases to Timeout in
+// pipelined calls: leases that share a Cluster slot go into multi-key calls
+// of up to BatchSize keys, sent in chunks whose results count as each chunk's
+// replies come in. A lease whose renewal is still out is not sent again. The
+// renew script extends a key only while the owner's field is still there, so
+// a renewal racing with a release cannot bring the released lock back.
 //
-// A lease is lost when a renewal finds the owner gone, or when renewals keep
-// failing until the local deadline passes: Timeout less DriftMargin(Timeout)
-// after the send time of the last renewal that succeeded, on this process's
-// monotonic clock. Either way the entry's onLost callback runs once, on the
-// watchdog goroutine.
+// A lease is lost when a renewal finds the owner gone, or when no renewal's
+// reply confirms it before the local deadline: Timeout less
+// DriftMargin(Timeout) after the send time of the last renewal confirmed, on
+// this process's monotonic clock. A renewal counts however long Redis took
+// to answer, as long as the answer came before that deadline. Either way the
+// entry's onLost callback runs once, on the watchdog goroutine, which stays
+// free to give leases up at their deadlines while calls are out.
 package watchdog
 
 import (
@@ -134,13 +138,24 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// Stats are running totals since New.
+// Stats are running totals since New. A tick's calls, renewals and errors
+// are added when its last call has returned.
 type Stats struct {
-	Ticks   uint64 // renewal ticks that sent something
-	Calls   uint64 // renew script calls
-	Renewed uint64 // leases found held and extended
-	Lost    uint64 // leases given up (onLost called)
-	Errors  uint64 // renew calls that failed
+	Ticks uint64 // renewal ticks that sent something, counted as they end
+	// CatchUps counts the renewals sent again as soon as their reply came
+	// in, a tick having passed while they were out, in groups as they
+	// came back: a sign that renewing takes longer than Interval.
+	CatchUps uint64
+	Calls    uint64 // renew script calls
+	Renewed  uint64 // leases found held and extended in time
+	Lost     uint64 // leases given up (onLost called)
+	Errors   uint64 // renew calls that failed
+	// Late counts renewals Redis ran whose reply came after the lease's
+	// local deadline, too late to count: the lease was given up.
+	Late uint64
+	// LastTick and MaxTick are how long the last tick and the longest
+	// took, from collecting the leases to applying the last call's reply.
+	LastTick, MaxTick time.Duration
 }
 
 // Watchdog renews leases. Create it with New and stop it with Close.
@@ -156,6 +171,15 @@ type Watchdog struct {
 	// deadline it watches (armed), so that it watches the new deadline even
 	// when that comes before the next tick.
 	added chan struct{}
+	// ticks are the ticks under way; each reports to the loop on tickEnded
+	// whether a renewal failed, and sends the leases it found gone on gone,
+	// so that every onLost runs on the loop's goroutine.
+	ticks     sync.WaitGroup
+	tickEnded chan bool
+	gone      chan []*Entry
+	// sending holds a token for each chunk of renew calls out (see
+	// chunkParallel).
+	sending chan struct{}
 
 	mu      sync.Mutex
 	entries map[*Entry]struct{}
@@ -196,7 +220,8 @@ func newWatchdog(client rueidis.Client, opts Options) *Watchdog {
 		// it to each node at once (see luascripts.Sync.Routes).
 		sync = luascripts.Sync{Replicas: int64(opts.Sync.Replicas), Timeout: opts.Sync.Timeout, Routes: luascripts.NewRoutes()}
 	}
-	return &Watchdog{client: client, opts: opts, sync: sync, ctx: ctx, cancel: cancel, done: make(chan struct{}), added: make(chan struct{}, 1), entries: make(map[*Entry]struct{})}
+	return &Watchdog{client: client, opts: opts, sync: sync, ctx: ctx, cancel: cancel, done: make(chan struct{}), added: make(chan struct{}, 1),
+		tickEnded: make(chan bool), gone: make(chan []*Entry), sending: make(chan struct{}, chunkParallel), entries: make(map[*Entry]struct{})}
 }
 
 // Options returns the options in force, defaults filled in.
@@ -233,9 +258,11 @@ type Entry struct {
 	follow []string // keys whose expiry follows key's (same slot)
 	slot   uint16
 
-	// deadline and lastErr are guarded by w.mu.
+	// deadline, lastErr and inflight are guarded by w.mu.
 	deadline time.Time
 	lastErr  error
+	inflight bool // a renewal is out; the next tick leaves e out
+	missed   bool // a tick left e out: renew it again once its reply is in
 
 	// mu serialises the loss callback with Stop, so that once Stop returns
 	// the callback has either run to completion or will never run.

@@ -174,9 +174,9 @@ func writeWatchdog(b *bytes.Buffer, w *results.Watchdog) {
 	}
 	fmt.Fprintf(b, "One latchkey client holds the locks without a lease; its watchdog renews them every %s "+
 		"(timeout %s, at most %d locks per renew call). "+
-		"Each tick sends all its renew calls in one pipeline: rueidis writes them back to back on one connection "+
-		"without waiting for replies, so however many calls it makes, a tick costs one round trip (request out, reply back) "+
-		"plus the time to send the calls and for Redis to run them. "+
+		"Each tick sends its renew calls in pipelined chunks of 64: rueidis writes a chunk's calls back to back on one connection "+
+		"without waiting for replies, and four chunks are out at once, so a tick of n chunks costs about n/4 round trips "+
+		"(request out, reply back) plus the time to send the calls and for Redis to run them. "+
 		"Per tick, over %s: renew calls as the watchdog counts them and as Redis' commandstats count EVALSHA, "+
 		"locks renewed, Redis CPU, and client CPU, the user + system CPU (getrusage) of the benchmark process, which holds only this client. "+
 		"Client CPU includes the Go runtime's garbage collection, whose cycles scan the held state; the cycles that fell in the window are shown. "+

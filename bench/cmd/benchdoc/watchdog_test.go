@@ -22,11 +22,11 @@ func TestWatchdogTargets(t *testing.T) {
 		{"NotRun", nil, notMeasured, notMeasured, [2]string{}},
 		{"Without100000", &results.Watchdog{GoroutinesIdle: 10, Steps: full[:2]}, notMeasured, notMeasured, [2]string{}},
 		{"Met", &results.Watchdog{GoroutinesIdle: 10, Steps: full}, met, met, [2]string{
-			"1000 calls/tick (1000 EVALSHA/tick in Redis' commandstats), all in one pipeline",
+			"1000 calls/tick (1000 EVALSHA/tick in Redis' commandstats), pipelined",
 			"10 goroutines idle, then at 1000 → 10, 10000 → 10, 100000 → 10 locks",
 		}},
 		{"Missed", &results.Watchdog{GoroutinesIdle: 10, Steps: []results.WatchdogStep{step(1000, 10, 10), step(10000, 100, 10), step(100000, 1001, 12)}}, missed, missed, [2]string{
-			"1001 calls/tick (1001 EVALSHA/tick in Redis' commandstats), all in one pipeline",
+			"1001 calls/tick (1001 EVALSHA/tick in Redis' commandstats), pipelined",
 			"10 goroutines idle, then at 1000 → 10, 10000 → 10, 100000 → 12 locks",
 		}},
 	} {

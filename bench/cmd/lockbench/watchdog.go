@@ -18,9 +18,9 @@ import (
 
 // The watchdog scale: one client holds WatchdogSteps locks in turn, without a
 // lease, with a watchdog much faster than the default so that a few seconds
-// show several ticks. The interval still leaves a tick room: a tick must end
-// within it (its calls fail at the interval's end), and at 100 000 locks one
-// took 0.3-0.45s on 2 cores, and 1s with two busy processes beside it.
+// show several ticks. The interval still leaves a tick room: at 100 000
+// locks one took 0.3-0.45s on 2 cores, and 1s with two busy processes
+// beside it.
 var (
 	WatchdogTimeout  = 6 * time.Second
 	WatchdogInterval = 2 * time.Second
