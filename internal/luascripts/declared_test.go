@@ -53,6 +53,7 @@ func TestDeclaredKeys(t *testing.T) {
 		{"SemDeadQueueHead", TestSemDeadQueueHead}, {"SemLeave", TestSemLeave}, {"SemSmallerWant", TestSemSmallerWant},
 		{"RWReadersAndWriters", TestRWReadersAndWriters}, {"RWDeadReader", TestRWDeadReader},
 		{"LatchSet", TestLatchSet}, {"LatchCountDown", TestLatchCountDown},
+		{"RedissonLock", TestRedissonLock},
 	} {
 		t.Run(tc.name, tc.run)
 	}

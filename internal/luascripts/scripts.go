@@ -69,6 +69,13 @@ var (
 	LatchSet       = script("latchset")
 	LatchCountDown = script("latchcountdown")
 	LatchRead      = script("latchread")
+
+	// Redisson's RLock format (redisson.go).
+	RedissonAcquire     = script("redissonacquire")
+	RedissonReenter     = script("redissonreenter")
+	RedissonRelease     = script("redissonrelease")
+	RedissonForceUnlock = script("redissonforceunlock")
+	RedissonDescribe    = script("redissondescribe")
 )
 
 // All returns every script latchkey runs: the ACL test checks that the
@@ -77,6 +84,7 @@ func All() []*Script {
 	return []*Script{Acquire, Reenter, Release, Leave, Renew, ForceUnlock, Describe,
 		RWRead, RWWrite, RWReenter, RWUnlock, RWLeave, RWDescribe, RWForceUnlock,
 		LatchSet, LatchCountDown, LatchRead,
+		RedissonAcquire, RedissonReenter, RedissonRelease, RedissonForceUnlock, RedissonDescribe,
 		SemAcquire, SemRelease, SemLeave, SemAvailable, SemDescribe, SemForceUnlock}
 }
 
