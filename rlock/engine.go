@@ -212,7 +212,7 @@ func (sd *side) attempt(ctx context.Context, lo lockOptions, queued bool) (try, 
 	if hook := c.opts.OnAttempt; hook != nil {
 		hook(sd.name, t.granted && err == nil)
 	}
-	if err == nil && !t.granted {
+	if err == nil && !t.granted && sd.last != nil {
 		sd.last.Store(&refusal{reply: t.reply, at: time.Now()})
 	}
 	switch {

@@ -154,11 +154,11 @@ func (c *Client) InspectSemaphore(ctx context.Context, name string) (LockInfo, e
 }
 
 func (c *Client) inspect(ctx context.Context, kind Kind, name string) (LockInfo, error) {
-	keys, err := lockKeys(c.opts.Prefix, name)
+	in, err := c.introOf(kind, name)
 	if err := ready(ctx, err); err != nil {
 		return LockInfo{}, err
 	}
-	script, call := intro(kind, keys).Describe(MaxInspectWaiters)
+	script, call := in.Describe(MaxInspectWaiters)
 	info, err := describedInfo(kind, name, script.Exec(ctx, c.rc, call.Keys, call.Args))
 	if err != nil {
 		return LockInfo{}, fmt.Errorf("latchkey: inspect %s %q: %w", kind, name, err)
@@ -192,11 +192,11 @@ func (c *Client) ForceUnlockSemaphore(ctx context.Context, name string) (bool, e
 }
 
 func (c *Client) forceUnlock(ctx context.Context, kind Kind, name string) (bool, error) {
-	keys, err := lockKeys(c.opts.Prefix, name)
+	in, err := c.introOf(kind, name)
 	if err := ready(ctx, err); err != nil {
 		return false, err
 	}
-	ok, foreign, err := intro(kind, keys).ForceUnlock(ctx, c.rc, c.wake)
+	ok, foreign, err := in.ForceUnlock(ctx, c.rc, c.wake)
 	switch {
 	case err != nil:
 		return false, fmt.Errorf("latchkey: force-unlock %s %q: %w", kind, name, err)
@@ -294,6 +294,9 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	var err error
 	if len(pattern) > MaxNameLen || containsBrace(pattern) {
 		err = fmt.Errorf("%w: pattern %q must not contain braces (or be over %d bytes)", ErrInvalidName, pattern, MaxNameLen)
+	}
+	if err == nil {
+		err = c.latchkeyOnly("List") // it cannot tell a Redisson lock from any hash
 	}
 	if err := ready(ctx, err); err != nil {
 		return nil, err

@@ -38,6 +38,9 @@ type CountDownLatch struct {
 // ErrInvalidName, before any I/O.
 func (c *Client) CountDownLatch(name string) *CountDownLatch {
 	keys, err := lockKeys(c.opts.Prefix, name)
+	if err == nil {
+		err = c.latchkeyOnly("CountDownLatch")
+	}
 	if err != nil {
 		return &CountDownLatch{c: c, name: name, err: err}
 	}

@@ -46,6 +46,9 @@ func (c *Client) MultiMutex(names ...string) *MultiMutex {
 		mm.err = fmt.Errorf("%w: a MultiMutex needs at least one lock name", ErrInvalidArgument)
 		return mm
 	}
+	if mm.err = c.latchkeyOnly("MultiMutex"); mm.err != nil {
+		return mm
+	}
 	var id strings.Builder
 	for _, name := range sorted {
 		m := c.Mutex(name)

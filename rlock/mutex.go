@@ -147,6 +147,9 @@ func (m *Mutex) check(ctx context.Context, opts []LockOption, try bool) (lockOpt
 }
 
 func (c *Client) newMutex(name string, spin bool) *Mutex {
+	if c.opts.Protocol == ProtocolRedisson {
+		return c.newRedissonMutex(name, spin)
+	}
 	keys, err := lockKeys(c.opts.Prefix, name)
 	m := &Mutex{c: c, name: name, keys: keys, err: err}
 	m.sd = &side{c: c, last: new(atomic.Pointer[refusal]), name: name, key: keys.Lock, inbox: keys.Inbox(c.id), what: "lock",

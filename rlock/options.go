@@ -168,6 +168,12 @@ type Options struct {
 	// process id. Default "": none. At most MaxClientNameLen bytes.
 	ClientName string
 
+	// Protocol is the format of the locks in Redis: ProtocolLatchkey (the
+	// default) or ProtocolRedisson, to share Mutex locks with Java
+	// services that use Redisson (see Protocol and docs/redisson.md).
+	// Prefix and HandoffWindow do not apply to ProtocolRedisson.
+	Protocol Protocol
+
 	// OnAttempt, when set, is called after every run of the acquire script
 	// with the lock's name and whether it acquired. It is for metrics and
 	// tests; it runs on the caller's goroutine and must be fast.
@@ -237,6 +243,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: SpinBackoffMax %v exceeds MaxLease (%v)", ErrInvalidOptions, o.SpinBackoffMax, MaxLease)
 	case o.ReleaseTimeout < MinReleaseTimeout:
 		return o, fmt.Errorf("%w: ReleaseTimeout %v is below MinReleaseTimeout (%v)", ErrInvalidOptions, o.ReleaseTimeout, MinReleaseTimeout)
+	case o.Protocol < ProtocolLatchkey || o.Protocol > ProtocolRedisson:
+		return o, fmt.Errorf("%w: unknown Protocol %d", ErrInvalidOptions, o.Protocol)
 	case o.PubSub < PubSubAuto || o.PubSub > PubSubSharded:
 		return o, fmt.Errorf("%w: unknown PubSub mode %d", ErrInvalidOptions, o.PubSub)
 	case len(o.ClientName) > MaxClientNameLen:

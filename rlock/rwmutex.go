@@ -60,6 +60,9 @@ func (c *Client) SpinRWMutex(name string) *RWMutex {
 
 func (c *Client) newRWMutex(name string, spin bool) *RWMutex {
 	base, err := lockKeys(c.opts.Prefix, name)
+	if err == nil {
+		err = c.latchkeyOnly("RWMutex")
+	}
 	keys := rwKeys(base)
 	rw := &RWMutex{c: c, name: name, keys: keys, err: err}
 	rw.read, rw.write = rw.newSide(false, spin, ""), rw.newSide(true, spin, "")

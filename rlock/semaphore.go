@@ -67,6 +67,9 @@ func (c *Client) SpinSemaphore(name string, size int64) *Semaphore {
 
 func (c *Client) newSemaphore(name string, size int64, spin bool) *Semaphore {
 	keys, err := lockKeys(c.opts.Prefix, name)
+	if err == nil {
+		err = c.latchkeyOnly("Semaphore")
+	}
 	if err == nil && (size < 1 || size > MaxSemaphoreSize) {
 		err = fmt.Errorf("%w: semaphore %q: size %d must be between 1 and MaxSemaphoreSize (2^53-1)", ErrInvalidArgument, name, size)
 	}

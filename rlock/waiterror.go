@@ -28,7 +28,10 @@ type WaitError struct {
 // a WaitError with what the side's last refusal said.
 func (sd *side) waitError(start time.Time, err error) error {
 	we := &WaitError{Name: sd.name, Waited: time.Since(start), Err: err}
-	r := sd.last.Load()
+	var r *refusal
+	if sd.last != nil { // a side built without one keeps no refusals
+		r = sd.last.Load()
+	}
 	if r == nil || r.at.Before(start) {
 		return we // refused before this call began: another call's news
 	}

@@ -54,6 +54,7 @@ func TestDeclaredKeys(t *testing.T) {
 		{"RWReadersAndWriters", TestRWReadersAndWriters}, {"RWDeadReader", TestRWDeadReader},
 		{"LatchSet", TestLatchSet}, {"LatchCountDown", TestLatchCountDown},
 		{"Election", TestElection},
+		{"RedissonLock", TestRedissonLock},
 	} {
 		t.Run(tc.name, tc.run)
 	}

@@ -76,6 +76,13 @@ var (
 	Elect       = composed("elect", "acquire", "queue", "record")
 	ElectResign = composed("electresign", "release", "queue", "record")
 	ElectRead   = script("electread")
+
+	// Redisson's RLock format (redisson.go).
+	RedissonAcquire     = script("redissonacquire")
+	RedissonReenter     = script("redissonreenter")
+	RedissonRelease     = script("redissonrelease")
+	RedissonForceUnlock = script("redissonforceunlock")
+	RedissonDescribe    = script("redissondescribe")
 )
 
 // All returns every script latchkey runs: the ACL test checks that the

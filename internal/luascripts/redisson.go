@@ -1,0 +1,91 @@
+package luascripts
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Redisson's RLock wire format (Redisson 3.24+ and 4.x), which the
+// redisson*.lua scripts speak so that latchkey and Java clients can share
+// a lock: the lock is a hash at the name itself, {"<uuid>:<n>" -> hold
+// count}, with the lease as its expiry; a release that frees it publishes
+// "0" on the lock's channel; RFencedLock's token is a counter beside it.
+
+// RedissonKeys are the Redis names of one Redisson lock.
+type RedissonKeys struct {
+	Lock    string // the name as given: Redisson adds no prefix
+	Channel string // "redisson_lock__channel:{name}" (LockPubSub's)
+	Token   string // "redisson_lock_token:{name}" (RFencedLock's counter)
+}
+
+// NewRedissonKeys names name's lock, channel and token counter as Redisson
+// does (RedissonObject.prefixName).
+func NewRedissonKeys(name string) RedissonKeys {
+	return RedissonKeys{Lock: name, Channel: RedissonPrefixed("redisson_lock__channel", name), Token: RedissonPrefixed("redisson_lock_token", name)}
+}
+
+// RedissonPrefixed is Redisson's prefixName: the name in braces after
+// prefix, unless it has a brace already (then it keeps its own hash tag).
+func RedissonPrefixed(prefix, name string) string {
+	if strings.Contains(name, "{") {
+		return prefix + ":" + name
+	}
+	return prefix + ":{" + name + "}"
+}
+
+// RedissonPublish is the command a Redisson client subscribes for: sharded
+// pub/sub on a Redis 7 Cluster (its default there), classic elsewhere.
+func RedissonPublish(sharded bool) string {
+	if sharded {
+		return "spublish"
+	}
+	return "publish"
+}
+
+// RunRedissonAcquire runs redissonacquire.lua for a new owner: granted
+// with the new token, or refused with the holder's PTTL. A grant y's
+// replicas did not acknowledge comes with a *NotReplicatedError.
+func RunRedissonAcquire(ctx context.Context, c rueidis.Client, k RedissonKeys, owner string, lease time.Duration, y Sync) (AcquireReply, error) {
+	return runAcquire(ctx, c, RedissonAcquire, []string{k.Lock, k.Token}, []string{Millis(lease), owner}, y)
+}
+
+// RunRedissonReenter runs redissonreenter.lua: owner's new hold count, 0
+// when it holds none.
+func RunRedissonReenter(ctx context.Context, c rueidis.Client, k RedissonKeys, owner string) (int64, error) {
+	n, err := RedissonReenter.Exec(ctx, c, []string{k.Lock, k.Token}, []string{owner}).AsInt64()
+	if err == nil && n < 0 {
+		err = unexpected("redissonreenter", n)
+	}
+	return n, err
+}
+
+// RedissonReleaseArgs are redissonrelease.lua's arguments.
+type RedissonReleaseArgs struct {
+	Owner     string
+	Count     int64 // the owner's hold count before the release
+	Sharded   bool  // SPUBLISH the unlock message (Cluster)
+	Retry     bool  // an earlier call with these arguments may have run
+	Heir      string
+	HeirLease time.Duration
+	Sync      Sync
+}
+
+// RunRedissonRelease runs redissonrelease.lua; its reply reads as
+// RunRelease's (Woken: the subscribers the unlock message reached).
+func RunRedissonRelease(ctx context.Context, c rueidis.Client, k RedissonKeys, a RedissonReleaseArgs) (ReleaseReply, error) {
+	args := []string{a.Owner, strconv.FormatInt(a.Count, 10), RedissonPublish(a.Sharded), flag(a.Retry)}
+	if a.Heir != "" {
+		args = append(args, a.Heir, Millis(a.HeirLease))
+	}
+	return runRelease(ctx, c, RedissonRelease, []string{k.Lock, k.Channel, k.Token}, args, a.Sync)
+}
+
+// Intro is a Redisson lock's introspection (redissondescribe.lua,
+// redissonforceunlock.lua): holders without records, no queue.
+func (k RedissonKeys) Intro() Intro {
+	return Intro{RedissonDescribe, RedissonForceUnlock, []string{k.Lock, k.Channel}, k.Channel}
+}

@@ -1,0 +1,127 @@
+package rlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
+)
+
+// Protocol selects the format a Client's locks take in Redis: latchkey's
+// own, or Redisson's, so that Java services using Redisson's RLock (or
+// RFencedLock) share the same locks. docs/redisson.md says what is
+// compatible and what is not.
+type Protocol int
+
+const (
+	// ProtocolLatchkey, the default, keeps locks under Options.Prefix with
+	// latchkey's scripts: wait queues, holder records, every primitive.
+	ProtocolLatchkey Protocol = iota
+	// ProtocolRedisson speaks the lock protocol of Redisson 3.24+ and 4.x:
+	// Mutex and SpinMutex keep the hash at the name exactly as given
+	// (braces allowed, no prefix), {"<client id>:<n>" -> hold count}, with
+	// the lease (or WatchdogTimeout) as its expiry; a release that frees
+	// it, and ForceUnlock, publish "0" on "redisson_lock__channel:{name}",
+	// on which Go waiters and Java waiters alike wait. Tokens are
+	// RFencedLock's: the counter "redisson_lock_token:{name}" goes up at
+	// every grant and re-entry, and Token returns the value of the grant a
+	// hold started with, at every level. There is no wait queue in Redis:
+	// Java clients barge in, and only a Client's own goroutines take
+	// turns. RWMutex, Semaphore, CountDownLatch, MultiMutex and List report
+	// ErrInvalidOptions in this mode.
+	ProtocolRedisson
+)
+
+// newRedissonMutex is newMutex for ProtocolRedisson: the same engine and
+// hold, with Redisson's scripts as the side, its channel shared by every
+// waiter of the name, and no queue to join or leave.
+func (c *Client) newRedissonMutex(name string, spin bool) *Mutex {
+	keys := luascripts.NewRedissonKeys(name)
+	err := c.redissonName(name)
+	m := &Mutex{c: c, name: name, keys: luascripts.Keys{Lock: name}, err: err}
+	m.sd = &side{c: c, last: new(atomic.Pointer[refusal]), name: name, key: name, inbox: keys.Channel, what: "lock",
+		metric: kindMutex.spinIf(spin), spin: spin, exclusive: true,
+		acquire: func(ctx context.Context, owner string, lease time.Duration, _ bool) (reply, error) {
+			r, err := luascripts.RunRedissonAcquire(ctx, c.rc, keys, owner, lease, c.opts.sync())
+			return replyOf(r, nil), err
+		},
+		reenter: func(ctx context.Context, owner string) (int64, error) {
+			return luascripts.RunRedissonReenter(ctx, c.rc, keys, owner)
+		},
+		release: func(ctx context.Context, r release) (released, error) {
+			a := luascripts.RedissonReleaseArgs{Owner: r.owner, Count: r.count, Sharded: c.wake.Sharded, Retry: r.retry, Heir: r.heir, HeirLease: r.heirLease}
+			if r.sync {
+				a.Sync = c.opts.sync()
+			}
+			out, err := luascripts.RunRedissonRelease(ctx, c.rc, keys, a)
+			return releasedOf(out), err
+		},
+		// Nothing to leave: waiters only listen on the shared channel.
+		leave: func(context.Context) error { return nil },
+		// Renewed as Redisson renews: the field exists, so PEXPIRE.
+		keep: func(string) [][]string { return [][]string{{name}} },
+	}
+	return m
+}
+
+// redissonName checks a lock name for ProtocolRedisson: 1 to MaxNameLen
+// bytes, and, since Redisson derives its channel's and token's names from
+// it, a name that keeps them in its Redis Cluster slot. It also refuses
+// SPUBLISH off a Cluster, where Redisson publishes with PUBLISH.
+func (c *Client) redissonName(name string) error {
+	keys := luascripts.NewRedissonKeys(name)
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty name", ErrInvalidName)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidName, len(name), MaxNameLen)
+	case hashTag(name) != hashTag(keys.Channel):
+		// "a}b", "a{b", "a{}b": Redisson's names of the channel and the
+		// token fall in another slot than the lock's.
+		return fmt.Errorf("%w: %q: Redisson's channel %q would hash to another Redis Cluster slot (a brace without its pair, or an empty {})", ErrInvalidName, name, keys.Channel)
+	case c.wake.Sharded && c.rc.Mode() != rueidis.ClientModeCluster:
+		return fmt.Errorf("%w: ProtocolRedisson with PubSubSharded off a Cluster: Redisson publishes with PUBLISH there (leave PubSub at PubSubAuto)", ErrInvalidOptions)
+	}
+	return nil
+}
+
+// hashTag is the part of key that Redis Cluster hashes: what the first
+// '{' and the next '}' enclose, when that is not empty, else all of key.
+func hashTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return key
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return key
+	}
+	return key[open+1 : open+1+end]
+}
+
+// latchkeyOnly refuses a primitive that has no Redisson counterpart here
+// (kind names it) when the Client speaks ProtocolRedisson.
+func (c *Client) latchkeyOnly(kind string) error {
+	if c.opts.Protocol != ProtocolRedisson {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not available with ProtocolRedisson, which shares only Mutex and SpinMutex with Redisson (see docs/redisson.md)", ErrInvalidOptions, kind)
+}
+
+// introOf is the introspection of kind's lock called name, in the
+// Client's protocol.
+func (c *Client) introOf(kind Kind, name string) (luascripts.Intro, error) {
+	if c.opts.Protocol == ProtocolRedisson {
+		if kind != KindMutex {
+			return luascripts.Intro{}, c.latchkeyOnly(string(kind))
+		}
+		return luascripts.NewRedissonKeys(name).Intro(), c.redissonName(name)
+	}
+	keys, err := lockKeys(c.opts.Prefix, name)
+	return intro(kind, keys), err
+}

@@ -1,0 +1,59 @@
+package rlock_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/rlock"
+)
+
+// TestRedissonRefusals: with ProtocolRedisson, what has no Redisson
+// counterpart, and names whose Redisson channel would land in another
+// Cluster slot, are refused before any I/O; braces that keep the slot are
+// taken as Redisson takes them.
+func TestRedissonRefusals(t *testing.T) {
+	_, err := rlock.NewClient(&noIO{}, rlock.Options{Protocol: rlock.ProtocolRedisson + 1})
+	require.ErrorIs(t, err, rlock.ErrInvalidOptions, "an unknown protocol")
+
+	sharded, err := rlock.NewClient(&noIO{}, rlock.Options{Protocol: rlock.ProtocolRedisson, PubSub: rlock.PubSubSharded})
+	require.NoError(t, err)
+	_, err = sharded.Mutex("a").Lock(context.Background())
+	require.ErrorIs(t, err, rlock.ErrInvalidOptions, "SPUBLISH off a Cluster, where Redisson uses PUBLISH")
+	require.NoError(t, sharded.Close())
+
+	rc := &noIO{}
+	c, err := rlock.NewClient(rc, rlock.Options{Protocol: rlock.ProtocolRedisson})
+	require.NoError(t, err)
+	defer func() {
+		require.NoError(t, c.Close())
+		require.Zero(t, rc.calls.Load(), "a refusal reached Redis")
+	}()
+	ctx := context.Background()
+
+	_, err = c.RWMutex("a").RLock(ctx)
+	require.ErrorIs(t, err, rlock.ErrInvalidOptions, "RWMutex")
+	_, err = c.Semaphore("a", 2).Acquire(ctx, 1)
+	require.ErrorIs(t, err, rlock.ErrInvalidOptions, "Semaphore")
+	_, err = c.CountDownLatch("a").TrySetCount(ctx, 1)
+	require.ErrorIs(t, err, rlock.ErrInvalidOptions, "CountDownLatch")
+	_, err = c.MultiMutex("a", "b").Lock(ctx)
+	require.ErrorIs(t, err, rlock.ErrInvalidOptions, "MultiMutex")
+	_, err = c.List(ctx, "")
+	require.ErrorIs(t, err, rlock.ErrInvalidOptions, "List")
+	_, err = c.InspectSemaphore(ctx, "a")
+	require.ErrorIs(t, err, rlock.ErrInvalidOptions, "InspectSemaphore")
+	_, err = c.ForceUnlockRWMutex(ctx, "a")
+	require.ErrorIs(t, err, rlock.ErrInvalidOptions, "ForceUnlockRWMutex")
+
+	for _, name := range []string{"", "a}b", "a{b", "a{}b"} {
+		_, err := c.Mutex(name).Lock(ctx)
+		require.ErrorIs(t, err, rlock.ErrInvalidName, "%q", name)
+		_, err = c.Inspect(ctx, name)
+		require.ErrorIs(t, err, rlock.ErrInvalidName, "Inspect %q", name)
+	}
+	for _, name := range []string{"orders", "app:{orders}:lock", "{a}}"} {
+		require.Equal(t, name, c.Mutex(name).Key(), "the key is the name as given")
+	}
+}
