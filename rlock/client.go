@@ -150,9 +150,11 @@ func (c *Client) Close() error {
 // number of goroutines, and they exclude each other.
 //
 // A name is 1 to MaxNameLen bytes, any bytes but '{' and '}' (they would
-// change the Redis Cluster hash tag), used verbatim: NUL bytes, invalid
-// UTF-8 and glob characters such as *?[] are kept as they are. An invalid
-// name is reported by the handle's methods as ErrInvalidName, before any I/O.
+// change the Redis Cluster hash tag; with ProtocolRedisson the name is the
+// key itself, and braces are allowed as Redisson allows them), used
+// verbatim: NUL bytes, invalid UTF-8 and glob characters such as *?[] are
+// kept as they are. An invalid name is reported by the handle's methods as
+// ErrInvalidName, before any I/O.
 func (c *Client) Mutex(name string) *Mutex {
 	return c.newMutex(name, false)
 }
