@@ -34,9 +34,9 @@ func TestEvictionPolicyWarned(t *testing.T) {
 			logs := &logCapture{}
 			lockClient(t, tp, rlock.Options{Logger: slog.New(logs)})
 			if tc.warn {
-				require.True(t, logs.saw(slog.LevelWarn, "maxmemory-policy "+tc.policy), "no Warn naming %s: %v", tc.policy, logs.records)
+				require.True(t, logs.saw(slog.LevelWarn, "maxmemory-policy "+tc.policy), "no Warn naming %s: %v", tc.policy, logs.all())
 			} else {
-				require.Empty(t, logs.records)
+				require.Empty(t, logs.all())
 			}
 		})
 	}
@@ -49,7 +49,7 @@ func TestEvictionPolicyWarned(t *testing.T) {
 		require.NoError(t, admin.Do(context.Background(), admin.B().Arbitrary(aclSetUser(user.user, user.password, rlock.DefaultPrefix)...).Build()).Error())
 		logs := &logCapture{}
 		lockClient(t, user, rlock.Options{Logger: slog.New(logs)})
-		require.Empty(t, logs.records, "a refused CONFIG GET is not worth a record")
+		require.Empty(t, logs.all(), "a refused CONFIG GET is not worth a record")
 	})
 
 	t.Run("cluster", func(t *testing.T) {
@@ -60,6 +60,6 @@ func TestEvictionPolicyWarned(t *testing.T) {
 		t.Cleanup(func() { setPolicy(t, addr, "noeviction") })
 		logs := &logCapture{}
 		lockClient(t, topologies()[1], rlock.Options{Logger: slog.New(logs)})
-		require.True(t, logs.saw(slog.LevelWarn, "maxmemory-policy volatile-ttl"), "no Warn for the Cluster node: %v", logs.records)
+		require.True(t, logs.saw(slog.LevelWarn, "maxmemory-policy volatile-ttl"), "no Warn for the Cluster node: %v", logs.all())
 	})
 }

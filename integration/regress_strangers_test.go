@@ -98,9 +98,9 @@ func TestStrangersDroppedLockContext(t *testing.T) {
 			runtime.GC()
 			return !exists(t, rc, m.Key())
 		})
-		require.True(t, logs.saw(slog.LevelWarn, "dropped without its Unlock"), "no Warn: %v", logs.records)
-		require.True(t, logs.saw(slog.LevelWarn, "lockAndDrop"), "the Warn must say where Lock was called: %v", logs.records)
-		require.True(t, logs.saw(slog.LevelWarn, m.Name()), "the Warn must name the lock: %v", logs.records)
+		require.True(t, logs.saw(slog.LevelWarn, "dropped without its Unlock"), "no Warn: %v", logs.all())
+		require.True(t, logs.saw(slog.LevelWarn, "lockAndDrop"), "the Warn must say where Lock was called: %v", logs.all())
+		require.True(t, logs.saw(slog.LevelWarn, m.Name()), "the Warn must name the lock: %v", logs.all())
 		require.EqualValues(t, 1, r.value("latchkey.lock.leaked"))
 	})
 }
