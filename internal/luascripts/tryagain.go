@@ -11,8 +11,9 @@ import (
 // that often do not exist (a queue, a reservation), so during a migration
 // most of them get it until CLUSTER SETSLOT NODE. The server refused before
 // running anything, so resending is always safe; rueidis does it only for
-// read-only commands, so Exec and execSynced do, with a backoff. (Renew has
-// one key, which the old master -ASKs away: renewals never see TRYAGAIN.)
+// read-only commands, so Exec and execSynced do, with a backoff. The
+// watchdog's batched renewals (ExecMulti) do not: a call refused so counts
+// as a failed renewal, which the watchdog retries after its own backoff.
 
 // Backoff between TRYAGAIN retries: a migration moves a lock's few keys in
 // milliseconds, and then waits for the operator's SETSLOT NODE.
