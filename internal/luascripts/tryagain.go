@@ -12,8 +12,9 @@ import (
 // most of them get it until CLUSTER SETSLOT NODE. The server refused before
 // running anything, so resending is always safe; rueidis does it only for
 // read-only commands, so Exec and execSynced do, with a backoff. The
-// watchdog's batched renewals (ExecMulti) do not: a call refused so counts
-// as a failed renewal, which the watchdog retries after its own backoff.
+// watchdog's batched renewals without SyncReplicas (ExecMulti) do not: a
+// call refused so counts as a failed renewal, which the watchdog retries
+// after its own backoff.
 
 // Backoff between TRYAGAIN retries: a migration moves a lock's few keys in
 // milliseconds, and then waits for the operator's SETSLOT NODE.
