@@ -31,3 +31,10 @@ func (w *Watchdog) TakeWake() bool {
 		return false
 	}
 }
+
+// Due is the test a tick applies to each lease (see due).
+func (w *Watchdog) Due(e *Entry, now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.due(e, now)
+}

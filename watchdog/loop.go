@@ -119,10 +119,13 @@ func (w *Watchdog) expire(now time.Time) time.Time {
 	return earliest
 }
 
-// startTick sends a renewal of every kept lease whose last one is not
-// still out (all), or of those due (a retry), on a goroutine of its own:
-// the loop stays free to give leases up at their deadlines while the calls
-// are out.
+// startTick sends a renewal of every kept lease that is due (see due) and
+// whose last one is not still out, on a goroutine of its own: the loop
+// stays free to give leases up at their deadlines while the calls are out.
+// A regular tick (all) sends its calls after the regular tick before it has
+// sent its own: each takes only leases not already waiting, which are due
+// later than those the earlier tick still has to send, so that together
+// they go out earliest deadline first. A retry goes at once.
 func (w *Watchdog) startTick(all bool) {
 	start := time.Now()
 	w.mu.Lock()
@@ -131,24 +134,44 @@ func (w *Watchdog) startTick(all bool) {
 		switch {
 		case e.inflight:
 			e.missed = true
-		case all || w.due(e, start):
+		case w.due(e, start):
 			e.inflight = true
 			todo = append(todo, due{e.deadline, e})
 		}
+	}
+	var order tickOrder
+	if all && len(todo) > 0 {
+		order = tickOrder{after: w.dispatched, sent: make(chan struct{})}
+		w.dispatched = order.sent
 	}
 	w.mu.Unlock()
 	if len(todo) == 0 {
 		return
 	}
-	w.ticks.Go(func() { w.tick(start, todo, false) })
+	w.ticks.Go(func() { w.tick(start, todo, order, false) })
 }
 
-// due reports whether e's last renewal is at least half an interval old at
-// now: a renewal that comes right after another (a retry, or a catch-up of
-// a renewal that was out at a tick) leaves the leases just renewed alone,
-// which spares a busy server the work. The caller holds w.mu.
+// tickOrder puts a regular tick's sending after the one before: it waits
+// for after to close before sending and closes sent once it has sent all
+// its calls (nil channels: no order, as for retries and catch-ups).
+type tickOrder struct {
+	after, sent chan struct{}
+}
+
+// due reports whether e should be renewed at now: its last renewal is at
+// least half an interval old, or its deadline comes within two intervals.
+// A lease renewed while the previous tick was still sending, which happens
+// when Redis gets through fewer leases an interval than are kept, is left
+// to the next tick: a server slower than the interval then renews each
+// lease about as often as it can get through all of them, earliest
+// deadline first, instead of spending its time on leases renewed a moment
+// before while others run out (issue 21, item 12). The second condition
+// keeps every lease whose deadline the next tick might not reach in time:
+// with the default Interval (Timeout/3) it never applies to a lease
+// renewed half an interval ago, with a longer one it renews every lease at
+// every tick. Retries and catch-ups use it too. The caller holds w.mu.
 func (w *Watchdog) due(e *Entry, now time.Time) bool {
-	return e.deadline.Before(now.Add(w.validity() - w.opts.Interval/2))
+	return e.deadline.Before(now.Add(w.validity()-w.opts.Interval/2)) || e.deadline.Before(now.Add(2*w.opts.Interval))
 }
 
 // kept reports whether e is still registered (not stopped, not lost). The
@@ -177,7 +200,7 @@ type tickTotals struct {
 // by finding its lease gone). A catch-up tick (renewals sent again at once
 // because a tick passed while they were out) counts in Stats.CatchUps, not
 // in Ticks and their durations.
-func (w *Watchdog) tick(start time.Time, todo []due, catchUp bool) {
+func (w *Watchdog) tick(start time.Time, todo []due, order tickOrder, catchUp bool) {
 	// In deadline order, a lease keeps its place from tick to tick, so
 	// however long a tick takes, its renewals stay about an interval apart.
 	slices.SortFunc(todo, func(a, b due) int { return a.deadline.Compare(b.deadline) })
@@ -187,6 +210,12 @@ func (w *Watchdog) tick(start time.Time, todo []due, catchUp bool) {
 		totals tickTotals
 		wg     sync.WaitGroup
 	)
+	if order.after != nil {
+		select {
+		case <-order.after:
+		case <-w.ctx.Done():
+		}
+	}
 send:
 	for len(batches) > 0 {
 		select {
@@ -208,6 +237,9 @@ send:
 			totals.errors += t.errors
 			totals.failed = totals.failed || t.failed
 		})
+	}
+	if order.sent != nil {
+		close(order.sent) // the next regular tick may send
 	}
 	wg.Wait()
 
@@ -353,7 +385,7 @@ func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
 		}
 	}
 	if len(again) > 0 {
-		w.ticks.Go(func() { w.tick(time.Now(), again, true) })
+		w.ticks.Go(func() { w.tick(time.Now(), again, tickOrder{}, true) })
 	}
 	if len(gone) > 0 {
 		// onLost runs on the loop's goroutine, as every loss does.

@@ -180,6 +180,9 @@ type Watchdog struct {
 	// sending holds a token for each chunk of renew calls out (see
 	// chunkParallel).
 	sending chan struct{}
+	// dispatched closes when the last regular tick started has sent all
+	// its calls (see tickOrder); guarded by mu.
+	dispatched chan struct{}
 
 	mu      sync.Mutex
 	entries map[*Entry]struct{}
@@ -220,8 +223,10 @@ func newWatchdog(client rueidis.Client, opts Options) *Watchdog {
 		// it to each node at once (see luascripts.Sync.Routes).
 		sync = luascripts.Sync{Replicas: int64(opts.Sync.Replicas), Timeout: opts.Sync.Timeout, Routes: luascripts.NewRoutes()}
 	}
+	dispatched := make(chan struct{})
+	close(dispatched)
 	return &Watchdog{client: client, opts: opts, sync: sync, ctx: ctx, cancel: cancel, done: make(chan struct{}), added: make(chan struct{}, 1),
-		tickEnded: make(chan bool), gone: make(chan []*Entry), sending: make(chan struct{}, chunkParallel), entries: make(map[*Entry]struct{})}
+		tickEnded: make(chan bool), gone: make(chan []*Entry), sending: make(chan struct{}, chunkParallel), dispatched: dispatched, entries: make(map[*Entry]struct{})}
 }
 
 // Options returns the options in force, defaults filled in.

@@ -607,3 +607,35 @@ func TestAddWakesOnlyForAnEarlierDeadline(t *testing.T) {
 	w.Add(uniqueKey(t), "A", time.Now(), nil)
 	assert.True(t, w.TakeWake(), "with nothing watched, Add wakes the loop")
 }
+
+// TestDue: a tick leaves a lease renewed less than half an interval before
+// to the next tick, so that a server slower than the interval renews each
+// lease about once per pass over all of them instead of queueing renewals
+// of leases renewed a moment before (issue 21, item 12); but only while
+// the next tick still comes well before the lease's deadline.
+func TestDue(t *testing.T) {
+	c := standaloneClient(t)
+	for _, tc := range []struct {
+		name              string
+		timeout, interval time.Duration
+		age               time.Duration // since the last renewal was sent
+		due               bool
+	}{
+		{"defaults, just renewed", 30 * time.Second, 0, time.Second, false},
+		{"defaults, renewed by the previous tick", 30 * time.Second, 0, 9 * time.Second, true},
+		{"defaults, half an interval", 30 * time.Second, 0, 5*time.Second + time.Millisecond, true},
+		{"defaults, overdue", 30 * time.Second, 0, 25 * time.Second, true},
+		{"long interval, just renewed", time.Second, 900 * time.Millisecond, 100 * time.Millisecond, true},
+		{"interval timeout/4, just renewed", 4 * time.Second, time.Second, 100 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := watchdog.NewStill(c, watchdog.Options{Timeout: tc.timeout, Interval: tc.interval})
+			require.NoError(t, err)
+			defer w.Close()
+			now := time.Now()
+			e := w.Add("wd:due", "owner-due", now.Add(-tc.age), nil)
+			defer e.Stop()
+			assert.Equal(t, tc.due, w.Due(e, now))
+		})
+	}
+}
