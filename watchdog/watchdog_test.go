@@ -639,3 +639,48 @@ func TestDue(t *testing.T) {
 		})
 	}
 }
+
+// TestHolderRecordGoesWithEveryFewRenewals: a follow key marked as a holder
+// record outlives the lock at every moment while the lock is held, but is
+// renewed (to RecordLeases leases) with every few renewals only: it is
+// half of a Mutex's keys, and so of the renewals' cost.
+func TestHolderRecordGoesWithEveryFewRenewals(t *testing.T) {
+	c := standaloneClient(t)
+	const timeout = time.Second
+	w := newWatchdog(t, c, watchdog.Options{Timeout: timeout})
+	key, sent := lock(t, c, "owner-rec", timeout)
+	rec := luascripts.NewKeys(key).Holder
+	lost := newLostLog()
+	e := w.Add(key, "owner-rec", sent, lost.onLost, luascripts.HolderRecord(rec))
+	defer e.Stop()
+
+	// Both expiries read at once, in one script.
+	both := func() (lockLeft, recLeft time.Duration) {
+		t.Helper()
+		v, err := c.Do(t.Context(), c.B().Eval().Script("return {redis.call('pttl', KEYS[1]), redis.call('pttl', KEYS[2])}").
+			Numkeys(2).Key(key, rec).Build()).AsIntSlice()
+		require.NoError(t, err)
+		return time.Duration(v[0]) * time.Millisecond, time.Duration(v[1]) * time.Millisecond
+	}
+	var lowest, highest time.Duration
+	sample := time.NewTicker(20 * time.Millisecond)
+	defer sample.Stop()
+	for end := time.Now().Add(5 * timeout); time.Now().Before(end); <-sample.C {
+		l, r := both()
+		require.Positive(t, l, "the lock lapsed")
+		// Before the first renewal both have the acquire's lease, which
+		// the script set a moment apart.
+		require.GreaterOrEqual(t, r, l-5*time.Millisecond, "the record would lapse before the lock")
+		if highest > 2*timeout && (lowest == 0 || r < lowest) {
+			lowest = r // since the first renewal that carried the record
+		}
+		highest = max(highest, r)
+	}
+	assert.Greater(t, highest, 2*timeout, "a renewal gave the record RecordLeases leases")
+	assert.Less(t, lowest, 2*timeout, "the record went with every renewal")
+	assert.Positive(t, lowest)
+	st := w.Stats()
+	assert.GreaterOrEqual(t, st.Renewed, uint64(10))
+	assert.Zero(t, st.Lost)
+	assert.Zero(t, lost.calls.Load())
+}

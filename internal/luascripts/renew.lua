@@ -7,6 +7,11 @@
 --                field; it starts a group;
 --              "": the key follows the group's first (a lock's holder
 --                record, a side's records): renewed when the group is held;
+--              "#rec": the key follows the group's first, as "" does, and
+--                is a record of the hold (a Mutex's holder record): its
+--                expiry goes to at least 3 times the lease, so that the
+--                watchdog need not send it with every renewal
+--                (luascripts.RecordLeases);
 --              "#lease": the key is the group's lease set, a sorted set
 --                {owner -> the end of its lease, server ms} (leases.lua):
 --                the group is held only while its owner's score there has
@@ -24,14 +29,14 @@ local out = {}
 -- side's keys live as long as its longest lease): Redis 7 does it in one
 -- command (GT), older servers read the PTTL first. It is most of a tick's
 -- cost at a million locks.
-local extend = function(key)
-  if redis.call('pttl', key) < lease then
-    redis.call('pexpire', key, lease)
+local extend = function(key, ms)
+  if redis.call('pttl', key) < ms then
+    redis.call('pexpire', key, ms)
   end
 end
 if redis.REDIS_VERSION_NUM and redis.REDIS_VERSION_NUM >= 0x070000 then
-  extend = function(key)
-    redis.call('pexpire', key, lease, 'GT')
+  extend = function(key, ms)
+    redis.call('pexpire', key, ms, 'GT')
   end
 end
 local now -- server time, read at the first lease set
@@ -40,7 +45,7 @@ while first <= #KEYS do
   local owner = ARGV[first + 1]
   local held = redis.pcall('hexists', KEYS[first], owner) == 1
   local last = first
-  while ARGV[last + 2] == '' or ARGV[last + 2] == '#lease' do
+  while ARGV[last + 2] == '' or ARGV[last + 2] == '#rec' or ARGV[last + 2] == '#lease' do
     last = last + 1
     if held and ARGV[last + 1] == '#lease' then
       now = now or server_ms()
@@ -52,7 +57,11 @@ while first <= #KEYS do
       if ARGV[i + 1] == '#lease' then
         redis.call('zadd', KEYS[i], 'XX', 'GT', now + lease, owner)
       end
-      extend(KEYS[i])
+      if ARGV[i + 1] == '#rec' then
+        extend(KEYS[i], 3 * lease)
+      else
+        extend(KEYS[i], lease)
+      end
       out[i] = 1
     else
       out[i] = 0

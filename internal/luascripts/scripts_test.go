@@ -1185,6 +1185,57 @@ func TestRenewLeaseSet(t *testing.T) {
 	assert.Greater(t, pttl(t, c, leases), 50*time.Second)
 }
 
+// TestRenewHolderRecord: a holder record (HolderRecord) goes with a
+// watchdog's renewal only when asked for, and then gets RecordLeases
+// leases; AppendRenew (Extend) renews it to the lease, as any follower.
+func TestRenewHolderRecord(t *testing.T) {
+	c := standaloneClient(t)
+	k := keysFor(t, c, "latchkey:{"+uniqueTag(t)+"}")
+	require.True(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "A", Lease: 2 * time.Second, Client: "c"}).Acquired)
+	group := []string{k.Lock, luascripts.HolderRecord(k.Holder)}
+	renew := func(records bool, lease time.Duration) []int64 {
+		t.Helper()
+		call := luascripts.Call{Args: []string{luascripts.Millis(lease)}}
+		n := call.AppendKeep("A", group[0], records, group[1:]...)
+		require.Equal(t, len(call.Keys), n)
+		v, err := luascripts.Renew.Exec(t.Context(), c, call.Keys, call.Args).AsIntSlice()
+		require.NoError(t, err)
+		return v
+	}
+
+	recAt := expireAt(t, c, k.Holder)
+	assert.Equal(t, []int64{1}, renew(false, 10*time.Second), "the lock alone")
+	assert.Greater(t, pttl(t, c, k.Lock), 5*time.Second)
+	assert.Equal(t, recAt, expireAt(t, c, k.Holder), "a record left out is untouched")
+
+	assert.Equal(t, []int64{1, 1}, renew(true, 10*time.Second))
+	assert.Greater(t, pttl(t, c, k.Holder), 25*time.Second, "RecordLeases leases")
+	assert.LessOrEqual(t, pttl(t, c, k.Holder), luascripts.RecordLeases*10*time.Second)
+
+	// Extend's whole-hold renewal: the record as any follower, never lowered.
+	call := luascripts.Call{Args: []string{luascripts.Millis(time.Minute)}}
+	call.AppendRenew("A", group[0], group[1:]...)
+	assert.Equal(t, []string{k.Lock, k.Holder}, call.Keys, "the mark is taken off")
+	assert.Equal(t, []string{luascripts.Millis(time.Minute), "A", ""}, call.Args)
+	held, err := luascripts.RunRenewHold(t.Context(), c, [][]string{group}, "A", time.Minute, luascripts.Sync{})
+	require.NoError(t, err)
+	assert.True(t, held)
+	assert.Greater(t, pttl(t, c, k.Holder), 50*time.Second)
+	held, err = luascripts.RunRenewHold(t.Context(), c, [][]string{group}, "A", time.Second, luascripts.Sync{})
+	require.NoError(t, err)
+	assert.True(t, held)
+	assert.Greater(t, pttl(t, c, k.Holder), 50*time.Second, "a shorter renewal lowers nothing")
+
+	// Not held: nothing changes, the record included.
+	recAt = expireAt(t, c, k.Holder)
+	call = luascripts.Call{Args: []string{luascripts.Millis(5 * time.Minute)}}
+	call.AppendKeep("B", group[0], true, group[1:]...)
+	v, err := luascripts.Renew.Exec(t.Context(), c, call.Keys, call.Args).AsIntSlice()
+	require.NoError(t, err)
+	assert.Equal(t, []int64{0, 0}, v)
+	assert.Equal(t, recAt, expireAt(t, c, k.Holder))
+}
+
 // serverMillis is the server's clock, in ms.
 func serverMillis(t *testing.T, c rueidis.Client) int64 {
 	t.Helper()
