@@ -23,49 +23,54 @@
 -- reviving a lock released a moment before, or a lease that ran out while
 -- its keys lived on for others. The checks use pcall: a key overwritten with
 -- another type (WRONGTYPE) costs its own group, not the batch.
+-- What a renewal costs is most of a tick's at a million locks, and most
+-- of that is per key: globals and the lease are looked up and formatted
+-- once, and a group whose owner is gone costs one command.
+local KEYS, ARGV = KEYS, ARGV
+local call, pcall = redis.call, redis.pcall
 local lease = tonumber(ARGV[1])
+-- the lease as PEXPIRE takes it (a number would be formatted per call)
+local lease_ms, record_ms = ARGV[1], string.format('%d', 3 * lease)
+-- Redis 7 gives a key an expiry of at least ms in one command (GT: never
+-- a shorter one, as a side's keys live as long as its longest lease);
+-- older servers read the PTTL first.
+local gt = redis.REDIS_VERSION_NUM and redis.REDIS_VERSION_NUM >= 0x070000
 local out = {}
--- extend gives key an expiry of at least lease, never a shorter one (a
--- side's keys live as long as its longest lease): Redis 7 does it in one
--- command (GT), older servers read the PTTL first. It is most of a tick's
--- cost at a million locks.
-local extend = function(key, ms)
-  if redis.call('pttl', key) < ms then
-    redis.call('pexpire', key, ms)
-  end
-end
-if redis.REDIS_VERSION_NUM and redis.REDIS_VERSION_NUM >= 0x070000 then
-  extend = function(key, ms)
-    redis.call('pexpire', key, ms, 'GT')
-  end
-end
 local now -- server time, read at the first lease set
 local first = 1
 while first <= #KEYS do
   local owner = ARGV[first + 1]
-  local held = redis.pcall('hexists', KEYS[first], owner) == 1
+  local held = pcall('hexists', KEYS[first], owner) == 1
   local last = first
-  while ARGV[last + 2] == '' or ARGV[last + 2] == '#rec' or ARGV[last + 2] == '#lease' do
+  local mark = ARGV[last + 2]
+  while mark == '' or mark == '#rec' or mark == '#lease' do
     last = last + 1
-    if held and ARGV[last + 1] == '#lease' then
+    if held and mark == '#lease' then
       now = now or server_ms()
-      held = (tonumber(redis.pcall('zscore', KEYS[last], owner)) or -1) >= now
+      held = (tonumber(pcall('zscore', KEYS[last], owner)) or -1) >= now
+    end
+    mark = ARGV[last + 2]
+  end
+  local v = 0
+  if held then
+    v = 1
+    for i = first, last do
+      local key, ms = KEYS[i], lease_ms
+      mark = ARGV[i + 1]
+      if mark == '#rec' then
+        ms = record_ms
+      elseif mark == '#lease' then
+        call('zadd', key, 'XX', 'GT', now + lease, owner)
+      end
+      if gt then
+        call('pexpire', key, ms, 'GT')
+      elseif call('pttl', key) < tonumber(ms) then
+        call('pexpire', key, ms)
+      end
     end
   end
   for i = first, last do
-    if held then
-      if ARGV[i + 1] == '#lease' then
-        redis.call('zadd', KEYS[i], 'XX', 'GT', now + lease, owner)
-      end
-      if ARGV[i + 1] == '#rec' then
-        extend(KEYS[i], 3 * lease)
-      else
-        extend(KEYS[i], lease)
-      end
-      out[i] = 1
-    else
-      out[i] = 0
-    end
+    out[i] = v
   end
   first = last + 1
 end
