@@ -3,8 +3,9 @@
 // and a few more while a tick's calls are out.
 //
 // A lease here is a Redis hash key whose field is the owner's id, as latchkey's
-// locks are. Every Interval the watchdog extends its leases to Timeout in
-// pipelined calls: leases that share a Cluster slot go into multi-key calls
+// locks are. Every Interval the watchdog extends its leases that are due
+// (every one, while Redis keeps up) to Timeout in pipelined calls, earliest
+// deadline first: leases that share a Cluster slot go into multi-key calls
 // of up to BatchSize keys, sent in chunks whose results count as each chunk's
 // replies come in. A lease whose renewal is still out is not sent again. The
 // renew script extends a key only while the owner's field is still there, so
