@@ -11,12 +11,13 @@ import (
 
 // Helpers of the regression tests (regress_test.go).
 
-// cleanupIfFailed removes the lock's keys (the hash, its wait queue and its
-// reservation; not its fencing counter) when the test has failed, so that a
-// failing regression test does not also fail the suite's final check for
-// leftover keys. It must be registered before the lock clients, so that it
-// runs after they closed. A passing test leaves whatever it left: the
-// suite's check then judges it.
+// cleanupIfFailed removes the lock's keys (the hash, its wait queue and the
+// queue's descriptions, its reservation and its holder record; not its
+// fencing counter) when the test has failed, so that a failing regression
+// test does not also fail the suite's final check for leftover keys. It
+// must be registered before the lock clients, so that it runs after they
+// closed. A passing test leaves whatever it left: the suite's check then
+// judges it.
 func cleanupIfFailed(t *testing.T, rc rueidis.Client, key string) {
 	t.Helper()
 	t.Cleanup(func() {
@@ -25,7 +26,7 @@ func cleanupIfFailed(t *testing.T, rc rueidis.Client, key string) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		for _, k := range []string{key, key + ":q", key + ":r"} {
+		for _, k := range []string{key, key + ":q", key + ":q:d", key + ":r", key + ":holder"} {
 			_ = rc.Do(ctx, rc.B().Del().Key(k).Build()).Error()
 		}
 	})

@@ -203,12 +203,19 @@ func (sd *side) granted(ctx context.Context, tn *turn, t try, lo lockOptions) (c
 // attempt runs the acquire script once for a new owner id. An unknown
 // outcome is undone at once, so that no lock is left that nobody knows it
 // holds, and returns a transient error. The next attempt has another owner
-// id, so a grant that lands after its undo is a stranger's, not ours.
+// id, so a grant that lands after its undo is a stranger's, not ours. A
+// call that ctx ends is still awaited (see uncut), and a grant it got is
+// given back.
 func (sd *side) attempt(ctx context.Context, lo lockOptions, queued bool) (try, error) {
 	c := sd.c
 	t := try{owner: c.newOwner(), sent: time.Now()}
+	// rueidis returns at once when ctx ends, yet sends the call all the same,
+	// maybe on another connection than the undo or leave sent next, which
+	// could then run first: so the call's outcome is awaited.
+	actx, stop := uncut(ctx, c.opts.ReleaseTimeout)
 	var err error
-	t.reply, err = sd.acquire(ctx, t.owner, c.lease(lo), queued)
+	t.reply, err = sd.acquire(actx, t.owner, c.lease(lo), queued)
+	stop()
 	if hook := c.opts.OnAttempt; hook != nil {
 		hook(sd.name, t.granted && err == nil)
 	}
@@ -218,6 +225,9 @@ func (sd *side) attempt(ctx context.Context, lo lockOptions, queued bool) (try, 
 	switch {
 	case err != nil && t.granted:
 		return try{}, c.notReplicated(sd.name, err, sd.undo(t.owner, 1))
+	case err == nil && t.granted && ctx.Err() != nil:
+		_ = sd.undo(t.owner, 1) // a failure leaves it to expire within its lease
+		return try{}, ctx.Err()
 	case err == nil && t.fail != nil:
 		return try{}, t.fail
 	case err == nil:
@@ -226,6 +236,23 @@ func (sd *side) attempt(ctx context.Context, lo lockOptions, queued bool) (try, 
 		return try{}, fmt.Errorf("latchkey: %s %q: %w", sd.what, sd.name, err)
 	}
 	return try{}, c.unknownOutcome(sd.name, err, sd.undo(t.owner, 1))
+}
+
+// uncut is ctx without its cancellation, until d after ctx ends: for a call
+// whose outcome must be known before the next one is sent. stop releases it.
+func uncut(ctx context.Context, d time.Duration) (uctx context.Context, stop func()) {
+	if ctx.Done() == nil {
+		return ctx, func() {}
+	}
+	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	unwatch := context.AfterFunc(ctx, func() {
+		luascripts.Sleep(uctx, d)
+		cancel()
+	})
+	return uctx, func() {
+		unwatch()
+		cancel()
+	}
 }
 
 // contention is a contender's state while it waits in Redis.
