@@ -28,14 +28,16 @@ local Q = {key = KEYS[3], desc = KEYS[5], ch = ARGV[7] .. ':'}
 local owner, lease, client, waiter = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 -- One EXISTS answers the common cases: 0, free with nobody queued; 2, held.
 local n = redis.call('exists', lock, Q.key)
-local free, ahead, first = n == 0, 0, nil
-if n == 1 then
-  -- Free with clients queued, or held with none: the walk tells, waking
-  -- the client queued first if it has not been.
-  local empty
-  ahead, first, empty = wake(Q, ARGV[6], 1, one, client)
-  free = not empty
+local pttl, ahead, first = -2, 0, nil
+if n > 0 then
+  pttl = redis.call('pttl', lock)
 end
+if n == 1 and pttl == -2 then
+  -- Free with clients queued: the walk wakes the client queued first if it
+  -- has not been, and drops those that lost their place.
+  ahead, first = wake(Q, ARGV[6], 1, one, client)
+end
+local free = pttl == -2
 if free and ahead == 0 then
   redis.call('hset', lock, owner, 1)
   redis.call('pexpire', lock, lease)
@@ -49,4 +51,4 @@ end
 if free then
   return refused(waiter, Q, client, wait_for(first, -1), ARGV[5])
 end
-return refused(waiter, Q, client, redis.call('pttl', lock), ARGV[5], redis.call('get', record))
+return refused(waiter, Q, client, pttl, ARGV[5], redis.call('get', record))

@@ -90,11 +90,11 @@ end
 -- given a window. With tell, the first client that does not fit is told
 -- too, without a window: a publish is the only way to learn that it still
 -- listens, and a dead client must not block those behind it. It returns
--- how many it admitted, the first end of their windows (server ms; nil
--- when none has one) and whether Q was empty.
+-- how many it admitted and the first end of their windows (server ms; nil
+-- when none has one).
 local function wake(Q, spec, room, weigh, stop, tell)
   local publish, window = publisher(spec), tonumber(string.sub(spec, 2))
-  local used, n, first, windows, empty = 0, 0, nil, {}, true
+  local used, n, first, windows = 0, 0, nil, {}
   -- visit handles one client: false ends the walk; gone, it was dropped.
   local function visit(c, s)
     if c == stop then
@@ -136,7 +136,6 @@ local function wake(Q, spec, room, weigh, stop, tell)
     local e = redis.call('zrange', Q.key, at, at + page - 1, 'WITHSCORES')
     more = #e == 2 * page
     for i = 1, #e, 2 do
-      empty = false
       local go, gone = visit(e[i], tonumber(e[i + 1]))
       if not go then
         more = false
@@ -152,7 +151,7 @@ local function wake(Q, spec, room, weigh, stop, tell)
     -- After the walk: a new score moves its client, and ranks with it.
     redis.call('zadd', Q.key, 'XX', unpack(windows))
   end
-  return n, first, empty
+  return n, first
 end
 
 -- one is the weight of a client that takes the whole lock.
