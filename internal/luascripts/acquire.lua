@@ -19,7 +19,8 @@
 -- Returns {1, token} when granted (token: the grant's fencing token, one
 -- more than any before); refused, queue.lua's {0, wait, place, record}:
 -- wait is the holder's PTTL (-1 without expiry), or, when the lock is free
--- but a client queued before the caller was woken, the rest of its window.
+-- but a client queued before the caller was woken, the rest of its window
+-- (and the caller's lease more, unless the caller is next after it).
 --
 -- The fencing counter has no expiry: a token must never go back, even after
 -- the lock has been free for a long time.
@@ -49,6 +50,18 @@ if free and ahead == 0 then
   return {1, token}
 end
 if free then
-  return refused(waiter, Q, client, wait_for(first, -1), ARGV[5])
+  -- Only the client next after the woken ones watches their window, to
+  -- take their place should they never come; one further back (a client
+  -- that just released, trying again) is woken by a release, so it waits
+  -- until the woken client's lease could have run out: no try at the
+  -- window's end that the woken client's hold would refuse.
+  local wait = wait_for(first, -1)
+  if waiter and wait >= 0 then
+    local before = redis.call('zrank', Q.key, client) or redis.call('zcard', Q.key)
+    if before > ahead then
+      wait = wait + lease
+    end
+  end
+  return refused(waiter, Q, client, wait, ARGV[5])
 end
 return refused(waiter, Q, client, pttl, ARGV[5], redis.call('get', record))
