@@ -68,8 +68,7 @@ func TestLocalHandover(t *testing.T) {
 			// last release finds nobody queued and frees the lock at once.
 			rc := redisClient(t, tp)
 			require.False(t, exists(t, rc, holder.Key()), "the last one released the lock")
-			require.False(t, exists(t, rc, holder.Key()+":q"), "a gate waiter was queued in Redis")
-			require.False(t, exists(t, rc, holder.Key()+":r"), "the last release reserved the lock")
+			require.False(t, exists(t, rc, holder.Key()+":q"), "a gate waiter was queued in Redis, or woken")
 		})
 
 		t.Run("yield", func(t *testing.T) {

@@ -610,20 +610,21 @@ func TestListDamaged(t *testing.T) {
 	})
 }
 
-// TestForceUnlockClearsReservation: a free Mutex reserved for a client a
-// release woke and that never came (a handoff window can be long) is
-// cleared by ForceUnlock, which wakes the next waiter as a release would
-// (issue 21, defect 10: the reservation was left, and the waiter waited
-// for it to run out).
-func TestForceUnlockClearsReservation(t *testing.T) {
+// TestForceUnlockClearsWindows: a free Mutex kept for a client a release
+// woke and that never came (a wake window can be long) is cleared by
+// ForceUnlock, which drops that client and wakes the next waiter as a
+// release would (issue 21, defect 10: the reservation, as the window was
+// then, was left, and the waiter waited for it to run out).
+func TestForceUnlockClearsWindows(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, tp topology) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		name := lockName(t)
 		a, b := lockClient(t, tp, rlock.Options{}), lockClient(t, tp, rlock.Options{})
 		rc := redisClient(t, tp)
-		reservation := a.Mutex(name).Key() + ":r"
-		require.NoError(t, rc.Do(ctx, rc.B().Set().Key(reservation).Value("gone-client").Px(time.Minute).Build()).Error())
+		// Woken, with a minute's window: its score is minus the window's
+		// end, server ms (queue.lua).
+		queueWoken(t, rc, a.Mutex(name).Key()+":q", "gone-client", time.Minute)
 		got := make(chan error, 1)
 		go func() {
 			lctx, err := b.Mutex(name).Lock(ctx)
@@ -632,11 +633,11 @@ func TestForceUnlockClearsReservation(t *testing.T) {
 			}
 			got <- err
 		}()
-		awaitWaiters(t, a.Inspect, name, 1)
+		awaitWaiters(t, a.Inspect, name, 2)
 		ok, err := a.ForceUnlock(ctx, name)
 		require.NoError(t, err)
-		require.True(t, ok, "the reservation was not cleared")
-		require.NoError(t, recvErr(t, got, 10*time.Second, "the waiter behind the reservation"))
+		require.True(t, ok, "the window was not cleared")
+		require.NoError(t, recvErr(t, got, 10*time.Second, "the waiter behind the window"))
 		requireNoLeftovers(t, tp, name)
 	})
 }

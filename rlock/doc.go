@@ -4,8 +4,9 @@
 // A lock is a Redis hash {owner id → hold count} that only Lua scripts
 // change. Lock blocks until the lock is held or the context ends, without
 // polling: a refused waiter queues its client, and each release wakes the
-// oldest queued client with one pub/sub message and reserves the lock for
-// it for a moment. No wait outlasts the holder's remaining TTL. Every
+// oldest queued client with one pub/sub message; a woken client keeps its
+// place for a moment, and loses it if it does not come. No wait outlasts
+// the holder's remaining TTL or a woken client's moment. Every
 // grant carries a fencing token (Mutex.Token) that rises from grant to
 // grant. Without WithLease, a watchdog (one goroutine per Client) keeps the
 // lock alive until Unlock; if the lock is lost, the context Lock returned

@@ -54,8 +54,8 @@ func (c *Client) Election(name string) *Election {
 	sd.what = "leadership"
 	sd.acquire = func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
 		value, _ := ctx.Value(campaignValue{}).(string)
-		r, err := luascripts.RunElect(ctx, c.rc, keys, luascripts.ElectArgs{Value: value, Wake: c.wake,
-			AcquireArgs: luascripts.AcquireArgs{Owner: owner, Lease: lease, Client: c.id, Waiter: queued, Sync: c.opts.sync(), About: c.about}})
+		r, err := luascripts.RunElect(ctx, c.rc, keys, luascripts.ElectArgs{Value: value,
+			AcquireArgs: luascripts.AcquireArgs{Owner: owner, Lease: lease, Client: c.id, Waiter: queued, Sync: c.opts.sync(), About: c.about, Wake: c.wake}})
 		return replyOf(r, nil), err
 	}
 	// No handover to a goroutine of this process (the heir is dropped):

@@ -38,9 +38,6 @@ type side struct {
 	release func(ctx context.Context, r release) (released, error)
 	// leave takes the client off the side's queue, passing on a wake-up it got.
 	leave func(ctx context.Context) error
-	// peek reads how long the side stays held (-2ms: free), for a waiter
-	// refused by another client's reservation. Nil for sides without.
-	peek func(ctx context.Context) (time.Duration, error)
 	// keep lists the keys a hold of owner keeps alive, in watchdog groups
 	// (the first key holds owner's field, the rest follow it).
 	keep func(owner string) [][]string
@@ -52,13 +49,12 @@ type side struct {
 
 // reply is one acquire call's answer.
 type reply struct {
-	granted  bool
-	token    int64         // the grant's fencing token; 0 for a side without
-	pttl     time.Duration // refused: how long the state may last without a message; < 0 for no bound
-	fail     error         // refused for good (a Semaphore's size mismatch)
-	reserved bool          // refused: the free lock is reserved, for pttl, for the client a release woke
-	place    int64         // refused and queued: the client's place in line, 1 next
-	holder   luascripts.Record
+	granted bool
+	token   int64         // the grant's fencing token; 0 for a side without
+	pttl    time.Duration // refused: how long the state may last without a message; < 0 for no bound
+	fail    error         // refused for good (a Semaphore's size mismatch)
+	place   int64         // refused and queued: the client's place in line, 1 next
+	holder  luascripts.Record
 }
 
 // release is one release call's request.
@@ -304,27 +300,13 @@ func (notified) wait(ctx context.Context, cn *contention) (try, error) {
 		default:
 			return t, err
 		}
-		for {
-			var open bool
-			if wait, open = boundWait(wait, cn.deadline); !open {
-				return t, busyOr(lastErr)
-			}
-			sd.onWait(cn.lo)
-			woke, err := cn.t.sub.Wait(ctx, mark, wait)
-			if err != nil {
-				return t, withLast(err, lastErr)
-			}
-			if woke != notify.TimedOut || !t.reserved || sd.peek == nil {
-				break
-			}
-			// The reservation that refused us ran out. Most often the woken
-			// client took the lock and its release will wake us: a PTTL
-			// tells, where a try would be refused.
-			p, err := sd.peek(ctx)
-			if err != nil || p == -2*time.Millisecond {
-				break
-			}
-			t.reserved, wait = false, ttlBound(p)
+		var open bool
+		if wait, open = boundWait(wait, cn.deadline); !open {
+			return t, busyOr(lastErr)
+		}
+		sd.onWait(cn.lo)
+		if _, err := cn.t.sub.Wait(ctx, mark, wait); err != nil {
+			return t, withLast(err, lastErr)
 		}
 	}
 }
@@ -561,7 +543,7 @@ func sleep(ctx context.Context, closing context.Context, d time.Duration) bool {
 // replyOf is the engine's view of an acquire script's reply; fail refuses
 // for good.
 func replyOf(r luascripts.AcquireReply, fail error) reply {
-	return reply{granted: r.Acquired, token: r.Token, pttl: r.PTTL, reserved: r.Reserved, fail: fail, place: r.Place, holder: r.Holder}
+	return reply{granted: r.Acquired, token: r.Token, pttl: r.PTTL, fail: fail, place: r.Place, holder: r.Holder}
 }
 
 // releasedOf is the engine's view of a release script's reply.

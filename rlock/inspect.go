@@ -95,7 +95,11 @@ type Waiter struct {
 	// Client is the waiting Client: its ID always, the rest when it
 	// recorded them (latchkey clients of this version do).
 	Client ClientInfo
-	Since  time.Time // when it queued, by Redis' clock
+	Since  time.Time // when it queued, by Redis' clock; zero once woken
+	// Woken is when the wake window of a client that was woken (told that
+	// the lock can admit it) ends, by Redis' clock; zero when it was not.
+	// It keeps its place until then (docs/design.md, "Fairness").
+	Woken time.Time
 	// Mode is an RWMutex waiter's: ModeRead or ModeWrite; "" otherwise.
 	Mode string
 	// Permits is what a Semaphore waiter waits for, else 0.
@@ -116,8 +120,9 @@ type LockInfo struct {
 	Size         int64
 	Waiters      []Waiter // oldest first, at most MaxInspectWaiters (per mode)
 	WaitersTotal int      // how many clients are queued
-	// ReservedFor is the client a free Mutex is kept for, for the handoff
-	// window after a release woke it; "" for none.
+	// ReservedFor is a woken client whose wake window is open: the lock,
+	// when free, is kept for it (and any other woken) until it comes or the
+	// window ends; "" for none.
 	ReservedFor string
 	// Damaged says what of the lock's state in Redis is not latchkey's and
 	// could not be read (a hold count that is not an integer, a holder
@@ -166,9 +171,9 @@ func (c *Client) inspect(ctx context.Context, kind Kind, name string) (LockInfo,
 	return info, nil
 }
 
-// ForceUnlock deletes the Mutex called name whoever holds it, with the
-// reservation a release's wake-up may have left for a client that never
-// came, and wakes the next waiter as a release would. It reports whether
+// ForceUnlock deletes the Mutex called name whoever holds it, drops the
+// queued client a release woke that has not come (it may never), and
+// wakes the next waiter as a release would. It reports whether
 // there was anything to delete. When a key of the lock holds another type
 // (not a latchkey lock: a wrong name or prefix) it returns ErrWrongType
 // and deletes nothing. The former holder learns of it at its next watchdog
@@ -236,7 +241,7 @@ func intro(kind Kind, keys luascripts.Keys) luascripts.Intro {
 // sorted by mode (writers first) and owner, waiters in queueing order (the
 // scripts admit by it, across an RWMutex's two queues too).
 func infoOf(kind Kind, name string, d luascripts.Described) LockInfo {
-	info := LockInfo{Name: name, Kind: kind, Size: d.Size, ReservedFor: d.Reserved, Damaged: strings.Join(d.Damaged, "; ")}
+	info := LockInfo{Name: name, Kind: kind, Size: d.Size, ReservedFor: d.Woken, Damaged: strings.Join(d.Damaged, "; ")}
 	for _, hd := range d.Holds {
 		h := Holder{Owner: hd.Owner, Mode: hd.Mode, Count: hd.Count, LeaseLeft: leaseLeft(hd.PTTL)}
 		if kind == KindSemaphore {
@@ -259,7 +264,7 @@ func infoOf(kind Kind, name string, d luascripts.Described) LockInfo {
 	for _, q := range d.Queues {
 		info.WaitersTotal += int(q.Total)
 		for _, e := range q.Clients {
-			w := Waiter{Since: e.Since, Mode: q.Mode, Permits: e.Want}
+			w := Waiter{Since: e.Since, Woken: e.Woken, Mode: q.Mode, Permits: e.Want}
 			_ = json.Unmarshal([]byte(e.About), &w.Client) // best effort, as a holder's
 			w.Client.ID = e.Client                         // the queue's word, whatever the description says
 			info.Waiters = append(info.Waiters, w)

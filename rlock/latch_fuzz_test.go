@@ -56,7 +56,7 @@ func FuzzLatchArguments(f *testing.F) {
 			if got := keySlot(s); got != want {
 				t.Fatalf("%q hashes to slot %d, want the name's slot %d", s, got, want)
 			}
-			for _, k := range []string{lock.Lock, lock.Channel, lock.Fence, lock.Queue, lock.Reservation, lock.Inbox(c.id)} {
+			for _, k := range []string{lock.Lock, lock.Channel, lock.Fence, lock.Queue, lock.Inbox(c.id)} {
 				if s == k {
 					t.Fatalf("latch key %q is also a key of the lock %q", s, name)
 				}

@@ -156,16 +156,12 @@ func (c *Client) newMutex(name string, spin bool) *Mutex {
 		metric: kindMutex.spinIf(spin), spin: spin, exclusive: true,
 		acquire: func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
 			r, err := luascripts.RunAcquire(ctx, c.rc, keys, luascripts.AcquireArgs{
-				Owner: owner, Lease: lease, Client: c.id, Waiter: queued, Sync: c.opts.sync(), About: c.about,
+				Owner: owner, Lease: lease, Client: c.id, Waiter: queued, Sync: c.opts.sync(), About: c.about, Wake: c.wake,
 			})
 			return replyOf(r, nil), err
 		},
 		reenter: func(ctx context.Context, owner string) (int64, error) {
 			return luascripts.RunReenter(ctx, c.rc, keys, owner)
-		},
-		peek: func(ctx context.Context) (time.Duration, error) {
-			ms, err := c.rc.Do(ctx, c.rc.B().Pttl().Key(keys.Lock).Build()).AsInt64()
-			return time.Duration(ms) * time.Millisecond, err
 		},
 		release: func(ctx context.Context, r release) (released, error) {
 			a := luascripts.ReleaseArgs{Owner: r.owner, Count: r.count, Wake: c.wake, Retry: r.retry}

@@ -50,7 +50,7 @@ const (
 	// a release cannot get its round trip in, and every Unlock fails.
 	MinReleaseTimeout = 10 * time.Millisecond
 	// MaxHandoffWindow is the longest HandoffWindow accepted: a woken
-	// client that dies keeps the free lock from everyone else that long.
+	// client that stops keeps the free lock from everyone else that long.
 	MaxHandoffWindow = 5 * time.Second
 )
 
@@ -98,15 +98,16 @@ type Options struct {
 	SpinBackoffMin time.Duration
 	SpinBackoffMax time.Duration
 
-	// HandoffWindow is how long a released lock stays reserved for the
-	// waiting client that the release woke, so that the wake-up has time to
-	// arrive before anyone else (typically the goroutine that just released,
-	// asking again at once) takes the lock. It makes pub/sub waiters first
-	// come, first served across clients and saves the woken waiter a failed
-	// try. A client that does not come within the window loses its turn to
-	// whoever asks next. Default 50ms, at most MaxHandoffWindow; a negative
-	// value turns handoffs off (then a release only wakes, and anyone may
-	// take the lock).
+	// HandoffWindow is the wake window of every kind: how long a queued
+	// client that was woken (a release, or the lock's admission rule, let
+	// it in) keeps its place without coming. Clients queued behind it, and
+	// newcomers (typically the goroutine that just released, asking again
+	// at once), are refused meanwhile, so the wake-up has time to arrive:
+	// pub/sub waiters are served first come, first served across clients. A
+	// woken client that does not come within the window (a process that
+	// stopped while still subscribed) loses its place to the next.
+	// Default 50ms, at most MaxHandoffWindow; a negative value gives woken
+	// clients no window: they keep their place until they come or leave.
 	HandoffWindow time.Duration
 
 	// MaxLocalHandovers bounds how many times in a row a release may hand

@@ -16,7 +16,7 @@ type WaitError struct {
 	Waited time.Duration // from the call to its end
 	// Holder is the holder seen at the last refused try (its client, since
 	// when, its lease left then); nil when unknown: no try was refused, or
-	// the lock was free but reserved for a woken client.
+	// the lock was free but kept for clients woken before this one.
 	Holder *Holder
 	// Position is this Client's place in the lock's wait queue at the last
 	// refused try, 1 = next; 0 when unknown or not queued.

@@ -138,8 +138,11 @@ func writeTable(w io.Writer, infos []rlock.LockInfo, waiters bool) error {
 				case q.Permits > 0:
 					what = fmt.Sprintf("for %d permits", q.Permits)
 				}
-				fmt.Fprintf(tw, "  waiting %d:\t%s\t%s\t%s\t%s\t\t\t%s\t\t\n", i+1, shown(what), shown(who(q.Client, "")), shown(q.Client.Host), pid(q.Client.PID),
-					now.Sub(q.Since).Round(time.Millisecond))
+				waited := now.Sub(q.Since).Round(time.Millisecond).String()
+				if !q.Woken.IsZero() {
+					waited = "woken, window " + q.Woken.Sub(now).Round(time.Millisecond).String()
+				}
+				fmt.Fprintf(tw, "  waiting %d:\t%s\t%s\t%s\t%s\t\t\t%s\t\t\n", i+1, shown(what), shown(who(q.Client, "")), shown(q.Client.Host), pid(q.Client.PID), waited)
 			}
 		}
 	}
@@ -219,7 +222,8 @@ type holderOut struct {
 
 type waiterOut struct {
 	Client  rlock.ClientInfo `json:"client"`
-	Since   time.Time        `json:"since"`
+	Since   time.Time        `json:"since"`          // zero once woken
+	Woken   time.Time        `json:"woken,omitzero"` // a woken waiter's window end
 	Mode    string           `json:"mode,omitempty"`
 	Permits int64            `json:"permits,omitempty"`
 }
@@ -239,7 +243,7 @@ func lockJSON(info rlock.LockInfo) lockOut {
 			Since: h.Since, LeaseLeftMS: millis(h.LeaseLeft), Client: h.Client})
 	}
 	for _, q := range info.Waiters {
-		out.Waiters = append(out.Waiters, waiterOut{Client: q.Client, Since: q.Since, Mode: q.Mode, Permits: q.Permits})
+		out.Waiters = append(out.Waiters, waiterOut{Client: q.Client, Since: q.Since, Woken: q.Woken, Mode: q.Mode, Permits: q.Permits})
 	}
 	return out
 }

@@ -13,28 +13,27 @@ import (
 // Keys are the Redis keys of one lock. They all carry the lock's hash tag,
 // so on Redis Cluster they share one slot, which every script needs.
 type Keys struct {
-	Lock        string // hash {owner id -> hold count}, with the lease as its expiry
-	Channel     string // base of the wake-up channels: "<Channel>:<client id>"
-	Fence       string // fencing counter, no expiry
-	Queue       string // ZSET of waiting clients, oldest first
-	QueueDesc   string // the queued clients' descriptions {client id -> ClientInfo JSON}
-	Reservation string // the woken client's id, for a short window (PX)
-	Holder      string // the holder record (record.lua), expiring with the lock
+	Lock      string // hash {owner id -> hold count}, with the lease as its expiry
+	Channel   string // base of the wake-up channels: "<Channel>:<client id>"
+	Fence     string // fencing counter, no expiry
+	Queue     string // ZSET of waiting clients, oldest first (queue.lua)
+	QueueDesc string // the queued clients' descriptions {client id -> ClientInfo JSON}
+	Holder    string // the holder record (record.lua), expiring with the lock
 }
 
 // NewKeys derives a lock's keys from its base key "<prefix>:{<name>}".
 func NewKeys(base string) Keys {
 	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q", QueueDesc: base + ":q:d",
-		Reservation: base + ":r", Holder: base + ":holder"}
+		Holder: base + ":holder"}
 }
 
 // Inbox is the channel on which client's waiters for this lock are woken.
 func (k Keys) Inbox(client string) string { return k.Channel + ":" + client }
 
-// Wake says how a script that frees a lock wakes the next waiting client.
+// Wake says how a script wakes waiting clients (queue.lua).
 type Wake struct {
 	Sharded bool          // SPUBLISH (Redis 7 Cluster) instead of PUBLISH
-	Window  time.Duration // how long the freed lock is reserved for the woken client; 0: not at all
+	Window  time.Duration // how long a woken client keeps its place without coming; 0: for ever
 }
 
 // spec is the scripts' wake argument: "p" or "s" and the window in ms.
@@ -60,19 +59,24 @@ type AcquireArgs struct {
 	Waiter bool          // queue the client if refused, dequeue it if granted
 	Sync   Sync          // replicas to acknowledge a grant
 	About  string        // the caller's client description, for the holder record
+	Wake   Wake          // how to wake the clients queued before the caller
 }
 
 // AcquireKeys are the acquire script's KEYS, in order.
 func (k Keys) AcquireKeys() []string {
-	return []string{k.Lock, k.Fence, k.Queue, k.Reservation, k.Holder, k.QueueDesc}
+	return []string{k.Lock, k.Fence, k.Queue, k.Holder, k.QueueDesc}
+}
+
+// acquireArgs are the acquire script's ARGV, in order.
+func (k Keys) acquireArgs(a AcquireArgs) []string {
+	return []string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter), recordAbout(a.About), a.Wake.spec(), k.Channel}
 }
 
 // RunAcquire runs the acquire script. A grant that a.Sync's replicas did
 // not acknowledge is returned with a *NotReplicatedError beside it; the
 // grant stands until the caller undoes it.
 func RunAcquire(ctx context.Context, c rueidis.Client, k Keys, a AcquireArgs) (AcquireReply, error) {
-	return runAcquire(ctx, c, Acquire, k.AcquireKeys(),
-		[]string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter), recordAbout(a.About)}, a.Sync)
+	return runAcquire(ctx, c, Acquire, k.AcquireKeys(), k.acquireArgs(a), a.Sync)
 }
 
 // recordAbout is the holder record's tail (record.lua): the time the grant
@@ -112,13 +116,18 @@ func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (R
 	if a.Heir != "" {
 		args = append(args, a.Heir, Millis(a.HeirLease), recordAbout(a.HeirAbout))
 	}
-	return runRelease(ctx, c, Release, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation, k.Holder, k.QueueDesc}, args, a.Sync)
+	return runRelease(ctx, c, Release, k.releaseKeys(), args, a.Sync)
 }
 
-// RunLeave runs the leave script for client; it reports whether the lock
-// was reserved for client (the reservation is then passed on).
+// releaseKeys are the release script's KEYS, in order.
+func (k Keys) releaseKeys() []string {
+	return []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Holder, k.QueueDesc}
+}
+
+// RunLeave runs the leave script for client; it reports whether client
+// was queued.
 func RunLeave(ctx context.Context, c rueidis.Client, k Keys, client string, w Wake) (bool, error) {
-	n, err := Leave.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.Reservation, k.QueueDesc},
+	n, err := Leave.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.QueueDesc},
 		[]string{client, w.spec()}).AsInt64()
 	return n == 1, err
 }

@@ -15,10 +15,10 @@ import (
 // (describe.lua, rwdescribe.lua, semdescribe.lua): one shape for every
 // kind, which describe_reply in queue.lua documents.
 type Described struct {
-	Holds    []Held
-	Queues   []QueueHead
-	Size     int64  // a Semaphore's (0 when nobody holds or waits), else 0
-	Reserved string // the client a free Mutex is kept for, or ""
+	Holds  []Held
+	Queues []QueueHead
+	Size   int64  // a Semaphore's (0 when nobody holds or waits), else 0
+	Woken  string // a woken client whose wake window is open, or ""
 	// Damaged lists what of the lock's state is not latchkey's and could
 	// not be read (a hold count that is not an integer, a holder record of
 	// another shape); the rest was read.
@@ -52,7 +52,8 @@ type QueueHead struct {
 // Queued is one client in a wait queue.
 type Queued struct {
 	Client string
-	Since  time.Time // when it queued, by the server's clock
+	Since  time.Time // when it queued, by the server's clock; zero once woken
+	Woken  time.Time // when its wake window ends (or ended), by the server's clock; zero if not woken
 	About  string    // its description, "" when it recorded none
 	Want   int64     // a Semaphore's: the permits it waits for; else 0
 }
@@ -67,7 +68,7 @@ type Intro struct {
 
 // Intro is the Mutex's (describe.lua, forceunlock.lua).
 func (k Keys) Intro() Intro {
-	return Intro{Describe, ForceUnlock, []string{k.Lock, k.Queue, k.Reservation, k.Holder, k.QueueDesc}, k.Channel}
+	return Intro{Describe, ForceUnlock, []string{k.Lock, k.Queue, k.Holder, k.QueueDesc}, k.Channel}
 }
 
 // Intro is the RWMutex's (rwdescribe.lua, rwforceunlock.lua).
@@ -84,10 +85,9 @@ func (in Intro) Describe(maxQueue int) (*Script, Call) {
 
 // ForceUnlock runs the force-unlock script: whether it deleted anything,
 // or else the key it found of another type than latchkey keeps there (then
-// it deleted nothing). It ignores w's window: a forced unlock reserves
-// nothing, since the former holder is not queued to barge in.
+// it deleted nothing).
 func (in Intro) ForceUnlock(ctx context.Context, c rueidis.Client, w Wake) (deleted bool, foreign string, err error) {
-	m, err := in.forceUnlock.Exec(ctx, c, in.keys, []string{in.base, Wake{Sharded: w.Sharded}.spec()}).ToMessage()
+	m, err := in.forceUnlock.Exec(ctx, c, in.keys, []string{in.base, w.spec()}).ToMessage()
 	if err != nil {
 		return false, "", err
 	}
@@ -143,7 +143,7 @@ func ParseDescribe(v []rueidis.RedisMessage) (Described, error) {
 	if d.Size, err = v[2].AsInt64(); err != nil {
 		return d, unexpected("describe", err)
 	}
-	d.Reserved = str(v[3])
+	d.Woken = str(v[3])
 	return d, nil
 }
 
@@ -172,11 +172,15 @@ func parseQueueHead(m rueidis.RedisMessage) (QueueHead, error) {
 		return q, fmt.Errorf("queue: %d entries with %d descriptions and %d wants", len(entries), len(abouts), len(wants))
 	}
 	for i := 0; i < len(entries); i += 2 {
-		us, err := strconv.ParseFloat(entries[i+1], 64)
+		score, err := strconv.ParseFloat(entries[i+1], 64)
 		if err != nil {
 			return q, fmt.Errorf("queue score %q: %w", entries[i+1], err)
 		}
-		e := Queued{Client: entries[i], Since: time.UnixMicro(int64(us)), About: str(abouts[i/2])}
+		// A woken client's score is minus its window's end, in ms (queue.lua).
+		e := Queued{Client: entries[i], Since: time.UnixMicro(int64(score)), About: str(abouts[i/2])}
+		if score < 0 {
+			e.Since, e.Woken = time.Time{}, time.UnixMilli(int64(-score))
+		}
 		if len(wants) > 0 {
 			e.Want = wants[i/2]
 		}

@@ -16,7 +16,7 @@ import (
 // what an election adds around them, not copies of them.
 func composed(name, inner string, preludes ...string) *Script {
 	var src strings.Builder
-	for _, f := range preludes {
+	for _, f := range withClock(preludes) {
 		src.WriteString(source(f))
 	}
 	src.WriteString("local function " + inner + "(KEYS, ARGV)\n" + source(inner) + "\nend\n" + source(name))
@@ -49,23 +49,21 @@ func NewElectionKeys(k Keys) ElectionKeys {
 // leader's value.
 type ElectArgs struct {
 	AcquireArgs
-	Value string
-	Wake  Wake // only Sharded is used: how observers are told
+	Value string // AcquireArgs.Wake also says how observers are told
 }
 
 // RunElect runs the elect script: an acquire that, when granted, stores
 // a.Value and announces the new leader.
 func RunElect(ctx context.Context, c rueidis.Client, k ElectionKeys, a ElectArgs) (AcquireReply, error) {
 	return runAcquire(ctx, c, Elect, append(k.AcquireKeys(), k.Value),
-		[]string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter), recordAbout(a.About), a.Value, k.Observers, a.Wake.spec()}, a.Sync)
+		append(k.acquireArgs(a.AcquireArgs), a.Value, k.Observers), a.Sync)
 }
 
 // RunResign runs the electresign script: the Mutex's release (a.Heir is
 // ignored: leadership is never handed to the leader's own process), which
 // drops the value and, when nobody takes over, announces that none leads.
 func RunResign(ctx context.Context, c rueidis.Client, k ElectionKeys, a ReleaseArgs) (ReleaseReply, error) {
-	return runRelease(ctx, c, ElectResign,
-		[]string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation, k.Holder, k.QueueDesc, k.Value},
+	return runRelease(ctx, c, ElectResign, append(k.releaseKeys(), k.Value),
 		[]string{a.Owner, strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry), k.Observers}, a.Sync)
 }
 

@@ -25,8 +25,8 @@ func TestElection(t *testing.T) {
 				msgs: subscribe(t, []string{standaloneAddr}, mode.sharded, k.Observers)}
 			elect := func(owner, client, value string) luascripts.AcquireReply {
 				t.Helper()
-				r, err := luascripts.RunElect(t.Context(), c, k, luascripts.ElectArgs{Value: value, Wake: wake,
-					AcquireArgs: luascripts.AcquireArgs{Owner: owner, Lease: lease, Client: client, Waiter: true, About: `{"id":"` + client + `"}`}})
+				r, err := luascripts.RunElect(t.Context(), c, k, luascripts.ElectArgs{Value: value,
+					AcquireArgs: luascripts.AcquireArgs{Owner: owner, Lease: lease, Client: client, Waiter: true, About: `{"id":"` + client + `"}`, Wake: wake}})
 				require.NoError(t, err)
 				return r
 			}
@@ -66,7 +66,7 @@ func TestElection(t *testing.T) {
 			observers.quiet(t)
 			assert.Equal(t, luascripts.Leader{PTTL: -2e6}, read())
 			bt := elect("B:2", "B", "beta")
-			require.True(t, bt.Acquired, "the lock is reserved for B")
+			require.True(t, bt.Acquired, "B is queued first")
 			assert.Greater(t, bt.Token, a.Token)
 			observers.expect(t, "all")
 

@@ -1,21 +1,22 @@
--- forceunlock: delete a Mutex whoever holds it, and the reservation a
--- release's wake-up left, and wake a waiter as a release would.
+-- forceunlock: delete a Mutex whoever holds it, drop the client a release
+-- woke and that has not come (queue.lua's unwake), and wake the next as a
+-- release would.
 --
--- KEYS[1..5]  as describe.lua's: lock, queue, reservation, holder record,
---             the queue's descriptions (see queue.lua)
+-- KEYS[1..4]  as describe.lua's: lock, queue, holder record, the queue's
+--             descriptions (see queue.lua)
 -- ARGV[1]  the lock's channel (see queue.lua)
--- ARGV[2]  wake spec, "p0" or "s0": PUBLISH or SPUBLISH, and no
---          reservation
+-- ARGV[2]  wake spec
 --
--- Returns 1 when something was deleted (and the oldest listening queued
--- client woken, without a reservation), 0 when there was nothing (nothing
--- published), or the name of a key of another type (nothing deleted).
-local bad = foreign('hzssh')
+-- Returns 1 when something was deleted or dropped (and the client queued
+-- first that listens woken), 0 when there was nothing (nothing published),
+-- or the name of a key of another type (nothing deleted).
+local bad = foreign('hzsh')
 if bad then
   return bad
 end
-if redis.call('del', KEYS[1], KEYS[3], KEYS[4]) == 0 then
+local Q = {key = KEYS[2], desc = KEYS[4], ch = ARGV[1] .. ':'}
+if redis.call('del', KEYS[1], KEYS[3]) + unwake(Q) == 0 then
   return 0
 end
-wake(KEYS[2], KEYS[5], ARGV[1], KEYS[3], ARGV[2])
+wake(Q, ARGV[2], 1, one)
 return 1

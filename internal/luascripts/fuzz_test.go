@@ -56,19 +56,19 @@ func FuzzParseAcquire(f *testing.F) {
 	f.Add(words(1, 0))        // a grant without a token (a reader, permits)
 	f.Add(words(1, 1, 7))     // the old three-word grant
 	f.Add(words(1, 7))        // a grant
-	f.Add(words(0, -2, 0))    // refused, too short
-	f.Add(words(0, 50, 0, 3)) // refused, third in line
+	f.Add(words(0, -2))       // refused, too short
+	f.Add(words(0, 50, 3))    // refused, third in line
+	f.Add(words(0, 50, 0, 3)) // the old refusal, with its reservation flag
 	f.Add(words(-1, 3))       // a size mismatch
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v := ints(data)
 		r, err := luascripts.ParseAcquire(v)
 		granted := len(v) == 2 && v[0] == 1 && v[1] >= 0
-		refused := len(v) == 4 && v[0] == 0 && v[1] >= -2 && v[2] == 0 && v[3] >= 0
-		reserved := len(v) == 4 && v[0] == 0 && v[1] >= 0 && v[2] == 1 && v[3] >= 0
+		refused := len(v) == 3 && v[0] == 0 && v[1] >= -2 && v[2] >= 0
 		mismatch := len(v) == 2 && v[0] == -1 && v[1] > 0
 		if err != nil {
 			requireUnexpected(t, v, err, r == luascripts.AcquireReply{})
-			if granted || refused || reserved || mismatch {
+			if granted || refused || mismatch {
 				t.Fatalf("%v: a valid reply rejected: %v", v, err)
 			}
 			return
@@ -78,9 +78,7 @@ func FuzzParseAcquire(f *testing.F) {
 		case granted:
 			want = luascripts.AcquireReply{Acquired: true, Token: v[1]}
 		case refused:
-			want = luascripts.AcquireReply{PTTL: pttlOf(v[1]), Place: v[3]}
-		case reserved:
-			want = luascripts.AcquireReply{PTTL: pttlOf(v[1]), Reserved: true, Place: v[3]}
+			want = luascripts.AcquireReply{PTTL: pttlOf(v[1]), Place: v[2]}
 		case mismatch:
 			want = luascripts.AcquireReply{Size: v[1]}
 		default:
@@ -139,12 +137,12 @@ func FuzzParseRenew(f *testing.F) {
 
 func TestHugePTTL(t *testing.T) {
 	for _, ms := range []int64{1 << 62, 9223372036854775807, int64(luascripts.MaxPTTL/time.Millisecond) + 1} {
-		a, err := luascripts.ParseAcquire([]int64{0, ms, 0, 0})
+		a, err := luascripts.ParseAcquire([]int64{0, ms, 0})
 		if err != nil || a.PTTL != luascripts.MaxPTTL {
 			t.Errorf("acquire PTTL %d ms: %v, %v", ms, a.PTTL, err)
 		}
 	}
-	a, err := luascripts.ParseAcquire([]int64{0, int64(luascripts.MaxPTTL / time.Millisecond), 0, 0})
+	a, err := luascripts.ParseAcquire([]int64{0, int64(luascripts.MaxPTTL / time.Millisecond), 0})
 	if err != nil || a.PTTL != luascripts.MaxPTTL/time.Millisecond*time.Millisecond {
 		t.Errorf("the largest exact PTTL: %v, %v", a.PTTL, err)
 	}

@@ -176,7 +176,7 @@ func TestClusterLatch(t *testing.T) {
 		assert.Equal(t, slot, slotOf(t, c, k.Latch))
 		assert.Equal(t, slot, slotOf(t, c, k.Channel))
 		lock := luascripts.NewKeys(base)
-		for _, name := range []string{lock.Lock, lock.Channel, lock.Fence, lock.Queue, lock.Reservation, lock.Inbox("c")} {
+		for _, name := range []string{lock.Lock, lock.Channel, lock.Fence, lock.Queue, lock.Inbox("c")} {
 			assert.NotEqual(t, name, k.Latch, "the latch and the lock of one name share no key")
 			assert.NotEqual(t, name, k.Channel)
 		}

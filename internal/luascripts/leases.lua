@@ -1,5 +1,6 @@
--- leases: the prelude of renew and of the sides whose holds share keys (an
--- RWMutex's readers, a Semaphore's holders; docs/design.md, "RWMutex").
+-- leases: the prelude (after queue.lua's) of renew and of the sides whose
+-- holds share keys (an RWMutex's readers, a Semaphore's holders;
+-- docs/design.md, "RWMutex").
 --
 -- A side is a table {counts = key, leases = key, records = key}: {owner ->
 -- count or permits}, the lease set {owner -> lease end, server ms} and
@@ -7,12 +8,6 @@
 -- passed is dead, and whoever next counts the side drops it. The three
 -- expire with the longest lease. (A key per owner could not be declared:
 -- callers do not know the other owners.)
-
--- server_ms is the server's clock in ms: the one PEXPIRE counts by.
-local function server_ms()
-  local t = redis.call('time')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- lease_start gives owner, whose count the caller has set, a lease of lease
 -- ms and its record, and has the side's keys expire with the longest lease.

@@ -23,4 +23,4 @@ if redis.call('exists', lock) == 0 or redis.call('hexists', lock, owner) == 1 th
   redis.call('pexpire', lock, lease)
   return {1, token}
 end
-return {0, redis.call('pttl', lock), 0, 0, ''}
+return {0, redis.call('pttl', lock), 0, ''}

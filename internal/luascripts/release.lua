@@ -5,9 +5,8 @@
 --          "<channel>:<client id>", see queue.lua)
 -- KEYS[3]  fencing counter      (same hash tag)
 -- KEYS[4]  wait queue           (same hash tag)
--- KEYS[5]  reservation          (same hash tag)
--- KEYS[6]  holder record        (same hash tag; see describe.lua)
--- KEYS[7]  the wait queue's description hash (same hash tag; see queue.lua)
+-- KEYS[5]  holder record        (same hash tag; see describe.lua)
+-- KEYS[6]  the wait queue's description hash (same hash tag; see queue.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  the owner's hold count before this release (exact)
 -- ARGV[3]  wake spec, e.g. "p50" (queue.lua's publisher)
@@ -19,15 +18,16 @@
 --
 -- Returns {status, token}:
 --   { n, 0}  n >= 1 holds left
---   { 0, w}  freed: the oldest listening queued client was woken (w = 1),
---            or none listened (w = 0); a retry reports 0
+--   { 0, w}  freed: the client queued first that listens was woken, or
+--            was in its window already (w = 1), or none listened (w = 0);
+--            a retry reports 0
 --   {-1, 0}  the owner does not hold the lock with that count: nothing changed
 --   {-3, t}  handed over: the heir holds the lock, with token t
 --
 -- Idempotent: a retry reports the state the first call left (the count one
 -- lower, the owner gone, or the heir in its place) and changes nothing. A
 -- lease that ran out before the first call also leaves "owner gone": freed.
-local lock, channel, fence, queue, reservation, record, desc = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local lock, fence, record = KEYS[1], KEYS[3], KEYS[5]
 local owner, n, heir = ARGV[1], tonumber(ARGV[2]), ARGV[5] or ''
 local left, earlier = release_count(lock, owner, n, ARGV[4] == '1', true) -- DEL follows
 if earlier and left == 0 and heir ~= '' and redis.call('hexists', lock, heir) == 1 then
@@ -45,4 +45,5 @@ if heir ~= '' then
   describe(record, heir, token, ARGV[7], lease)
   return {-3, token}
 end
-return {0, wake(queue, desc, channel, reservation, ARGV[3]) and 1 or 0}
+local woken = wake({key = KEYS[4], desc = KEYS[6], ch = KEYS[2] .. ':'}, ARGV[3], 1, one)
+return {0, woken}

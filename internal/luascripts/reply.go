@@ -21,18 +21,17 @@ func unexpected(script string, v any) error {
 // AcquireReply is every acquire script's answer (acquire, rwread, rwwrite,
 // semacquire), one shape for every kind.
 type AcquireReply struct {
-	Acquired bool          // the caller holds now, with a hold count of 1
-	Token    int64         // the grant's fencing token; 0 for a side without
-	PTTL     time.Duration // refused: how long to wait without a message; < 0 for no bound
-	// Reserved: refused because the free lock is reserved for another
-	// client, for PTTL. Whether that client took it, a PTTL of the lock
-	// tells more cheaply than another try.
-	Reserved bool
+	Acquired bool  // the caller holds now, with a hold count of 1
+	Token    int64 // the grant's fencing token; 0 for a side without
+	// PTTL, refused: how long to wait without a message (a hold's lease, or
+	// the wake window of a client queued before the caller); < 0 for no bound.
+	PTTL time.Duration
 	// Place is a queued caller's place in the wait queue, 1 next; 0 when
 	// it was not queued.
 	Place int64
 	// Holder is the record of the hold that refused the caller; zero when
-	// there is none (reserved), it has none, or it is damaged.
+	// there is none (the lock is free; clients queued before the caller
+	// were woken), it has none, or it is damaged.
 	Holder Record
 	// Size: a Semaphore in use with this size, not the caller's (nothing
 	// was done); else 0.
@@ -40,17 +39,17 @@ type AcquireReply struct {
 }
 
 // ParseAcquire decodes an acquire reply's integers: {1, token} (granted),
-// {0, pttl, reserved, place} (refused; the holder's record that follows
-// them is DecodeAcquire's) and {-1, size} (a Semaphore's size mismatch).
+// {0, pttl, place} (refused; the holder's record that follows them is
+// DecodeAcquire's) and {-1, size} (a Semaphore's size mismatch).
 func ParseAcquire(v []int64) (AcquireReply, error) {
 	switch {
 	case len(v) == 2 && v[0] == 1 && v[1] >= 0:
 		return AcquireReply{Acquired: true, Token: v[1]}, nil
-	case len(v) == 4 && v[0] == 0 && v[1] >= -2 && (v[2] == 0 || v[2] == 1 && v[1] >= 0) && v[3] >= 0:
+	case len(v) == 3 && v[0] == 0 && v[1] >= -2 && v[2] >= 0:
 		// PTTL is -1 for a key without expiry; -2 (a key that vanished
 		// between two calls of one script) cannot happen, but a decoder
-		// should not trust that. A reservation always has an expiry.
-		return AcquireReply{PTTL: pttl(v[1]), Reserved: v[2] == 1, Place: v[3]}, nil
+		// should not trust that.
+		return AcquireReply{PTTL: pttl(v[1]), Place: v[2]}, nil
 	case len(v) == 2 && v[0] == -1 && v[1] > 0:
 		return AcquireReply{Size: v[1]}, nil
 	}
@@ -65,11 +64,11 @@ func DecodeAcquire(res rueidis.RedisResult) (AcquireReply, error) {
 		return AcquireReply{}, err
 	}
 	var record string
-	if len(msgs) == 5 {
-		if record, err = msgs[4].ToString(); err != nil {
+	if len(msgs) == 4 {
+		if record, err = msgs[3].ToString(); err != nil {
 			return AcquireReply{}, unexpected("acquire", err)
 		}
-		msgs = msgs[:4]
+		msgs = msgs[:3]
 	}
 	v := make([]int64, len(msgs))
 	for i, m := range msgs {

@@ -21,12 +21,11 @@ func TestParseAcquire(t *testing.T) {
 		{[]int64{1, 1}, luascripts.AcquireReply{Acquired: true, Token: 1}},
 		{[]int64{1, 42}, luascripts.AcquireReply{Acquired: true, Token: 42}},
 		{[]int64{1, 0}, luascripts.AcquireReply{Acquired: true}}, // a reader or permits: no token
-		{[]int64{0, 1500, 0, 0}, luascripts.AcquireReply{PTTL: 1500 * time.Millisecond}},
-		{[]int64{0, 0, 0, 3}, luascripts.AcquireReply{PTTL: 0, Place: 3}},
-		{[]int64{0, -1, 0, 1}, luascripts.AcquireReply{PTTL: -time.Millisecond, Place: 1}}, // holder without expiry
-		{[]int64{0, -2, 0, 0}, luascripts.AcquireReply{PTTL: -2 * time.Millisecond}},       // vanished
-		{[]int64{0, 40, 1, 2}, luascripts.AcquireReply{PTTL: 40 * time.Millisecond, Reserved: true, Place: 2}},
-		{[]int64{-1, 5}, luascripts.AcquireReply{Size: 5}}, // a Semaphore in use with size 5
+		{[]int64{0, 1500, 0}, luascripts.AcquireReply{PTTL: 1500 * time.Millisecond}},
+		{[]int64{0, 0, 3}, luascripts.AcquireReply{PTTL: 0, Place: 3}},
+		{[]int64{0, -1, 1}, luascripts.AcquireReply{PTTL: -time.Millisecond, Place: 1}}, // holder without expiry
+		{[]int64{0, -2, 0}, luascripts.AcquireReply{PTTL: -2 * time.Millisecond}},       // vanished
+		{[]int64{-1, 5}, luascripts.AcquireReply{Size: 5}},                              // a Semaphore in use with size 5
 	}
 	for _, tc := range valid {
 		t.Run(fmt.Sprint(tc.in), func(t *testing.T) {
@@ -40,13 +39,12 @@ func TestParseAcquire(t *testing.T) {
 		{},
 		{1},
 		{0, 1500},     // the old two-word refusal
-		{0, 1, 2, 0},  // reserved is a flag
-		{0, -1, 1, 0}, // a reservation always has an expiry
-		{0, 1, 0, -1}, // no negative place
+		{0, 40, 1, 2}, // the old refusal, with its reservation flag
+		{0, 1, -1},    // no negative place
 		{1, 1, 1},     // the old three-word grant
 		{1, 1, 1, 1},  // too long
 		{1, -1},       // negative token
-		{0, -3, 0, 0}, // PTTL below -2 does not exist
+		{0, -3, 0},    // PTTL below -2 does not exist
 		{2, 1},
 		{-1, 0}, // a size is at least 1
 	}
@@ -173,9 +171,10 @@ func TestScriptNames(t *testing.T) {
 		assert.Contains(t, tc.s.Source(), "-- "+tc.name+":")
 		assert.Contains(t, tc.s.Source(), "redis.call")
 	}
-	// Those that queue or wake clients start with the queue prelude.
+	// Those that queue or wake clients have the queue prelude, after the clock.
 	for _, s := range []*luascripts.Script{luascripts.Acquire, luascripts.Release, luascripts.Leave, luascripts.ForceUnlock} {
-		assert.True(t, strings.HasPrefix(s.Source(), "-- queue:"), s.Name())
+		assert.True(t, strings.HasPrefix(s.Source(), "-- clock:"), s.Name())
+		assert.Contains(t, s.Source(), "\n-- queue:", s.Name())
 		assert.Contains(t, s.Source(), "local function wake(", s.Name())
 	}
 	for _, s := range []*luascripts.Script{luascripts.Reenter, luascripts.Renew} {

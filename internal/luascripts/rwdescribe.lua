@@ -6,8 +6,9 @@
 -- ARGV[1]  the most queued clients to return per queue (> 0)
 --
 -- Returns a describe reply (queue.lua): the write hold, then the read
--- holds whose lease has not run out; the reader queue, then the writers'.
+-- holds whose lease has not run out; the reader queue, then the writers';
+-- a woken writer whose window is open, else such a reader.
 local holds = {}
 hash_holds(holds, 'write', w, redis.call('hget', w, '#rec') or '')
 live_holds(holds, 'read', readers)
-return {holds, {queue_head('read', qr, qrd, ARGV[1]), queue_head('write', qw, qwd, ARGV[1])}, 0, ''}
+return {holds, {queue_head('read', R, ARGV[1]), queue_head('write', W, ARGV[1])}, 0, woken_of(W) or woken_of(R) or ''}

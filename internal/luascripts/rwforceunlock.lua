@@ -1,6 +1,6 @@
 -- rwforceunlock: delete an RWMutex's write hold and read holds whoever
--- holds them, and wake the clients the free lock admits, as a release
--- would.
+-- holds them, drop the clients woken that have not come (queue.lua's
+-- unwake), and wake the clients the free lock admits, as a release would.
 --
 -- KEYS[1..8]  as rwqueue.lua says
 -- ARGV[1]  B, for the channels
@@ -11,8 +11,8 @@ local bad = foreign('hhzhzhzh')
 if bad then
   return bad
 end
-if redis.call('del', w, readers.counts, readers.leases, readers.records) == 0 then
+if redis.call('del', w, readers.counts, readers.leases, readers.records) + unwake(R) + unwake(W) == 0 then
   return 0
 end
-rw_wake(ARGV[1], ARGV[2], 0)
+rw_wake(ARGV[2], 0)
 return 1

@@ -8,13 +8,8 @@
 -- Takes the client off the queue and, when nobody writes, wakes whom that
 -- may unblock (clients queued behind it). Run it before unsubscribing.
 -- Returns 1 when the client was queued, else 0.
-local removed
-if ARGV[4] == 'w' then
-  removed = dequeue(qw, qwd, ARGV[2])
-else
-  removed = dequeue(qr, qrd, ARGV[2])
-end
+local removed = dequeue(ARGV[4] == 'w' and W or R, ARGV[2])
 if redis.call('exists', w) == 0 then
-  rw_wake(ARGV[1], ARGV[3], redis.call('hlen', readers.counts))
+  rw_wake(ARGV[3], redis.call('hlen', readers.counts))
 end
 return removed

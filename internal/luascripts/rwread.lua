@@ -9,38 +9,32 @@
 -- ARGV[7]  wake spec (queue.lua's publisher), e.g. "p50"
 -- ARGV[8]  the caller's "<ms>|<client description>" (record.lua)
 --
--- Refused while another owner writes, and while a writer queued before the
--- caller (or any writer, for a caller not queued) waits: writers come first.
+-- Admitted as rwqueue.lua says: writers come first. A caller refused only
+-- because a writer queued before it wakes whom the lock admits (rw_wake).
 -- Returns {1, 0} when granted (readers get no token); refused, queue.lua's
--- {0, pttl, 0, place, record}: pttl is how long until the state can change
+-- {0, wait, place, record}: wait is how long until the state can change
 -- without a message, -1 for no bound; record the writer's.
-local base, owner, lease, client, queued, writer = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1', ARGV[6]
+local owner, lease, client, queued, writer = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1', ARGV[6]
 local writes = writer ~= '' and redis.call('hexists', w, writer) == 1
 local pttl, holder = -2, nil
 if not writes then
   if redis.call('exists', w) == 1 then
     pttl, holder = redis.call('pttl', w), redis.call('hget', w, '#rec')
   else
-    local head = redis.call('zrange', qw, 0, 0, 'WITHSCORES')
-    if head[1] then
-      local mine = redis.call('zscore', qr, client)
-      if not mine or tonumber(head[2]) < tonumber(mine) then
-        -- A writer waits first. If nothing holds, it should be acting:
-        -- prod the queue, which also drops it if it stopped listening.
-        pttl = redis.call('pttl', readers.counts)
-        if pttl == -2 then
-          pttl = rw_prod(base, ARGV[7])
-        end
-      end
+    local before = first_writer()
+    local mine = before and redis.call('zscore', R.key, client)
+    if before and (not mine or before < tonumber(mine)) then
+      local _, first = rw_wake(ARGV[7], redis.call('hlen', readers.counts), client)
+      pttl = wait_for(first, math.max(redis.call('pttl', readers.counts), -1))
     end
   end
 end
 if pttl ~= -2 then
-  return refused(queued, qr, qrd, client, pttl, ARGV[8], false, holder)
+  return refused(queued, R, client, pttl, ARGV[8], holder)
 end
 redis.call('hincrby', readers.counts, owner, 1)
 lease_start(readers, owner, server_ms(), lease, record_of(owner, 0, ARGV[8]))
 if queued then
-  dequeue(qr, qrd, client)
+  dequeue(R, client)
 end
 return {1, 0}

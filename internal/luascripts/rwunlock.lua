@@ -8,11 +8,11 @@
 -- ARGV[5]  wake spec (queue.lua's publisher), e.g. "p50"
 -- ARGV[6]  "1" if an earlier call with these arguments may have run
 --
--- Returns {left, woken}: the holds left (0: released; the lock's waiters
--- were woken as rw_wake says, woken of them), or {-1, 0} when the owner
+-- Returns {left, woken}: the holds left (0: released; the clients the lock
+-- admits were woken, woken of them, rw_wake), or {-1, 0} when the owner
 -- does not hold with that count, or its read lease ran out: nothing
 -- changed. Idempotent for a retry, as release.lua.
-local base, owner, side, n, retry = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[6] == '1'
+local owner, side, n, retry = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[6] == '1'
 local left, earlier
 if side == 'w' then
   -- No DEL (the hash goes with its last field): a retry must not delete a
@@ -39,6 +39,7 @@ if left ~= 0 or n ~= 1 or earlier or redis.call('exists', w) == 1 then
 end
 local nreaders = redis.call('hlen', readers.counts)
 if side == 'w' or nreaders == 0 then
-  return {0, rw_wake(base, ARGV[5], nreaders)}
+  local woken = rw_wake(ARGV[5], nreaders)
+  return {0, woken}
 end
 return {0, 0}

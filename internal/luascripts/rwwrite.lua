@@ -9,14 +9,24 @@
 -- ARGV[6]  wake spec (queue.lua's publisher), e.g. "p50"
 -- ARGV[7]  the caller's "<ms>|<client description>" (record.lua)
 --
--- Granted when nobody writes, no live reader holds, and no client queued
--- before the caller (any client, for a caller not queued) waits. Readers
--- whose lease ran out are dropped on the way.
--- Returns {1, token} when granted; refused, queue.lua's {0, pttl, 0, place,
--- record}: pttl is how long until the state can change without a message,
+-- Admitted as rwqueue.lua says. Readers whose lease ran out are dropped on
+-- the way; a caller refused only because of clients queued before it wakes
+-- whom the lock admits (rw_wake).
+-- Returns {1, token} when granted; refused, queue.lua's {0, wait, place,
+-- record}: wait is how long until the state can change without a message,
 -- -1 for no bound; record the writer's, or the first reader's to end.
 local fence = KEYS[9]
-local base, owner, lease, client, queued = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1'
+local owner, lease, client, queued = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1'
+
+-- ahead counts the clients queued before the caller (all, when it is not).
+local function ahead()
+  local mine = redis.call('zscore', W.key, client)
+  if mine then
+    return redis.call('zcount', W.key, '-inf', '(' .. mine) + redis.call('zcount', R.key, '-inf', '(' .. mine)
+  end
+  return redis.call('zcard', W.key) + redis.call('zcard', R.key)
+end
+
 local pttl, holder = -2, nil
 if redis.call('exists', w) == 1 then
   pttl, holder = redis.call('pttl', w), redis.call('hget', w, '#rec')
@@ -24,26 +34,20 @@ else
   local n, least, first = live_readers()
   if n > 0 then
     pttl, holder = least, first
-  else
-    local mine = redis.call('zscore', qw, client)
-    local ahead
-    if mine then
-      ahead = redis.call('zcount', qw, '-inf', '(' .. mine) + redis.call('zcount', qr, '-inf', '(' .. mine)
-    else
-      ahead = redis.call('zcard', qw) + redis.call('zcard', qr)
-    end
-    if ahead > 0 then
-      pttl = rw_prod(base, ARGV[6])
+  elseif ahead() > 0 then
+    local _, ends = rw_wake(ARGV[6], 0, client)
+    if ahead() > 0 then
+      pttl = wait_for(ends, -1)
     end
   end
 end
 if pttl ~= -2 then
-  return refused(queued, qw, qwd, client, pttl, ARGV[7], false, holder)
+  return refused(queued, W, client, pttl, ARGV[7], holder)
 end
 local token = redis.call('incr', fence)
 redis.call('hset', w, owner, 1, '#rec', record_of(owner, token, ARGV[7]))
 redis.call('pexpire', w, lease)
 if queued then
-  dequeue(qw, qwd, client)
+  dequeue(W, client)
 end
 return {1, token}

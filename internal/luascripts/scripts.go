@@ -24,11 +24,11 @@ import (
 var sources embed.FS
 
 // script is the script name.lua after the preludes it needs: the Lua library
-// (queue, record, leases) and the RWMutex's and Semaphore's (rwqueue, semqueue).
-// It registers the script for All.
+// (queue, record, leases) and the RWMutex's and Semaphore's (rwqueue,
+// semqueue), all after clock's. It registers the script for All.
 func script(name string, preludes ...string) *Script {
 	var src strings.Builder
-	for _, f := range append(preludes, name) {
+	for _, f := range append(withClock(preludes), name) {
 		src.WriteString(source(f))
 	}
 	return register(New(name, src.String()))
@@ -84,6 +84,15 @@ var (
 	RedissonForceUnlock = script("redissonforceunlock")
 	RedissonDescribe    = script("redissondescribe")
 )
+
+// withClock puts clock.lua before any other prelude: the library reads the
+// server's time.
+func withClock(preludes []string) []string {
+	if len(preludes) == 0 {
+		return nil
+	}
+	return append([]string{"clock"}, preludes...)
+}
 
 // All returns every script latchkey runs: the ACL test checks that the
 // commands they call are in the documented grant.

@@ -121,7 +121,7 @@ func keysFor(t *testing.T, c rueidis.Client, base string) luascripts.Keys {
 	k := luascripts.NewKeys(base)
 	t.Cleanup(func() {
 		// t.Context() is already cancelled here.
-		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Lock, k.Queue, k.QueueDesc, k.Reservation, k.Holder).Build()).Error())
+		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Lock, k.Queue, k.QueueDesc, k.Holder).Build()).Error())
 	})
 	return k
 }
@@ -145,11 +145,12 @@ func acquireRaw(t *testing.T, c rueidis.Client, k luascripts.Keys, a luascripts.
 	if a.Waiter {
 		waiter = "1"
 	}
-	msgs, err := luascripts.Acquire.Exec(t.Context(), c, k.AcquireKeys(), []string{a.Owner, luascripts.Millis(a.Lease), a.Client, waiter}).ToArray()
+	args := []string{a.Owner, luascripts.Millis(a.Lease), a.Client, waiter, "", "p" + luascripts.Millis(a.Wake.Window), k.Channel}
+	msgs, err := luascripts.Acquire.Exec(t.Context(), c, k.AcquireKeys(), args).ToArray()
 	require.NoError(t, err)
 	var v []int64
 	for i, m := range msgs {
-		if i == 4 { // a refusal's holder record
+		if i == 3 { // a refusal's holder record
 			_, err = m.ToString()
 			require.NoError(t, err)
 			continue
@@ -269,23 +270,42 @@ func queued(t *testing.T, c rueidis.Client, k luascripts.Keys) []string {
 	return v
 }
 
-// reserve plants a reservation of k for client, as a release's wake-up
-// leaves it.
+// reserve queues client as a release's wake-up leaves it (queue.lua):
+// woken, with a window of window from now, its score minus the window's
+// end in server ms. A negative window has ended.
 func reserve(t *testing.T, c rueidis.Client, k luascripts.Keys, client string, window time.Duration) {
 	t.Helper()
-	do(t, c, c.B().Set().Key(k.Reservation).Value(client).Px(window).Build())
+	end := serverMS(t, c) + window.Milliseconds()
+	do(t, c, c.B().Zadd().Key(k.Queue).ScoreMember().ScoreMember(-float64(end), client).Build())
+}
+
+// wokenEnd reports whether client is queued in queue as woken, and the
+// end of its window (server ms).
+func wokenEnd(t *testing.T, c rueidis.Client, queue, client string) (bool, int64) {
+	t.Helper()
+	s, err := c.Do(t.Context(), c.B().Zscore().Key(queue).Member(client).Build()).AsFloat64()
+	if rueidis.IsRedisNil(err) {
+		return false, 0
+	}
+	require.NoError(t, err)
+	return s < 0, int64(-s)
+}
+
+func serverMS(t *testing.T, c rueidis.Client) int64 {
+	t.Helper()
+	v, err := do(t, c, c.B().Time().Build()).AsIntSlice()
+	require.NoError(t, err)
+	return v[0]*1000 + v[1]/1000
 }
 
 // state is everything the scripts may change about one lock, so that a test
 // can assert that a call changed nothing at all.
 type state struct {
-	Hash        map[string]string
-	LockAt      int64 // PEXPIRETIME
-	Queue       []rueidis.ZScore
-	QueueAt     int64
-	Reservation string
-	ReservedAt  int64
-	Fence       string
+	Hash    map[string]string
+	LockAt  int64 // PEXPIRETIME
+	Queue   []rueidis.ZScore
+	QueueAt int64
+	Fence   string
 }
 
 func snapshot(t *testing.T, c rueidis.Client, k luascripts.Keys) state {
@@ -295,7 +315,6 @@ func snapshot(t *testing.T, c rueidis.Client, k luascripts.Keys) state {
 	return state{
 		Hash: hgetall(t, c, k.Lock), LockAt: expireAt(t, c, k.Lock),
 		Queue: q, QueueAt: expireAt(t, c, k.Queue),
-		Reservation: get(t, c, k.Reservation), ReservedAt: expireAt(t, c, k.Reservation),
 		Fence: get(t, c, k.Fence),
 	}
 }
@@ -438,9 +457,9 @@ func TestAcquire(t *testing.T) {
 		take(t, c, k, "A")
 		before := snapshot(t, c, k)
 		v := acquireRaw(t, c, k, luascripts.AcquireArgs{Owner: "B", Lease: time.Second, Client: "b"})
-		require.Len(t, v, 4)
+		require.Len(t, v, 3)
 		assert.Equal(t, int64(0), v[0])
-		assert.Equal(t, int64(0), v[3], "not queued: no place")
+		assert.Equal(t, int64(0), v[2], "not queued: no place")
 		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "B2", Lease: time.Second, Client: "b"})
 		assert.False(t, r.Acquired)
 		between(t, r.PTTL, lease-10*time.Second, lease, "the holder's lease")
@@ -450,52 +469,89 @@ func TestAcquire(t *testing.T) {
 	t.Run("HolderWithoutExpiry", func(t *testing.T) {
 		k := newKeys(t, c)
 		do(t, c, c.B().Hset().Key(k.Lock).FieldValue().FieldValue("A", "1").Build())
-		assert.Equal(t, []int64{0, -1, 0, 1}, acquireRaw(t, c, k, luascripts.AcquireArgs{Owner: "B", Lease: lease, Client: "b", Waiter: true}), "refused, first in line")
+		assert.Equal(t, []int64{0, -1, 1}, acquireRaw(t, c, k, luascripts.AcquireArgs{Owner: "B", Lease: lease, Client: "b", Waiter: true}), "refused, first in line")
 		assert.Equal(t, []string{"b"}, queued(t, c, k))
 		between(t, pttl(t, c, k.Queue), 5*time.Second, 10*time.Second, "queued for the slack alone")
 	})
 
-	t.Run("ReservedForAnother", func(t *testing.T) {
+	// A free lock is kept for the client a release woke, for its window:
+	// it keeps its place, and is not told again.
+	t.Run("WokenAhead", func(t *testing.T) {
 		k := newKeys(t, c)
 		reserve(t, c, k, "x", 5*time.Second)
+		x := listen(t, c, []string{standaloneAddr}, false, k, "x")
 		before := snapshot(t, c, k)
-		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "Y", Lease: lease, Client: "y"})
-		assert.False(t, r.Acquired, "reserved for x")
-		assert.True(t, r.Reserved)
-		between(t, r.PTTL, 0, 5*time.Second, "the rest of the reservation")
-		assert.Equal(t, before, snapshot(t, c, k), "no lock, the reservation and the counter untouched")
+		wake := luascripts.Wake{Window: time.Minute}
+		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "Y", Lease: lease, Client: "y", Wake: wake})
+		assert.False(t, r.Acquired, "x was woken first")
+		between(t, r.PTTL, 0, 5*time.Second, "the rest of x's window")
+		assert.Zero(t, r.Holder, "no holder to name")
+		assert.Equal(t, before, snapshot(t, c, k), "no lock, x's window and the counter untouched")
 
-		r = acquire(t, c, k, luascripts.AcquireArgs{Owner: "Y2", Lease: lease, Client: "y", Waiter: true})
+		r = acquire(t, c, k, luascripts.AcquireArgs{Owner: "Y2", Lease: lease, Client: "y", Waiter: true, Wake: wake})
 		assert.False(t, r.Acquired)
-		assert.True(t, r.Reserved, "refused for another's reservation")
-		between(t, r.PTTL, 0, 5*time.Second, "the rest of the reservation")
-		assert.Equal(t, []string{"y"}, queued(t, c, k), "a refused waiter is queued")
-		between(t, pttl(t, c, k.Queue), 10*time.Second, 15*time.Second, "the reservation's pttl plus the slack")
-		assert.Equal(t, "x", get(t, c, k.Reservation))
+		between(t, r.PTTL, 0, 5*time.Second, "the rest of x's window")
+		assert.Equal(t, int64(2), r.Place)
+		assert.Equal(t, []string{"x", "y"}, queued(t, c, k), "a refused waiter is queued behind")
+		between(t, pttl(t, c, k.Queue), 10*time.Second, 15*time.Second, "the window's rest plus the slack")
 		assert.False(t, exists(t, c, k.Lock))
+		x.quiet(t)
 	})
 
-	t.Run("ReservedForUs", func(t *testing.T) {
+	// A woken client whose window passed lost its place: the next
+	// caller drops it.
+	t.Run("WindowPassed", func(t *testing.T) {
 		k := newKeys(t, c)
-		// The release that reserved the lock for x popped x off the queue.
+		reserve(t, c, k, "x", -time.Second)
+		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "Y", Lease: lease, Client: "y", Wake: luascripts.Wake{Window: time.Minute}})
+		assert.True(t, r.Acquired)
+		assert.False(t, exists(t, c, k.Queue), "x dropped")
+	})
+
+	// A caller refused by a client queued before it that was not woken
+	// (the lock expired without a release) wakes it, and waits for its
+	// window; one nobody listens for is dropped.
+	t.Run("Prod", func(t *testing.T) {
+		k := newKeys(t, c)
+		do(t, c, c.B().Zadd().Key(k.Queue).ScoreMember().ScoreMember(1, "gone").ScoreMember(2, "x").Build())
+		x := listen(t, c, []string{standaloneAddr}, false, k, "x")
+		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "Y", Lease: lease, Client: "y", Waiter: true, Wake: luascripts.Wake{Window: 3 * time.Second}})
+		assert.False(t, r.Acquired)
+		between(t, r.PTTL, 2*time.Second, 3*time.Second, "x's window")
+		x.woken(t)
+		assert.Equal(t, []string{"x", "y"}, queued(t, c, k), "gone dropped")
+		ok, end := wokenEnd(t, c, k.Queue, "x")
+		assert.True(t, ok)
+		between(t, time.Duration(end-serverMS(t, c))*time.Millisecond, 2*time.Second, 3*time.Second, "x's window")
+	})
+
+	t.Run("WokenCaller", func(t *testing.T) {
+		k := newKeys(t, c)
 		do(t, c, c.B().Zadd().Key(k.Queue).ScoreMember().ScoreMember(2, "z").Build())
 		reserve(t, c, k, "x", 5*time.Second)
 		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "X", Lease: lease, Client: "x", Waiter: true})
 		assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: 1}, r)
-		assert.False(t, exists(t, c, k.Reservation), "the reservation is used up")
 		assert.Equal(t, []string{"z"}, queued(t, c, k), "the others stay queued")
 		assert.Equal(t, map[string]string{"X": "1"}, hgetall(t, c, k.Lock))
 		between(t, pttl(t, c, k.Lock), lease-10*time.Second, lease, "the lease")
 	})
 
-	// Without the waiter flag a grant leaves the queue alone.
-	t.Run("ReservedForUsNotWaiting", func(t *testing.T) {
+	// A woken client comes late: nobody took its place, so it is granted.
+	t.Run("WokenCallerLate", func(t *testing.T) {
 		k := newKeys(t, c)
-		do(t, c, c.B().Zadd().Key(k.Queue).ScoreMember().ScoreMember(1, "x").Build())
+		do(t, c, c.B().Zadd().Key(k.Queue).ScoreMember().ScoreMember(2, "z").Build())
+		reserve(t, c, k, "x", -time.Second)
+		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "X", Lease: lease, Client: "x", Waiter: true})
+		assert.True(t, r.Acquired)
+		assert.Equal(t, []string{"z"}, queued(t, c, k))
+	})
+
+	// Without the waiter flag a grant leaves the queue alone.
+	t.Run("WokenCallerNotWaiting", func(t *testing.T) {
+		k := newKeys(t, c)
 		reserve(t, c, k, "x", 5*time.Second)
 		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "X", Lease: lease, Client: "x"})
 		assert.True(t, r.Acquired)
-		assert.False(t, exists(t, c, k.Reservation))
 		assert.Equal(t, []string{"x"}, queued(t, c, k))
 	})
 }
@@ -530,15 +586,16 @@ func TestAcquireWaitQueue(t *testing.T) {
 	enqueue(t, c, k, "c4")
 	assert.Equal(t, at, expireAt(t, c, k.Queue))
 
-	// H's lease lapses; a waiter takes the free lock and leaves the queue.
+	// H's lease lapses; c2 takes the free lock, since c1, queued before
+	// it, does not listen (it is dropped), and leaves the queue.
 	do(t, c, c.B().Del().Key(k.Lock).Build())
 	r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "c2:x", Lease: lease, Client: "c2", Waiter: true})
 	require.True(t, r.Acquired)
-	assert.Equal(t, []string{"c1", "c3", "c4"}, queued(t, c, k))
+	assert.Equal(t, []string{"c3", "c4"}, queued(t, c, k))
 
 	// The queue key goes with its last client.
 	do(t, c, c.B().Del().Key(k.Lock).Build())
-	do(t, c, c.B().Zrem().Key(k.Queue).Member("c1", "c3").Build())
+	do(t, c, c.B().Zrem().Key(k.Queue).Member("c3").Build())
 	require.True(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "c4:x", Lease: lease, Client: "c4", Waiter: true}).Acquired)
 	assert.False(t, exists(t, c, k.Queue))
 }
@@ -667,7 +724,8 @@ func TestRelease(t *testing.T) {
 			})
 
 			// The last hold frees the lock and wakes the oldest queued
-			// client that listens (w0 does not), reserving the lock for it.
+			// client that listens (w0 does not), which keeps its place for
+			// its window.
 			t.Run("Last", func(t *testing.T) {
 				k, w1, w2 := held(t, 1)
 				fence := get(t, c, k.Fence)
@@ -675,9 +733,10 @@ func TestRelease(t *testing.T) {
 				assert.False(t, exists(t, c, k.Lock))
 				w1.woken(t)
 				w2.quiet(t)
-				assert.Equal(t, []string{"w2"}, queued(t, c, k), "w0 skipped, w1 woken")
-				assert.Equal(t, "w1", get(t, c, k.Reservation))
-				between(t, pttl(t, c, k.Reservation), 0, wake.Window, "the window")
+				assert.Equal(t, []string{"w1", "w2"}, queued(t, c, k), "w0 dropped, w1 woken")
+				ok, end := wokenEnd(t, c, k.Queue, "w1")
+				assert.True(t, ok)
+				between(t, time.Duration(end-serverMS(t, c))*time.Millisecond, 0, wake.Window, "the window")
 				assert.Equal(t, fence, get(t, c, k.Fence))
 			})
 
@@ -686,8 +745,9 @@ func TestRelease(t *testing.T) {
 				assert.Equal(t, luascripts.ReleaseReply{Woken: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: luascripts.Wake{Sharded: mode.sharded}}))
 				w1.woken(t)
 				w2.quiet(t)
-				assert.False(t, exists(t, c, k.Reservation), "window 0: no reservation")
-				assert.Equal(t, []string{"w2"}, queued(t, c, k))
+				ok, _ := wokenEnd(t, c, k.Queue, "w1")
+				assert.False(t, ok, "window 0: none")
+				assert.Equal(t, []string{"w1", "w2"}, queued(t, c, k))
 			})
 
 			t.Run("LastNobodyListening", func(t *testing.T) {
@@ -697,8 +757,7 @@ func TestRelease(t *testing.T) {
 				w := listen(t, c, []string{standaloneAddr}, mode.sharded, k, "w")
 				assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
 				assert.False(t, exists(t, c, k.Lock))
-				assert.False(t, exists(t, c, k.Queue), "w0 popped")
-				assert.False(t, exists(t, c, k.Reservation), "nobody to reserve for")
+				assert.False(t, exists(t, c, k.Queue), "w0 dropped")
 				w.quiet(t) // subscribed but never queued
 			})
 
@@ -711,8 +770,7 @@ func TestRelease(t *testing.T) {
 				assert.Equal(t, map[string]string{"A2": "1"}, hgetall(t, c, k.Lock))
 				between(t, pttl(t, c, k.Lock), 5*time.Second, 7*time.Second, "the heir's lease")
 				assert.Equal(t, "2", get(t, c, k.Fence))
-				assert.Equal(t, before.Queue, snapshot(t, c, k).Queue, "nobody popped")
-				assert.False(t, exists(t, c, k.Reservation))
+				assert.Equal(t, before.Queue, snapshot(t, c, k).Queue, "nobody woken")
 				w1.quiet(t)
 				w2.quiet(t)
 				assert.Equal(t, int64(2), reenter(t, c, k, "A2"), "the heir holds it")
@@ -772,7 +830,7 @@ func TestReleaseRetry(t *testing.T) {
 				w1.woken(t)
 				before := snapshot(t, c, k)
 				assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, args(1, "")))
-				assert.Equal(t, before, snapshot(t, c, k), "no second wake-up, the reservation kept")
+				assert.Equal(t, before, snapshot(t, c, k), "no second wake-up, the window kept")
 				w1.quiet(t)
 				w2.quiet(t)
 			})
@@ -783,7 +841,8 @@ func TestReleaseRetry(t *testing.T) {
 				assert.False(t, exists(t, c, k.Lock))
 				w1.woken(t)
 				w2.quiet(t)
-				assert.Equal(t, "w1", get(t, c, k.Reservation))
+				ok, _ := wokenEnd(t, c, k.Queue, "w1")
+				assert.True(t, ok)
 			})
 
 			t.Run("HandoverRan", func(t *testing.T) {
@@ -862,20 +921,19 @@ func TestLeave(t *testing.T) {
 				}
 				a, cc := lis(t, k, "a"), lis(t, k, "c")
 				hash, at := hgetall(t, c, k.Lock), expireAt(t, c, k.Lock)
-				assert.False(t, leave(t, c, k, "b", wake))
+				assert.True(t, leave(t, c, k, "b", wake))
 				assert.Equal(t, []string{"a", "c"}, queued(t, c, k))
 				assert.False(t, leave(t, c, k, "nobody", wake), "not queued")
 				assert.Equal(t, []string{"a", "c"}, queued(t, c, k))
 				assert.Equal(t, hash, hgetall(t, c, k.Lock))
 				assert.Equal(t, at, expireAt(t, c, k.Lock))
-				assert.False(t, exists(t, c, k.Reservation))
 				a.quiet(t)
 				cc.quiet(t)
 			})
 
-			// A client woken with a reservation that leaves passes the
-			// wake-up and the reservation on to the next listening client.
-			t.Run("PassReservation", func(t *testing.T) {
+			// A woken client that leaves passes the wake-up on to the next
+			// listening client, which gets a window of its own.
+			t.Run("PassWakeUp", func(t *testing.T) {
 				k := newKeys(t, c)
 				do(t, c, c.B().Zadd().Key(k.Queue).ScoreMember().ScoreMember(1, "n0").ScoreMember(2, "n1").ScoreMember(3, "n2").Build())
 				reserve(t, c, k, "me", time.Second)
@@ -883,9 +941,10 @@ func TestLeave(t *testing.T) {
 				assert.True(t, leave(t, c, k, "me", wake))
 				n1.woken(t)
 				n2.quiet(t)
-				assert.Equal(t, "n1", get(t, c, k.Reservation))
-				between(t, pttl(t, c, k.Reservation), time.Second, wake.Window, "a fresh window")
-				assert.Equal(t, []string{"n2"}, queued(t, c, k), "n0 skipped, n1 woken")
+				ok, end := wokenEnd(t, c, k.Queue, "n1")
+				assert.True(t, ok)
+				between(t, time.Duration(end-serverMS(t, c))*time.Millisecond, time.Second, wake.Window, "a fresh window")
+				assert.Equal(t, []string{"n1", "n2"}, queued(t, c, k), "n0 dropped, n1 woken")
 				assert.False(t, exists(t, c, k.Lock))
 			})
 
@@ -896,41 +955,41 @@ func TestLeave(t *testing.T) {
 				n1 := lis(t, k, "n1")
 				assert.True(t, leave(t, c, k, "me", luascripts.Wake{Sharded: mode.sharded}))
 				n1.woken(t)
-				assert.False(t, exists(t, c, k.Reservation))
+				ok, _ := wokenEnd(t, c, k.Queue, "n1")
+				assert.False(t, ok)
 			})
 
-			t.Run("ReservationNobodyNext", func(t *testing.T) {
+			t.Run("WokenNobodyNext", func(t *testing.T) {
 				k := newKeys(t, c)
 				reserve(t, c, k, "me", time.Second)
 				assert.True(t, leave(t, c, k, "me", wake))
-				assert.False(t, exists(t, c, k.Reservation), "dropped")
 				assert.False(t, exists(t, c, k.Queue))
 			})
 
-			t.Run("ReservationForAnother", func(t *testing.T) {
+			// Another woken client in its window is not told again.
+			t.Run("WokenAnother", func(t *testing.T) {
 				k := newKeys(t, c)
 				do(t, c, c.B().Zadd().Key(k.Queue).ScoreMember().ScoreMember(1, "me").ScoreMember(2, "n1").Build())
 				reserve(t, c, k, "x", time.Second)
-				n1 := lis(t, k, "n1")
-				at := expireAt(t, c, k.Reservation)
-				assert.False(t, leave(t, c, k, "me", wake))
-				assert.Equal(t, "x", get(t, c, k.Reservation))
-				assert.Equal(t, at, expireAt(t, c, k.Reservation))
-				assert.Equal(t, []string{"n1"}, queued(t, c, k))
+				x, n1 := lis(t, k, "x"), lis(t, k, "n1")
+				_, end := wokenEnd(t, c, k.Queue, "x")
+				assert.True(t, leave(t, c, k, "me", wake))
+				_, after := wokenEnd(t, c, k.Queue, "x")
+				assert.Equal(t, end, after, "x's window is not stretched")
+				assert.Equal(t, []string{"x", "n1"}, queued(t, c, k))
+				x.quiet(t)
 				n1.quiet(t)
 			})
 
-			// A lock that is held is not passed on: the reservation is
-			// only dropped.
-			t.Run("ReservationLockHeld", func(t *testing.T) {
+			// A lock that is held wakes nobody.
+			t.Run("WokenLockHeld", func(t *testing.T) {
 				k := newKeys(t, c)
 				take(t, c, k, "A")
 				enqueue(t, c, k, "n1")
 				reserve(t, c, k, "me", time.Second)
 				n1 := lis(t, k, "n1")
 				hash, at := hgetall(t, c, k.Lock), expireAt(t, c, k.Lock)
-				assert.True(t, leave(t, c, k, "me", wake), "a reservation for the caller was dropped")
-				assert.False(t, exists(t, c, k.Reservation))
+				assert.True(t, leave(t, c, k, "me", wake))
 				assert.Equal(t, []string{"n1"}, queued(t, c, k))
 				assert.Equal(t, hash, hgetall(t, c, k.Lock))
 				assert.Equal(t, at, expireAt(t, c, k.Lock))
@@ -955,29 +1014,30 @@ func TestForceUnlock(t *testing.T) {
 			w1 := listen(t, c, []string{standaloneAddr}, mode.sharded, k, "w1")
 			w2 := listen(t, c, []string{standaloneAddr}, mode.sharded, k, "w2")
 
-			// The window is ignored: a forced unlock reserves nothing.
 			wake := luascripts.Wake{Sharded: mode.sharded, Window: 5 * time.Second}
 			assert.True(t, forceUnlock(t, c, k, wake))
 			assert.False(t, exists(t, c, k.Lock))
 			w1.woken(t)
 			w2.quiet(t)
-			assert.Equal(t, []string{"w2"}, queued(t, c, k), "w0 skipped, w1 woken")
-			assert.False(t, exists(t, c, k.Reservation))
+			assert.Equal(t, []string{"w1", "w2"}, queued(t, c, k), "w0 dropped, w1 woken")
+			ok, _ := wokenEnd(t, c, k.Queue, "w1")
+			assert.True(t, ok, "with a window, as a release would")
 			assert.Equal(t, "1", get(t, c, k.Fence), "the counter stays")
 
+			// A woken client that has not come is dropped, and the next
+			// waiter woken, as a release would.
+			assert.True(t, forceUnlock(t, c, k, wake))
+			w2.woken(t)
+			assert.Equal(t, []string{"w2"}, queued(t, c, k))
+
+			do(t, c, c.B().Zadd().Key(k.Queue).ScoreMember().ScoreMember(1, "w2").Build())
 			before := snapshot(t, c, k)
-			assert.False(t, forceUnlock(t, c, k, wake), "no lock to delete")
+			assert.False(t, forceUnlock(t, c, k, wake), "no lock to delete, nobody woken to drop")
 			assert.Equal(t, before, snapshot(t, c, k))
 			w2.quiet(t)
 
-			// A reservation left for a client that never came is cleared,
-			// and the next waiter woken, as a release would.
-			reserve(t, c, k, "w1", time.Minute)
-			assert.True(t, forceUnlock(t, c, k, wake))
-			assert.False(t, exists(t, c, k.Reservation))
-			w2.woken(t)
-
 			// A key of another type is not latchkey's: nothing is deleted.
+			do(t, c, c.B().Del().Key(k.Queue).Build())
 			take(t, c, k, "B")
 			do(t, c, c.B().Del().Key(k.Holder).Build())
 			do(t, c, c.B().Rpush().Key(k.Holder).Element("app").Build())
@@ -1064,9 +1124,16 @@ func TestInspect(t *testing.T) {
 
 	reserve(t, c, k, "x", 5*time.Second)
 	d = describe(t, c, k.Intro(), 10)
-	assert.Empty(t, d.Holds, "a reservation is not a holder")
-	assert.Equal(t, "x", d.Reserved)
-	do(t, c, c.B().Del().Key(k.Reservation).Build())
+	assert.Empty(t, d.Holds, "a woken client is not a holder")
+	assert.Equal(t, "x", d.Woken)
+	require.Len(t, d.Queues, 1)
+	require.Len(t, d.Queues[0].Clients, 1)
+	assert.Zero(t, d.Queues[0].Clients[0].Since)
+	between(t, time.Until(d.Queues[0].Clients[0].Woken), 3*time.Second, 6*time.Second, "its window's end")
+	do(t, c, c.B().Del().Key(k.Queue).Build())
+	reserve(t, c, k, "x", -time.Second)
+	assert.Empty(t, describe(t, c, k.Intro(), 10).Woken, "its window passed")
+	do(t, c, c.B().Del().Key(k.Queue).Build())
 
 	take(t, c, k, "A")
 	reenter(t, c, k, "A")
@@ -1297,7 +1364,7 @@ func TestExecMultiAfterScriptFlush(t *testing.T) {
 
 	calls := make([]luascripts.Call, n)
 	for i, k := range keys {
-		calls[i] = luascripts.Call{Keys: k.AcquireKeys(), Args: []string{"A", luascripts.Millis(lease), "a", "0"}}
+		calls[i] = luascripts.Call{Keys: k.AcquireKeys(), Args: []string{"A", luascripts.Millis(lease), "a", "0", "", "p50", k.Channel}}
 	}
 	results := luascripts.Acquire.ExecMulti(t.Context(), c, calls)
 	require.Len(t, results, n)
@@ -1365,7 +1432,7 @@ func TestClusterKeysShareSlot(t *testing.T) {
 	for _, tag := range tagsOnEveryMaster(t, c) {
 		k := luascripts.NewKeys("latchkey:{" + tag + "}")
 		slot := slotOf(t, c, k.Lock)
-		for _, name := range []string{k.Channel, k.Fence, k.Queue, k.Reservation, k.Inbox("some-client")} {
+		for _, name := range []string{k.Channel, k.Fence, k.Queue, k.QueueDesc, k.Holder, k.Inbox("some-client")} {
 			assert.Equal(t, slot, slotOf(t, c, name), name)
 		}
 		assert.True(t, strings.HasPrefix(k.Inbox("x"), k.Channel+":"))
@@ -1373,7 +1440,7 @@ func TestClusterKeysShareSlot(t *testing.T) {
 }
 
 // The scripts that wake clients do it with SPUBLISH on every shard: release
-// (with a reservation), leave (passing it on) and forceunlock.
+// (with a window), leave (passing it on) and forceunlock.
 func TestClusterSharded(t *testing.T) {
 	c := clusterClient(t)
 	wake := luascripts.Wake{Sharded: true, Window: 5 * time.Second}
@@ -1393,22 +1460,20 @@ func TestClusterSharded(t *testing.T) {
 		w1.quiet(t)
 		assert.Equal(t, luascripts.ReleaseReply{Woken: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
 		w1.woken(t)
-		assert.Equal(t, "w1", get(t, c, k.Reservation))
-		require.False(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "X", Lease: lease, Client: "x"}).Acquired, "reserved for w1")
+		require.False(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "X", Lease: lease, Client: "x", Wake: wake}).Acquired, "kept for w1")
 
-		// w1 leaves: w2 is woken with the reservation.
+		// w1 leaves: w2 is woken with a window.
 		assert.True(t, leave(t, c, k, "w1", wake))
 		w2.woken(t)
 		w3.quiet(t)
-		got := acquire(t, c, k, luascripts.AcquireArgs{Owner: "W2", Lease: lease, Client: "w2", Waiter: true})
+		got := acquire(t, c, k, luascripts.AcquireArgs{Owner: "W2", Lease: lease, Client: "w2", Waiter: true, Wake: wake})
 		assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: tok + 1}, got)
-		assert.False(t, exists(t, c, k.Reservation))
 
 		assert.True(t, forceUnlock(t, c, k, wake))
 		w3.woken(t)
 		w2.quiet(t)
 		assert.False(t, exists(t, c, k.Lock))
-		assert.False(t, exists(t, c, k.Queue))
+		assert.Equal(t, []string{"w3"}, queued(t, c, k), "w3 woken, in its window")
 	}
 }
 

@@ -10,20 +10,20 @@
 -- ARGV[9]  the caller's "<ms>|<client description>" (record.lua)
 --
 -- Granted by semqueue.lua's grant rule. A request refused only because of
--- queued clients, while permits are free, first prods the queue (which
--- drops clients that stopped listening ahead of the caller).
+-- queued clients, while permits are free, wakes those that fit (sem_wake).
 -- Returns {1, 0} when granted (permits get no token); refused, queue.lua's
--- {0, pttl, 0, place, record}: pttl is how long until permits can free
--- without a message, -1 for no bound; record the first holder's to end;
+-- {0, wait, place, record}: wait is how long until permits can free or a
+-- woken client's window ends without a message, -1 for no bound; record
+-- the first holder's to end;
 -- {-1, size} when the semaphore is in use with another size (nothing
 -- changed).
-local base, owner, n, size = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local owner, n, size = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local lease, client, queued, spec = tonumber(ARGV[5]), ARGV[6], ARGV[7] == '1', ARGV[8]
 local now = server_ms()
 local held = sem_held(now)
 local recorded = sem_size()
 if recorded and recorded ~= size then
-  if held > 0 or redis.call('exists', q) == 1 then
+  if held > 0 or redis.call('exists', Q.key) == 1 then
     return {-1, recorded}
   end
   redis.call('del', h, qn) -- nobody holds or waits: the old size is gone
@@ -34,28 +34,29 @@ local pttl, holder = -2, nil
 if held + n > size then
   pttl, holder = first_end(holders, now)
 elseif held + n + ahead > size then
-  sem_wake(base, spec, size - held, client)
+  local _, first = sem_wake(spec, size - held, client)
   ahead, mine = sem_ahead(client)
   if held + n + ahead > size then
     pttl, holder = first_end(holders, now)
+    pttl = wait_for(first, pttl)
   end
 end
 if pttl ~= -2 then
-  local reply = refused(queued, q, qd, client, pttl, ARGV[9], false, holder)
+  local reply = refused(queued, Q, client, pttl, ARGV[9], holder)
   if queued then
     redis.call('hset', qn, client, n, '#size', size)
-    redis.call('pexpire', qn, redis.call('pttl', q))
+    redis.call('pexpire', qn, redis.call('pttl', Q.key))
   end
   return reply
 end
 redis.call('hset', h, owner, n, '#size', size)
 lease_start(holders, owner, now, lease, record_of(owner, 0, ARGV[9]))
 if mine then
-  sem_dequeue(client)
+  dequeue(Q, client)
   if prev and prev > n then
     -- The client's entry wanted more than this grant took: those behind
     -- it may fit now.
-    sem_wake(base, spec, size - held - n, nil)
+    sem_wake(spec, size - held - n)
   end
 end
 return {1, 0}

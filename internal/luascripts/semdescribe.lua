@@ -6,7 +6,8 @@
 -- ARGV[1]  the most queued clients to return (> 0)
 --
 -- Returns a describe reply (queue.lua): the holders whose lease has not
--- run out, with their permits as counts, and the size.
+-- run out, with their permits as counts, the size, and a woken client
+-- whose window is open.
 local holds = {}
 live_holds(holds, '', holders)
-return {holds, {queue_head('', q, qd, ARGV[1], qn)}, sem_size() or 0, ''}
+return {holds, {queue_head('', Q, ARGV[1], qn)}, sem_size() or 0, woken_of(Q) or ''}

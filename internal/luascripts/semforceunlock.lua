@@ -1,5 +1,6 @@
--- semforceunlock: delete a Semaphore's holders whoever they are, and wake
--- the clients the free permits serve, as a release would.
+-- semforceunlock: delete a Semaphore's holders whoever they are, drop the
+-- clients woken that have not come (queue.lua's unwake), and wake the
+-- clients the free permits serve, as a release would.
 --
 -- KEYS[1..6]  as semqueue.lua says
 -- ARGV[1]  B, for the channels
@@ -12,10 +13,10 @@ if bad then
   return bad
 end
 local size = sem_size()
-if redis.call('del', h, holders.leases, holders.records) == 0 then
+if redis.call('del', h, holders.leases, holders.records) + unwake(Q) == 0 then
   return 0
 end
 if size then
-  sem_wake(ARGV[1], ARGV[2], size, nil)
+  sem_wake(ARGV[2], size)
 end
 return 1

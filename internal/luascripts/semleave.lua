@@ -7,12 +7,11 @@
 -- Takes the client off the queue and wakes whom that may unblock (clients
 -- queued behind it that now fit). Run it before unsubscribing.
 -- Returns 1 when the client was queued, else 0.
-local base, client, spec = ARGV[1], ARGV[2], ARGV[4]
-local removed = sem_dequeue(client)
+local removed = dequeue(Q, ARGV[2])
 local size = sem_size() or tonumber(ARGV[3])
 local held = sem_held(server_ms())
 sem_settle()
 if removed == 1 and size > held then
-  sem_wake(base, spec, size - held, nil)
+  sem_wake(ARGV[4], size - held)
 end
 return removed

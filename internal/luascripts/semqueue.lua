@@ -6,8 +6,7 @@
 -- '#'), B:h:e, B:h:rec. Clients queue in B:q, described in B:q:d, with
 -- their wants in B:qn {client -> permits}, which records "#size" too, with
 -- B:q's expiry: the size lives while anyone holds or waits, and neither key
--- outlives what it records. Clients listen on B:ch:<client> and keep their
--- entry until granted or gone.
+-- outlives what it records. Clients listen on B:ch:<client> (queue.lua).
 --
 -- Every Semaphore script gets the same KEYS:
 --   KEYS[1] B:h   KEYS[2] B:h:e   KEYS[3] B:h:rec
@@ -18,8 +17,10 @@
 -- The grant rule: a request for n is granted iff the live held permits, n
 -- and the wants of every client queued before the caller (every queued
 -- client, for a caller not queued) fit in the size. So a small request
--- cannot overtake a large one that waits.
-local h, q, qd, qn = KEYS[1], KEYS[4], KEYS[5], KEYS[6]
+-- cannot overtake a large one that waits, and a free permit admits, oldest
+-- first, the queued clients whose wants fit (sem_wake).
+local h, qn = KEYS[1], KEYS[6]
+local Q = {key = KEYS[4], desc = KEYS[5], wants = KEYS[6], ch = (ARGV[1] or '') .. ':ch:'}
 local holders = {counts = KEYS[1], leases = KEYS[2], records = KEYS[3]}
 
 -- sem_held drops the holders whose lease ran out before now and returns
@@ -36,19 +37,24 @@ local function sem_held(now)
   return held
 end
 
+-- want_of is what a queued client waits for.
+local function want_of(client)
+  return tonumber(redis.call('hget', qn, client)) or 1
+end
+
 -- sem_ahead returns the permits wanted by the clients queued before client
 -- (all of them when it is not queued), and whether it is queued.
 local function sem_ahead(client)
-  local rank = redis.call('zrank', q, client)
+  local rank = redis.call('zrank', Q.key, client)
   local clients = {}
   if not rank then
-    clients = redis.call('zrange', q, 0, -1)
+    clients = redis.call('zrange', Q.key, 0, -1)
   elseif rank > 0 then
-    clients = redis.call('zrange', q, 0, rank - 1)
+    clients = redis.call('zrange', Q.key, 0, rank - 1)
   end
   local sum = 0
   for _, c in ipairs(clients) do
-    sum = sum + (tonumber(redis.call('hget', qn, c)) or 1)
+    sum = sum + want_of(c)
   end
   return sum, rank ~= false
 end
@@ -65,39 +71,9 @@ local function sem_settle()
   end
 end
 
--- sem_dequeue takes client off the queue, and B:qn with the last one. It
--- returns 1 when the client was queued.
-local function sem_dequeue(client)
-  local removed = dequeue(q, qd, client)
-  redis.call('hdel', qn, client)
-  if redis.call('exists', q) == 0 then
-    redis.call('del', qn)
-  end
-  return removed
-end
-
--- sem_wake tells each queued client, oldest first, whose want fits in the
--- free permits after those told before it, until stop (the caller, which
--- acts for itself) or a live client that does not fit. That one is told too:
--- a publish is the only way to learn whether it listens, and a dead client
--- must not block the queue (it is dropped). It returns how many it told.
-local function sem_wake(base, spec, free, stop)
-  local publish = publisher(spec)
-  local used, told = 0, 0
-  for _, client in ipairs(redis.call('zrange', q, 0, -1)) do
-    if client == stop then
-      return told
-    end
-    local want = tonumber(redis.call('hget', qn, client)) or 1
-    if redis.call(publish, base .. ':ch:' .. client, 'unlock') > 0 then
-      told = told + 1
-      if used + want > free then
-        return told
-      end
-      used = used + want
-    else
-      sem_dequeue(client)
-    end
-  end
-  return told
+-- sem_wake wakes the queued clients whose wants fit, oldest first, in free
+-- permits, up to stop (the caller), and tells the first that does not fit
+-- (queue.lua's wake). It returns wake's count and first window end.
+local function sem_wake(spec, free, stop)
+  return wake(Q, spec, free, want_of, stop, true)
 end

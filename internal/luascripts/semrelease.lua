@@ -10,7 +10,7 @@
 -- nothing (its lease had run out: its leftovers are cleared), and how many
 -- queued clients were told. A retry that finds the owner wholly gone takes
 -- it for its own earlier run and reports 0.
-local base, owner, spec, retry = ARGV[1], ARGV[2], ARGV[4], ARGV[5] == '1'
+local owner, spec, retry = ARGV[2], ARGV[4], ARGV[5] == '1'
 local now = server_ms()
 local live, has_field = lease_live(holders, owner, now), redis.call('hexists', h, owner) == 1
 local result = 0
@@ -22,4 +22,8 @@ redis.call('hdel', h, owner)
 local size = sem_size() or tonumber(ARGV[3])
 local held = sem_held(now)
 sem_settle()
-return {result, size > held and sem_wake(base, spec, size - held, nil) or 0}
+local woken = 0
+if size > held then
+  woken = sem_wake(spec, size - held)
+end
+return {result, woken}
