@@ -81,6 +81,11 @@ func newWatchdog(t *testing.T, c rueidis.Client, opts watchdog.Options) *watchdo
 	return w
 }
 
+// acquireArgv is the acquire script's ARGV for a new owner of key.
+func acquireArgv(key, owner string, lease time.Duration) []string {
+	return luascripts.NewKeys(key).AcquireArgv(luascripts.AcquireArgs{Owner: owner, Lease: lease, Client: "client"})
+}
+
 func uniqueKey(t *testing.T) string {
 	return fmt.Sprintf("latchkey:{%s-%d-%d}", t.Name(), runID, seq.Add(1))
 }
@@ -91,7 +96,7 @@ func lock(t *testing.T, c rueidis.Client, owner string, lease time.Duration) (st
 	t.Helper()
 	key := uniqueKey(t)
 	sent := time.Now()
-	v, err := luascripts.Acquire.Exec(t.Context(), c, luascripts.NewKeys(key).AcquireKeys(), []string{owner, luascripts.Millis(lease), "client", "0"}).AsIntSlice()
+	v, err := luascripts.Acquire.Exec(t.Context(), c, luascripts.NewKeys(key).AcquireKeys(), acquireArgv(key, owner, lease)).AsIntSlice()
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 1}, v)
 	return key, sent
@@ -331,7 +336,7 @@ func TestGone(t *testing.T) {
 	// One deleted outright, one deleted and then taken by someone else.
 	del(t, c, deleted)
 	del(t, c, taken)
-	v, err := luascripts.Acquire.Exec(t.Context(), c, luascripts.NewKeys(taken).AcquireKeys(), []string{"owner-B", luascripts.Millis(time.Hour), "client", "0"}).AsIntSlice()
+	v, err := luascripts.Acquire.Exec(t.Context(), c, luascripts.NewKeys(taken).AcquireKeys(), acquireArgv(taken, "owner-B", time.Hour)).AsIntSlice()
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2}, v, "a second grant: token 2")
 
@@ -418,7 +423,7 @@ func TestBatching(t *testing.T) {
 	calls := make([]luascripts.Call, n)
 	for i := range keys {
 		keys[i] = uniqueKey(t)
-		calls[i] = luascripts.Call{Keys: luascripts.NewKeys(keys[i]).AcquireKeys(), Args: []string{"owner-batch", luascripts.Millis(5 * time.Second), "client", "0"}}
+		calls[i] = luascripts.Call{Keys: luascripts.NewKeys(keys[i]).AcquireKeys(), Args: acquireArgv(keys[i], "owner-batch", 5*time.Second)}
 	}
 	sent := time.Now()
 	for i, r := range luascripts.Acquire.ExecMulti(t.Context(), c, calls) {

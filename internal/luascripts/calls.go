@@ -67,8 +67,9 @@ func (k Keys) AcquireKeys() []string {
 	return []string{k.Lock, k.Fence, k.Queue, k.Holder, k.QueueDesc}
 }
 
-// acquireArgs are the acquire script's ARGV, in order.
-func (k Keys) acquireArgs(a AcquireArgs) []string {
+// AcquireArgv is the acquire script's ARGV for a, in order: for callers
+// that batch acquires (ExecMulti) and must not spell the layout out.
+func (k Keys) AcquireArgv(a AcquireArgs) []string {
 	return []string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter), recordAbout(a.About), a.Wake.spec(), k.Channel}
 }
 
@@ -76,7 +77,7 @@ func (k Keys) acquireArgs(a AcquireArgs) []string {
 // not acknowledge is returned with a *NotReplicatedError beside it; the
 // grant stands until the caller undoes it.
 func RunAcquire(ctx context.Context, c rueidis.Client, k Keys, a AcquireArgs) (AcquireReply, error) {
-	return runAcquire(ctx, c, Acquire, k.AcquireKeys(), k.acquireArgs(a), a.Sync)
+	return runAcquire(ctx, c, Acquire, k.AcquireKeys(), k.AcquireArgv(a), a.Sync)
 }
 
 // recordAbout is the holder record's tail (record.lua): the time the grant

@@ -56,7 +56,7 @@ type ElectArgs struct {
 // a.Value and announces the new leader.
 func RunElect(ctx context.Context, c rueidis.Client, k ElectionKeys, a ElectArgs) (AcquireReply, error) {
 	return runAcquire(ctx, c, Elect, append(k.AcquireKeys(), k.Value),
-		append(k.acquireArgs(a.AcquireArgs), a.Value, k.Observers), a.Sync)
+		append(k.AcquireArgv(a.AcquireArgs), a.Value, k.Observers), a.Sync)
 }
 
 // RunResign runs the electresign script: the Mutex's release (a.Heir is

@@ -76,7 +76,8 @@ end
 redis.call('del', KEYS[1])
 return {0, 0}`)
 	// The wide pair runs hash+fence's logic over latchkey's key and argument
-	// lists, with the EXISTS of the reservation and the release's ZPOPMIN:
+	// lists, with a two-key EXISTS (as the acquire's of lock and queue) and the
+	// release's ZPOPMIN:
 	// what the queue costs a lock that nobody waits for.
 	wideAcq = luascripts.New("wide-acquire", `if redis.call('exists', KEYS[1], KEYS[4]) == 0 then
   redis.call('hset', KEYS[1], ARGV[1], 1)
@@ -190,7 +191,7 @@ func pair(acq, rel *luascripts.Script, fence bool) func(context.Context, rueidis
 }
 
 var variants = []variant{
-	{"latchkey", "acquire.lua + release.lua: hash {owner: count}, fencing INCR, wait queue and reservation keys, holder record",
+	{"latchkey", "acquire.lua + release.lua: hash {owner: count}, fencing INCR, wait queue with wake windows, holder record",
 		func(ctx context.Context, rc rueidis.Client, i, n int) error {
 			k, o := keysOf(i), owner(n)
 			r, err := luascripts.RunAcquire(ctx, rc, k, luascripts.AcquireArgs{Owner: o, Lease: 10 * time.Second, Client: clientID, About: about})
@@ -203,7 +204,7 @@ var variants = []variant{
 			_, err = luascripts.RunRelease(ctx, rc, k, luascripts.ReleaseArgs{Owner: o, Count: 1, Wake: luascripts.Wake{Window: 50 * time.Millisecond}})
 			return err
 		}},
-	{"wide", "hash+fence with latchkey's KEYS and ARGV, the reservation's EXISTS and the release's ZPOPMIN; no queue logic",
+	{"wide", "hash+fence with latchkey's KEYS and ARGV, a two-key EXISTS and the release's ZPOPMIN; no queue logic",
 		func(ctx context.Context, rc rueidis.Client, i, n int) error {
 			k, o := keysOf(i), owner(n)
 			v, err := wideAcq.Exec(ctx, rc, k.AcquireKeys(), []string{o, lease, clientID, "0"}).AsIntSlice()
@@ -213,7 +214,7 @@ var variants = []variant{
 			if v[0] != 1 {
 				return errRefused
 			}
-			return wideRel.Exec(ctx, rc, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Reservation}, []string{o, "1", "p50", "0"}).Error()
+			return wideRel.Exec(ctx, rc, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.QueueDesc}, []string{o, "1", "p50", "0"}).Error()
 		}},
 	{"lean", "a redesign not adopted: the reservation in the lock hash, 3 KEYS per call (see leanAcq)",
 		func(ctx context.Context, rc rueidis.Client, i, n int) error {
