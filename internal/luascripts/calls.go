@@ -90,9 +90,15 @@ func recordAbout(about string) string {
 // RunReenter runs the reenter script: the owner's new hold count, 0 when it
 // holds none.
 func RunReenter(ctx context.Context, c rueidis.Client, k Keys, owner string) (int64, error) {
-	n, err := Reenter.Exec(ctx, c, []string{k.Lock}, []string{owner}).AsInt64()
+	return runReenter(ctx, c, Reenter, []string{k.Lock}, owner)
+}
+
+// runReenter runs one of the re-entry scripts, which all reply owner's new
+// hold count, 0 when it holds none.
+func runReenter(ctx context.Context, c rueidis.Client, s *Script, keys []string, owner string) (int64, error) {
+	n, err := s.Exec(ctx, c, keys, []string{owner}).AsInt64()
 	if err == nil && n < 0 {
-		err = unexpected("reenter", n)
+		err = unexpected(s.Name(), n)
 	}
 	return n, err
 }

@@ -56,11 +56,7 @@ func RunRedissonAcquire(ctx context.Context, c rueidis.Client, k RedissonKeys, o
 // RunRedissonReenter runs redissonreenter.lua: owner's new hold count, 0
 // when it holds none.
 func RunRedissonReenter(ctx context.Context, c rueidis.Client, k RedissonKeys, owner string) (int64, error) {
-	n, err := RedissonReenter.Exec(ctx, c, []string{k.Lock, k.Token}, []string{owner}).AsInt64()
-	if err == nil && n < 0 {
-		err = unexpected("redissonreenter", n)
-	}
-	return n, err
+	return runReenter(ctx, c, RedissonReenter, []string{k.Lock, k.Token}, owner)
 }
 
 // RedissonReleaseArgs are redissonrelease.lua's arguments.

@@ -78,11 +78,7 @@ func RunRWAcquire(ctx context.Context, c rueidis.Client, k RWKeys, write bool, a
 // RunRWReenter runs RWReenter: the reader's new hold count, 0 when its
 // read hold is gone.
 func RunRWReenter(ctx context.Context, c rueidis.Client, k RWKeys, owner string) (int64, error) {
-	n, err := RWReenter.Exec(ctx, c, []string{k.Readers, k.ReadLeases}, []string{owner}).AsInt64()
-	if err == nil && n < 0 {
-		err = unexpected("rwreenter", n)
-	}
-	return n, err
+	return runReenter(ctx, c, RWReenter, []string{k.Readers, k.ReadLeases}, owner)
 }
 
 // RWUnlockArgs are RWUnlock's arguments.
