@@ -203,11 +203,13 @@ func (sd *side) granted(ctx context.Context, tn *turn, t try, lo lockOptions) (c
 // call that ctx ends is still awaited (see uncut), and a grant it got is
 // given back.
 func (sd *side) attempt(ctx context.Context, lo lockOptions, queued bool) (try, error) {
+	if err := ctx.Err(); err != nil {
+		return try{}, err // send nothing: uncut would
+	}
 	c := sd.c
 	t := try{owner: c.newOwner(), sent: time.Now()}
-	// rueidis returns at once when ctx ends, yet sends the call all the same,
-	// maybe on another connection than the undo or leave sent next, which
-	// could then run first: so the call's outcome is awaited.
+	// rueidis returns when ctx ends but sends the call all the same, maybe on
+	// another connection than the undo or leave sent next: await its reply.
 	actx, stop := uncut(ctx, c.opts.ReleaseTimeout)
 	var err error
 	t.reply, err = sd.acquire(actx, t.owner, c.lease(lo), queued)
