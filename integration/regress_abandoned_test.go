@@ -36,18 +36,10 @@ func TestRegressAbandonedAcquire(t *testing.T) {
 }
 
 func testAbandonedAcquire(t *testing.T, granted, byClose bool) {
-	const latency = 500 * time.Millisecond
 	ctx := context.Background()
 	tp := topologies()[0]
-	x, rc := resetFixture(t)
-	name := lockName(t)
+	split, rc, name := slowScript(t, luascripts.Acquire)
 	key := lockKey(name)
-	cleanupIfFailed(t, rc, key)
-	slow, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{x.Addr}, DisableCache: true, PipelineMultiplex: -1})
-	require.NoError(t, err)
-	t.Cleanup(slow.Close)
-	x.add(t, toxic{Name: "slow", Type: "latency", Stream: "upstream", Attributes: map[string]int{"latency": int(latency / time.Millisecond)}})
-	split := newSplitClient(t, redisClient(t, tp), slow, luascripts.Acquire)
 
 	holder := lockClient(t, tp, rlock.Options{}).Mutex(name)
 	hctx := mustLock(t, ctx, holder)
@@ -92,6 +84,20 @@ func testAbandonedAcquire(t *testing.T, granted, byClose bool) {
 	}
 	require.Len(t, hgetall(t, rc, key), 1, "only the holder holds")
 	require.NoError(t, holder.Unlock(hctx))
+}
+
+// slowScript is the fixture of the abandoned-call tests: a client whose
+// diverted calls of s reach standalone Redis 500 ms late (see splitClient),
+// the plain client, and a lock name whose keys go when the test fails.
+func slowScript(t *testing.T, s *luascripts.Script) (*splitClient, rueidis.Client, string) {
+	x, rc := resetFixture(t)
+	name := lockName(t)
+	cleanupIfFailed(t, rc, lockKey(name))
+	slow, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{x.Addr}, DisableCache: true, PipelineMultiplex: -1})
+	require.NoError(t, err)
+	t.Cleanup(slow.Close)
+	x.add(t, toxic{Name: "slow", Type: "latency", Stream: "upstream", Attributes: map[string]int{"latency": 500}})
+	return newSplitClient(t, redisClient(t, topologies()[0]), slow, s), rc, name
 }
 
 // splitClient is a rueidis client whose one diverted call of a script
@@ -150,4 +156,37 @@ func (c *splitClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.Red
 	case <-ctx.Done():
 		return rueidis.NewErrorResult(ctx.Err())
 	}
+}
+
+// TestRegressAbandonedReentry: the same race for a re-entry. Its context
+// ends while the reenter script travels a slow connection; the undo that
+// followed used to run first (the count as yet unchanged reads as "done"),
+// so the late re-entry left one hold more in Redis than the holder knew of,
+// and the holder's last Unlock was refused with the lock still held.
+func TestRegressAbandonedReentry(t *testing.T) {
+	ctx := context.Background()
+	split, rc, name := slowScript(t, luascripts.Reenter)
+	key := lockKey(name)
+
+	c, err := rlock.NewClient(split, rlock.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	m := c.Mutex(name)
+	lctx := mustLock(t, ctx, m)
+
+	rctx, cancel := context.WithCancel(lctx)
+	sent := split.divertNext()
+	got := make(chan error, 1)
+	go func() {
+		_, err := m.Lock(rctx)
+		got <- err
+	}()
+	await(t, sent, 10*time.Second, "the re-entry to be sent")
+	cancel()
+	require.ErrorIs(t, recvErr(t, got, 10*time.Second, "Lock to return"), context.Canceled)
+	split.wait() // the diverted re-entry has run on the server
+
+	require.NoError(t, m.Unlock(lctx), "the holder's last Unlock")
+	require.False(t, exists(t, rc, key), "a hold outlived the last Unlock: %v", hgetall(t, rc, key))
+	require.NoError(t, c.Close())
 }

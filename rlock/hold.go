@@ -300,7 +300,11 @@ func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) 
 	}
 	retry := retryBackoff()
 	for {
-		n, err := sd.reenter(ctx, h.owner)
+		// Awaited past ctx's end, as attempt's acquire: a late re-entry
+		// must not land after the undo below.
+		rctx, stop := uncut(ctx, c.opts.ReleaseTimeout)
+		n, err := sd.reenter(rctx, h.owner)
+		stop()
 		if hook := c.opts.OnAttempt; hook != nil {
 			hook(sd.name, err == nil && n > 0)
 		}
@@ -309,6 +313,15 @@ func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) 
 			h.stopKeeper(-1)
 			h.lose(-1, fmt.Errorf("%q: the %s %w", sd.name, sd.what, errFoundGone))
 			return nil, h.lostOrDone()
+		case err == nil && ctx.Err() != nil:
+			// Re-entered after the caller gave up: given back, as attempt
+			// gives back a late grant; a failed release is re-sent as a
+			// failed Unlock's is.
+			h.count = n - 1
+			if _, err := sd.runRelease(release{owner: h.owner, count: n, retry: true, sync: true}); err != nil && !errors.Is(err, ErrNotReplicated) {
+				h.pending = &level{}
+			}
+			return nil, ctxErr(ctx)
 		case err == nil:
 			h.count = n
 			c.obs.reentered(sd.metric, sd.name)

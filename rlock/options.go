@@ -124,8 +124,9 @@ type Options struct {
 	// whose outcome is unknown; each is retried while its reply is lost or
 	// Redis cannot be reached. Both ignore the caller's cancellation, so
 	// that `defer m.Unlock(lctx)` releases even after lctx ended, and a Lock
-	// whose ctx ended may return up to ReleaseTimeout later when Redis does
-	// not answer. Taking a client that stops waiting off the wait queue (a
+	// whose ctx ended mid-call awaits that call's reply (lest the undo
+	// overtake it) and may return up to twice ReleaseTimeout later when
+	// Redis does not answer. Taking a client that stops waiting off the wait queue (a
 	// waiter giving up, Close) is bounded by the smaller of ReleaseTimeout
 	// and one second. Default 5s; at least MinReleaseTimeout.
 	ReleaseTimeout time.Duration
