@@ -13,18 +13,18 @@ import (
 // Keys are the Redis keys of one lock. They all carry the lock's hash tag,
 // so on Redis Cluster they share one slot, which every script needs.
 type Keys struct {
-	Lock      string // hash {owner id -> hold count}, with the lease as its expiry
+	// Lock is the hash {owner id -> hold count, "#rec" -> the holder
+	// record (record.lua)}, with the lease as its expiry.
+	Lock      string
 	Channel   string // base of the wake-up channels: "<Channel>:<client id>"
 	Fence     string // fencing counter, no expiry
 	Queue     string // ZSET of waiting clients, oldest first (queue.lua)
 	QueueDesc string // the queued clients' descriptions {client id -> ClientInfo JSON}
-	Holder    string // the holder record (record.lua), expiring with the lock
 }
 
 // NewKeys derives a lock's keys from its base key "<prefix>:{<name>}".
 func NewKeys(base string) Keys {
-	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q", QueueDesc: base + ":q:d",
-		Holder: base + ":holder"}
+	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q", QueueDesc: base + ":q:d"}
 }
 
 // Inbox is the channel on which client's waiters for this lock are woken.
@@ -64,7 +64,7 @@ type AcquireArgs struct {
 
 // AcquireKeys are the acquire script's KEYS, in order.
 func (k Keys) AcquireKeys() []string {
-	return []string{k.Lock, k.Fence, k.Queue, k.Holder, k.QueueDesc}
+	return []string{k.Lock, k.Fence, k.Queue, k.QueueDesc}
 }
 
 // AcquireArgv is the acquire script's ARGV for a, in order: for callers
@@ -128,7 +128,7 @@ func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (R
 
 // releaseKeys are the release script's KEYS, in order.
 func (k Keys) releaseKeys() []string {
-	return []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Holder, k.QueueDesc}
+	return []string{k.Lock, k.Channel, k.Fence, k.Queue, k.QueueDesc}
 }
 
 // RunLeave runs the leave script for client; it reports whether client
