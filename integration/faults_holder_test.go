@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -132,5 +133,18 @@ func hgetall(t testing.TB, rc rueidis.Client, key string) map[string]string {
 	t.Helper()
 	m, err := rc.Do(context.Background(), rc.B().Hgetall().Key(key).Build()).AsStrMap()
 	require.NoError(t, err)
+	return m
+}
+
+// lockOwners is a lock hash's {owner -> hold count}: its fields but those
+// starting with '#' (the holder record, "#rec").
+func lockOwners(t testing.TB, rc rueidis.Client, key string) map[string]string {
+	t.Helper()
+	m := hgetall(t, rc, key)
+	for f := range m {
+		if strings.HasPrefix(f, "#") {
+			delete(m, f)
+		}
+	}
 	return m
 }

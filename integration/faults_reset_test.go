@@ -322,7 +322,7 @@ func requireUnlocked(t *testing.T, errc <-chan error) {
 func holdCounts(t *testing.T, rc rueidis.Client, key string) []string {
 	t.Helper()
 	var out []string
-	for _, v := range hgetall(t, rc, key) {
+	for _, v := range lockOwners(t, rc, key) {
 		out = append(out, v)
 	}
 	return out

@@ -134,13 +134,15 @@ func TestInspectRecordFollowsTheLock(t *testing.T) {
 		ok, err := c.ForceUnlock(ctx, name)
 		require.NoError(t, err)
 		require.True(t, ok)
-		assert.False(t, exists(t, rc, m.Key()+":holder"), "force-unlock left the holder record")
+		assert.False(t, exists(t, rc, m.Key()), "force-unlock left the lock and its record")
 		require.ErrorIs(t, m.Unlock(lctx), rlock.ErrNotHeld)
 
 		lctx, err = m.Lock(ctx, rlock.WithLease(300*time.Millisecond))
 		require.NoError(t, err)
 		keepHeld(t, lctx) // the lease must run out, not be released
-		require.True(t, exists(t, rc, m.Key()+":holder"))
+		rec, err := rc.Do(ctx, rc.B().Hget().Key(m.Key()).Field("#rec").Build()).ToString()
+		require.NoError(t, err)
+		require.NotEmpty(t, rec, "the record is the lock hash's field")
 		requireNoLeftovers(t, tp, name) // the lease runs out: lock and record go together
 	})
 }
@@ -542,7 +544,7 @@ func awaitWaiters(t *testing.T, inspect func(context.Context, string) (rlock.Loc
 
 // TestListDamaged: a lock whose state is not latchkey's (a hold count that
 // is not an integer, a holder record of another shape, a key of another
-// type where its record belongs, a Semaphore holder's foreign record) is
+// type where its wait queue belongs, a Semaphore holder's foreign record) is
 // listed with Damaged saying what, and what could be read; every healthy
 // lock is listed as usual (issue 21, defect 7: List failed with the first
 // parse error). Inspect describes a damaged lock the same way.
@@ -563,10 +565,9 @@ func TestListDamaged(t *testing.T) {
 		run("HSET", key(count), "someone", "one")
 		run("PEXPIRE", key(count), "60000")
 		rctx := mustLock(t, ctx, c.Mutex(record))
-		run("SET", key(record)+":holder", "not a record", "KEEPTTL")
+		run("HSET", key(record), "#rec", "not a record")
 		wctx := mustLock(t, ctx, c.Mutex(wrongType))
-		run("DEL", key(wrongType)+":holder")
-		run("RPUSH", key(wrongType)+":holder", "x")
+		run("SET", key(wrongType)+":q", "x", "PX", "60000")
 		pctx, err := c.Semaphore(sem, 2).Acquire(ctx, 1)
 		require.NoError(t, err)
 		recs, err := rc.Do(ctx, rc.B().Hgetall().Key(key(sem)+":sem:h:rec").Build()).AsStrMap()
@@ -603,6 +604,7 @@ func TestListDamaged(t *testing.T) {
 
 		require.NoError(t, c.Mutex(healthy).Unlock(hctx))
 		require.NoError(t, c.Mutex(record).Unlock(rctx))
+		run("DEL", key(wrongType)+":q") // the release reads the queue
 		require.NoError(t, c.Mutex(wrongType).Unlock(wctx))
 		require.NoError(t, c.Semaphore(sem, 2).Release(pctx))
 		run("DEL", key(count))

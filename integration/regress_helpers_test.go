@@ -26,7 +26,7 @@ func cleanupIfFailed(t *testing.T, rc rueidis.Client, key string) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		for _, k := range []string{key, key + ":q", key + ":q:d", key + ":r", key + ":holder"} {
+		for _, k := range []string{key, key + ":q", key + ":q:d", key + ":r"} {
 			_ = rc.Do(ctx, rc.B().Del().Key(k).Build()).Error()
 		}
 	})

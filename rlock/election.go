@@ -68,8 +68,8 @@ func (c *Client) Election(name string) *Election {
 		out, err := luascripts.RunResign(ctx, c.rc, keys, a)
 		return releasedOf(out), err
 	}
-	// The value follows the lock, as the holder record does.
-	sd.keep = func(string) [][]string { return [][]string{{keys.Lock, keys.Holder, keys.Value}} }
+	// The value follows the lock (the holder record is a field of it).
+	sd.keep = func(string) [][]string { return [][]string{{keys.Lock, keys.Value}} }
 	e.sd = &sd
 	return e
 }

@@ -20,11 +20,10 @@ import (
 // InspectRWMutex, InspectSemaphore), and which locks exist (List). Each
 // grant records its holder's ClientInfo, token and request time beside the
 // hold, and each queued client its ClientInfo beside its queue entry: a
-// Mutex's record is the key "<lock>:holder", renewed with the lock; a
-// writer's is a field of its write hold; a reader's or a permit holder's
-// is its owner's field in its side's records hash, which goes with the
-// owner's lease. Records go with what they describe (see docs/design.md,
-// "Introspection").
+// Mutex's record is the field "#rec" of the lock hash, a writer's the same
+// field of its write hold; a reader's or a permit holder's is its owner's
+// field in its side's records hash, which goes with the owner's lease.
+// Records go with what they describe (see docs/design.md, "Introspection").
 
 // MaxInspectWaiters is the most queued clients Inspect and List return per
 // lock (per queue, for an RWMutex's readers and writers); LockInfo.WaitersTotal

@@ -178,9 +178,9 @@ func (c *Client) newMutex(name string, spin bool) *Mutex {
 			_, err := luascripts.RunLeave(ctx, c.rc, keys, c.id, c.wake)
 			return err
 		},
-		// The holder record follows the lock: extended with it, and renewed
-		// by the watchdog with every few renewals (luascripts.HolderRecord).
-		keep: func(string) [][]string { return [][]string{{keys.Lock, luascripts.HolderRecord(keys.Holder)}} },
+		// The holder record is a field of the lock hash: renewed and
+		// deleted with it.
+		keep: func(string) [][]string { return [][]string{{keys.Lock}} },
 	}
 	return m
 }

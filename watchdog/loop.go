@@ -297,27 +297,27 @@ func (w *Watchdog) batches(todo []due) [][]*Entry {
 func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
 	lease := luascripts.Millis(w.opts.Timeout)
 	calls := make([]luascripts.Call, len(chunk))
-	// records[i][j]: chunk[i][j]'s renewal carries its records.
-	records := make([][]bool, len(chunk))
 	var latest time.Time
 	w.mu.Lock()
-	for i, batch := range chunk {
-		n := len(batch)
+	for _, batch := range chunk {
 		for _, e := range batch {
-			n += len(e.follow)
 			if e.deadline.After(latest) {
 				latest = e.deadline
 			}
 		}
-		calls[i] = luascripts.Call{Keys: make([]string, 0, n), Args: make([]string, 0, n+1)}
-		calls[i].Args = append(calls[i].Args, lease)
-		records[i] = make([]bool, len(batch))
-		for j, e := range batch {
-			records[i][j] = w.withRecords(e)
-			calls[i].AppendKeep(e.owner, e.key, records[i][j], e.follow...)
-		}
 	}
 	w.mu.Unlock()
+	for i, batch := range chunk {
+		n := len(batch)
+		for _, e := range batch {
+			n += len(e.follow)
+		}
+		calls[i] = luascripts.Call{Keys: make([]string, 0, n), Args: make([]string, 0, n+1)}
+		calls[i].Args = append(calls[i].Args, lease)
+		for _, e := range batch {
+			calls[i].AppendRenew(e.owner, e.key, e.follow...)
+		}
+	}
 	for _, call := range calls {
 		w.meters.recordBatch(len(call.Keys))
 	}
@@ -349,7 +349,7 @@ func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
 			failures = append(failures, failure{batch: batch, err: err})
 		}
 		k := 0 // e.key's place in the call
-		for j, e := range batch {
+		for _, e := range batch {
 			e.inflight = false
 			missed := e.missed
 			e.missed = false
@@ -366,9 +366,6 @@ func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
 				t.renewed++
 				e.deadline = sent.Add(w.validity())
 				e.lastErr = nil
-				if records[i][j] {
-					e.recordsUntil = sent.Add(w.recordsValidity())
-				}
 			}
 			if missed && (err != nil || held[k]) && replied.Before(e.deadline) && w.due(e, replied) && w.kept(e) {
 				// A tick passed while this renewal was out: the next one
@@ -378,9 +375,6 @@ func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
 				again = append(again, due{e.deadline, e})
 			}
 			k += 1 + len(e.follow)
-			if !records[i][j] {
-				k -= e.records
-			}
 		}
 	}
 	w.mu.Unlock()

@@ -263,14 +263,6 @@ type Entry struct {
 	owner  string
 	follow []string // keys whose expiry follows key's (same slot)
 	slot   uint16
-	// records counts the follow keys marked luascripts.HolderRecord.
-	records int
-
-	// recordsUntil (guarded by w.mu) is a local time before which the
-	// records' expiry cannot come, as set by the last renewal confirmed
-	// that carried them (zero before the first): until renewals could move
-	// key's expiry near it, they leave the records out (see withRecords).
-	recordsUntil time.Time
 
 	// deadline, lastErr and inflight are guarded by w.mu.
 	deadline time.Time
@@ -290,16 +282,13 @@ type Entry struct {
 // local deadline is Timeout less DriftMargin(Timeout) after it. onLost runs at most once, on the watchdog
 // goroutine, with an error matching ErrGone or ErrExpired; it must not block
 // and must not call Stop. The keys in follow, in key's slot, are renewed
-// with key while owner holds it, whatever they hold (a lock's side record,
+// with key while owner holds it, whatever they hold (a side's records, an election's value,
 // which must expire with it). A follow key marked as a lease set
 // (luascripts.LeaseSet: a sorted set of lease ends, as the holders of an
 // RWMutex's read side share) is part of the check: the lease counts as
 // held only while owner's score there has not passed, and each renewal
-// moves that score out. A follow key marked as a holder record
-// (luascripts.HolderRecord) lasts at least as long as key while it is
-// held, but goes only with the renewals that need it, and then to
-// luascripts.RecordLeases times Timeout (see withRecords). Owner ids must
-// not be "", "#rec" or "#lease", which the renew script reads as marks.
+// moves that score out. Owner ids must not be "" or "#lease", which the
+// renew script reads as marks.
 func (w *Watchdog) Add(key, owner string, sentAt time.Time, onLost func(cause error), follow ...string) *Entry {
 	// On Cluster, keys batch by slot. Any other client talks to one server,
 	// so all its keys batch together: slot stays 0. (A standalone client's
@@ -311,11 +300,6 @@ func (w *Watchdog) Add(key, owner string, sentAt time.Time, onLost func(cause er
 		slot = probe.Slot()
 	}
 	e := &Entry{w: w, key: key, owner: owner, follow: follow, onLost: onLost, slot: slot, deadline: sentAt.Add(w.validity())}
-	for _, f := range follow {
-		if luascripts.IsHolderRecord(f) {
-			e.records++
-		}
-	}
 	w.mu.Lock()
 	w.entries[e] = struct{}{}
 	wake := w.armed.IsZero() || e.deadline.Before(w.armed)
@@ -327,23 +311,6 @@ func (w *Watchdog) Add(key, owner string, sentAt time.Time, onLost func(cause er
 		}
 	}
 	return e
-}
-
-// withRecords reports whether a renewal of e sent now must carry its
-// records. A renewal that counts ran before e's deadline, so it leaves
-// key's expiry before deadline + Timeout; the records' expiry is after
-// recordsUntil. They go when the one could reach the other, drift margin
-// included; with the default interval, with every fourth renewal. The
-// caller holds w.mu.
-func (w *Watchdog) withRecords(e *Entry) bool {
-	return e.records > 0 && !e.deadline.Add(w.opts.Timeout+DriftMargin(w.opts.Timeout)).Before(e.recordsUntil)
-}
-
-// recordsValidity is how long after a renewal's send time the records it
-// carried are known to last.
-func (w *Watchdog) recordsValidity() time.Duration {
-	d := luascripts.RecordLeases * w.opts.Timeout
-	return d - DriftMargin(d)
 }
 
 // validity is how long after a renewal's send time its lease counts as held.

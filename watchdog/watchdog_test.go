@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -645,47 +646,32 @@ func TestDue(t *testing.T) {
 	}
 }
 
-// TestHolderRecordGoesWithEveryFewRenewals: a follow key marked as a holder
-// record outlives the lock at every moment while the lock is held, but is
-// renewed (to RecordLeases leases) with every few renewals only: it is
-// half of a Mutex's keys, and so of the renewals' cost.
-func TestHolderRecordGoesWithEveryFewRenewals(t *testing.T) {
+// TestHolderRecordLivesWithTheLock: a Mutex's holder record is a field of
+// the lock hash, so the watchdog keeps it by renewing the one key, and it
+// goes with the lock once renewals stop.
+func TestHolderRecordLivesWithTheLock(t *testing.T) {
 	c := standaloneClient(t)
-	const timeout = time.Second
+	const timeout = 500 * time.Millisecond
 	w := newWatchdog(t, c, watchdog.Options{Timeout: timeout})
 	key, sent := lock(t, c, "owner-rec", timeout)
-	rec := luascripts.NewKeys(key).Holder
-	lost := newLostLog()
-	e := w.Add(key, "owner-rec", sent, lost.onLost, luascripts.HolderRecord(rec))
-	defer e.Stop()
-
-	// Both expiries read at once, in one script.
-	both := func() (lockLeft, recLeft time.Duration) {
+	record := func() string {
 		t.Helper()
-		v, err := c.Do(t.Context(), c.B().Eval().Script("return {redis.call('pttl', KEYS[1]), redis.call('pttl', KEYS[2])}").
-			Numkeys(2).Key(key, rec).Build()).AsIntSlice()
-		require.NoError(t, err)
-		return time.Duration(v[0]) * time.Millisecond, time.Duration(v[1]) * time.Millisecond
-	}
-	var lowest, highest time.Duration
-	sample := time.NewTicker(20 * time.Millisecond)
-	defer sample.Stop()
-	for end := time.Now().Add(5 * timeout); time.Now().Before(end); <-sample.C {
-		l, r := both()
-		require.Positive(t, l, "the lock lapsed")
-		// Before the first renewal both have the acquire's lease, which
-		// the script set a moment apart.
-		require.GreaterOrEqual(t, r, l-5*time.Millisecond, "the record would lapse before the lock")
-		if highest > 2*timeout && (lowest == 0 || r < lowest) {
-			lowest = r // since the first renewal that carried the record
+		v, err := c.Do(t.Context(), c.B().Hget().Key(key).Field("#rec").Build()).ToString()
+		if rueidis.IsRedisNil(err) {
+			return ""
 		}
-		highest = max(highest, r)
+		require.NoError(t, err)
+		return v
 	}
-	assert.Greater(t, highest, 2*timeout, "a renewal gave the record RecordLeases leases")
-	assert.Less(t, lowest, 2*timeout, "the record went with every renewal")
-	assert.Positive(t, lowest)
-	st := w.Stats()
-	assert.GreaterOrEqual(t, st.Renewed, uint64(10))
-	assert.Zero(t, st.Lost)
+	require.True(t, strings.HasPrefix(record(), "owner-rec|1|"), record())
+	lost := newLostLog()
+	e := w.Add(key, "owner-rec", sent, lost.onLost)
+	for end := time.Now().Add(4 * timeout); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		require.True(t, strings.HasPrefix(record(), "owner-rec|1|"), "the record lapsed while the lock was kept")
+	}
+	assert.GreaterOrEqual(t, w.Stats().Renewed, uint64(4))
+	e.Stop()
+	require.Eventually(t, func() bool { return !exists(t, c, key) }, 3*timeout, 20*time.Millisecond, "the lock outlived its lease")
+	assert.Empty(t, record())
 	assert.Zero(t, lost.calls.Load())
 }

@@ -1,10 +1,10 @@
 -- acquire: a new owner takes the lock, or learns how long to wait.
 --
--- KEYS[1]  lock hash            {owner id -> hold count}
+-- KEYS[1]  lock hash            {owner id -> hold count, "#rec" -> the
+--          holder record (record.lua)}
 -- KEYS[2]  fencing counter      (same hash tag as KEYS[1]; no expiry)
 -- KEYS[3]  wait queue           (same hash tag; see queue.lua)
--- KEYS[4]  holder record        (same hash tag; see describe.lua)
--- KEYS[5]  the wait queue's description hash (same hash tag; see queue.lua)
+-- KEYS[4]  the wait queue's description hash (same hash tag; see queue.lua)
 -- ARGV[1]  owner id (new: never held before)
 -- ARGV[2]  lease in ms (> 0)
 -- ARGV[3]  the caller's client id
@@ -24,8 +24,8 @@
 --
 -- The fencing counter has no expiry: a token must never go back, even after
 -- the lock has been free for a long time.
-local lock, fence, record = KEYS[1], KEYS[2], KEYS[4]
-local Q = {key = KEYS[3], desc = KEYS[5], ch = ARGV[7] .. ':'}
+local lock, fence = KEYS[1], KEYS[2]
+local Q = {key = KEYS[3], desc = KEYS[4], ch = ARGV[7] .. ':'}
 local owner, lease, client, waiter = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 -- One EXISTS answers the common cases: 0, free with nobody queued; 2, held.
 local n = redis.call('exists', lock, Q.key)
@@ -40,13 +40,12 @@ if n == 1 and pttl == -2 then
 end
 local free = pttl == -2
 if free and ahead == 0 then
-  redis.call('hset', lock, owner, 1)
+  local token = redis.call('incr', fence)
+  redis.call('hset', lock, owner, 1, '#rec', record_of(owner, token, ARGV[5]))
   redis.call('pexpire', lock, lease)
   if waiter and n == 1 then
     dequeue(Q, client)
   end
-  local token = redis.call('incr', fence)
-  describe(record, owner, token, ARGV[5], lease)
   return {1, token}
 end
 if free then
@@ -64,4 +63,4 @@ if free then
   end
   return refused(waiter, Q, client, wait, ARGV[5])
 end
-return refused(waiter, Q, client, pttl, ARGV[5], redis.call('get', record))
+return refused(waiter, Q, client, pttl, ARGV[5], redis.call('hget', lock, '#rec'))

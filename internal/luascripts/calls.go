@@ -13,18 +13,18 @@ import (
 // Keys are the Redis keys of one lock. They all carry the lock's hash tag,
 // so on Redis Cluster they share one slot, which every script needs.
 type Keys struct {
-	Lock      string // hash {owner id -> hold count}, with the lease as its expiry
+	// Lock is the hash {owner id -> hold count, "#rec" -> the holder
+	// record (record.lua)}, with the lease as its expiry.
+	Lock      string
 	Channel   string // base of the wake-up channels: "<Channel>:<client id>"
 	Fence     string // fencing counter, no expiry
 	Queue     string // ZSET of waiting clients, oldest first (queue.lua)
 	QueueDesc string // the queued clients' descriptions {client id -> ClientInfo JSON}
-	Holder    string // the holder record (record.lua), expiring with the lock
 }
 
 // NewKeys derives a lock's keys from its base key "<prefix>:{<name>}".
 func NewKeys(base string) Keys {
-	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q", QueueDesc: base + ":q:d",
-		Holder: base + ":holder"}
+	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q", QueueDesc: base + ":q:d"}
 }
 
 // Inbox is the channel on which client's waiters for this lock are woken.
@@ -64,7 +64,7 @@ type AcquireArgs struct {
 
 // AcquireKeys are the acquire script's KEYS, in order.
 func (k Keys) AcquireKeys() []string {
-	return []string{k.Lock, k.Fence, k.Queue, k.Holder, k.QueueDesc}
+	return []string{k.Lock, k.Fence, k.Queue, k.QueueDesc}
 }
 
 // AcquireArgv is the acquire script's ARGV for a, in order: for callers
@@ -128,7 +128,7 @@ func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (R
 
 // releaseKeys are the release script's KEYS, in order.
 func (k Keys) releaseKeys() []string {
-	return []string{k.Lock, k.Channel, k.Fence, k.Queue, k.Holder, k.QueueDesc}
+	return []string{k.Lock, k.Channel, k.Fence, k.Queue, k.QueueDesc}
 }
 
 // RunLeave runs the leave script for client; it reports whether client
@@ -151,74 +151,25 @@ const leaseSetMark = "\x00lease set\x00"
 // mark is taken off before the key is sent.
 func LeaseSet(key string) string { return leaseSetMark + key }
 
-// recordMark starts a kept key that HolderRecord marked. No key latchkey builds
-// starts with a NUL byte.
-const recordMark = "\x00record\x00"
-
-// RecordLeases is how many leases a watchdog renewal gives a group's
-// records (HolderRecord's keys) when it carries them (renew.lua's "#rec").
-const RecordLeases = 3
-
-// HolderRecord marks key, among the keys that follow a group's first, as a
-// record of the hold (a Mutex's holder record): a key that must last at
-// least as long as the group's first while it is held, and that may
-// outlive it for a while, being read only beside it. The watchdog sends it
-// with a renewal only when the lock's new expiry could otherwise pass the
-// record's, and then extends it to RecordLeases leases (AppendKeep):
-// every third or fourth renewal instead of every one, which spares Redis
-// a command per lock and renewal. AppendRenew (Extend) renews it as any
-// follower. The mark is taken off before the key is sent.
-func HolderRecord(key string) string { return recordMark + key }
-
-// IsHolderRecord reports whether HolderRecord marked key.
-func IsHolderRecord(key string) bool { return strings.HasPrefix(key, recordMark) }
-
 // AppendRenew adds one group of kept keys to a renew call, whose Args
 // start with the lease: first, a hash in which owner holds a field, and
-// the keys that follow it (LeaseSet's and HolderRecord's among them; a record
-// is renewed to the lease, as any follower).
+// the keys that follow it (LeaseSet's among them).
 func (c *Call) AppendRenew(owner, first string, follow ...string) {
-	c.appendGroup(owner, first, "", follow)
-}
-
-// AppendKeep adds one group of kept keys to a watchdog's renew call, as
-// AppendRenew does, but with its records (HolderRecord's keys) renewed to
-// RecordLeases leases when records is true, and left out when it is false.
-// It returns the number of keys it added.
-func (c *Call) AppendKeep(owner, first string, records bool, follow ...string) int {
-	rec := "#rec"
-	if !records {
-		rec = "-"
-	}
-	return c.appendGroup(owner, first, rec, follow)
-}
-
-// appendGroup appends a group whose HolderRecord keys get the argument rec (""
-// as any follower, "#rec", or "-" to leave them out), and returns the
-// number of keys it added.
-func (c *Call) appendGroup(owner, first, rec string, follow []string) int {
-	n := len(c.Keys)
 	c.Keys = append(c.Keys, first)
 	c.Args = append(c.Args, owner)
 	for _, k := range follow {
 		arg := "" // renewed when first is held (renew.lua)
 		if key, ok := strings.CutPrefix(k, leaseSetMark); ok {
 			k, arg = key, "#lease"
-		} else if key, ok := strings.CutPrefix(k, recordMark); ok {
-			if rec == "-" {
-				continue
-			}
-			k, arg = key, rec
 		}
 		c.Keys = append(c.Keys, k)
 		c.Args = append(c.Args, arg)
 	}
-	return len(c.Keys) - n
 }
 
 // RunRenewHold runs the renew script for one hold: keep lists its keys in
 // groups, each a key in which owner holds a field and the keys that follow
-// it (a holder record, a lease set). It reports whether owner still holds
+// it (a lease set, a side's records). It reports whether owner still holds
 // every group, whose keys' expiries are then at least lease. A renewal
 // that y's replicas did not acknowledge is returned with a
 // *NotReplicatedError.

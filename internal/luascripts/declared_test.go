@@ -46,7 +46,7 @@ func TestDeclaredKeys(t *testing.T) {
 		{"Acquire", TestAcquire}, {"AcquireWaitQueue", TestAcquireWaitQueue}, {"FencingToken", TestFencingToken},
 		{"Reenter", TestReenter}, {"Release", TestRelease}, {"ReleaseRetry", TestReleaseRetry},
 		{"Leave", TestLeave}, {"ForceUnlock", TestForceUnlock}, {"FamilyForceUnlock", TestFamilyForceUnlock}, {"Inspect", TestInspect},
-		{"Renew", TestRenew}, {"RenewLeaseSet", TestRenewLeaseSet}, {"RenewHolderRecord", TestRenewHolderRecord}, {"RenewOne", TestRenewOne},
+		{"Renew", TestRenew}, {"RenewLeaseSet", TestRenewLeaseSet}, {"HolderRecordLivesWithTheLock", TestHolderRecordLivesWithTheLock}, {"RenewOne", TestRenewOne},
 		{"QueueDescriptions", TestQueueDescriptions},
 		{"SemAcquireRelease", TestSemAcquireRelease}, {"SemSizeMismatch", TestSemSizeMismatch},
 		{"SemFairness", TestSemFairness}, {"SemDeadHolder", TestSemDeadHolder},

@@ -76,7 +76,7 @@ type Leader struct {
 
 // ReadLeader runs the electread script.
 func ReadLeader(ctx context.Context, c rueidis.Client, k ElectionKeys) (Leader, error) {
-	v, err := ElectRead.Exec(ctx, c, []string{k.Lock, k.Holder, k.Value}, nil).ToArray()
+	v, err := ElectRead.Exec(ctx, c, []string{k.Lock, k.Value}, nil).ToArray()
 	if err != nil {
 		return Leader{}, err
 	}

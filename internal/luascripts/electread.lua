@@ -1,8 +1,7 @@
 -- electread: who leads, for Leader and Observe, in one atomic read.
 --
--- KEYS[1]  lock hash
--- KEYS[2]  holder record (record.lua)
--- KEYS[3]  the value key (elect.lua)
+-- KEYS[1]  lock hash, whose field "#rec" is the holder record (record.lua)
+-- KEYS[2]  the value key (elect.lua)
 --
 -- Returns {pttl, record, value}: the lock's lease left in ms (-2: nobody
 -- leads; -1: no expiry), and the record and the value, "" when absent.
@@ -10,4 +9,4 @@ local pttl = redis.call('pttl', KEYS[1])
 if pttl == -2 then
   return {pttl, '', ''}
 end
-return {pttl, redis.call('get', KEYS[2]) or '', redis.call('get', KEYS[3]) or ''}
+return {pttl, redis.call('hget', KEYS[1], '#rec') or '', redis.call('get', KEYS[2]) or ''}

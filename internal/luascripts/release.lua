@@ -1,12 +1,12 @@
 -- release: drop one hold; at the last, hand the lock to an heir or free it.
 --
--- KEYS[1]  lock hash            {owner id -> hold count}
+-- KEYS[1]  lock hash            {owner id -> hold count, "#rec" -> the
+--          holder record (record.lua)}
 -- KEYS[2]  the lock's channel   (same hash tag; waiters listen on
 --          "<channel>:<client id>", see queue.lua)
 -- KEYS[3]  fencing counter      (same hash tag)
 -- KEYS[4]  wait queue           (same hash tag)
--- KEYS[5]  holder record        (same hash tag; see describe.lua)
--- KEYS[6]  the wait queue's description hash (same hash tag; see queue.lua)
+-- KEYS[5]  the wait queue's description hash (same hash tag; see queue.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  the owner's hold count before this release (exact)
 -- ARGV[3]  wake spec, e.g. "p50" (queue.lua's publisher)
@@ -27,7 +27,7 @@
 -- Idempotent: a retry reports the state the first call left (the count one
 -- lower, the owner gone, or the heir in its place) and changes nothing. A
 -- lease that ran out before the first call also leaves "owner gone": freed.
-local lock, fence, record = KEYS[1], KEYS[3], KEYS[5]
+local lock, fence = KEYS[1], KEYS[3]
 local owner, n, heir = ARGV[1], tonumber(ARGV[2]), ARGV[5] or ''
 local left, earlier = release_count(lock, owner, n, ARGV[4] == '1', true) -- DEL follows
 if earlier and left == 0 and heir ~= '' and redis.call('hexists', lock, heir) == 1 then
@@ -36,14 +36,13 @@ end
 if left ~= 0 or earlier then
   return {left, 0}
 end
-redis.call('del', lock, record)
+-- The record goes with the hash.
+redis.call('del', lock)
 if heir ~= '' then
-  local lease = tonumber(ARGV[6])
-  redis.call('hset', lock, heir, 1)
-  redis.call('pexpire', lock, lease)
   local token = redis.call('incr', fence)
-  describe(record, heir, token, ARGV[7], lease)
+  redis.call('hset', lock, heir, 1, '#rec', record_of(heir, token, ARGV[7]))
+  redis.call('pexpire', lock, ARGV[6])
   return {-3, token}
 end
-local woken = wake({key = KEYS[4], desc = KEYS[6], ch = KEYS[2] .. ':'}, ARGV[3], 1, one)
+local woken = wake({key = KEYS[4], desc = KEYS[5], ch = KEYS[2] .. ':'}, ARGV[3], 1, one)
 return {0, woken}

@@ -5,13 +5,8 @@
 -- ARGV[2..n+1] for each key, in the same order, one of:
 --              an owner id: the key is a hash in which that owner holds a
 --                field; it starts a group;
---              "": the key follows the group's first (a lock's holder
---                record, a side's records): renewed when the group is held;
---              "#rec": the key follows the group's first, as "" does, and
---                is a record of the hold (a Mutex's holder record): its
---                expiry goes to at least 3 times the lease, so that the
---                watchdog need not send it with every renewal
---                (luascripts.RecordLeases);
+--              "": the key follows the group's first (a side's records,
+--                an election's value): renewed when the group is held;
 --              "#lease": the key is the group's lease set, a sorted set
 --                {owner -> the end of its lease, server ms} (leases.lua):
 --                the group is held only while its owner's score there has
@@ -30,7 +25,7 @@ local KEYS, ARGV = KEYS, ARGV
 local call, pcall = redis.call, redis.pcall
 local lease = tonumber(ARGV[1])
 -- the lease as PEXPIRE takes it (a number would be formatted per call)
-local lease_ms, record_ms = ARGV[1], string.format('%d', 3 * lease)
+local lease_ms = ARGV[1]
 -- Redis 7 gives a key an expiry of at least ms in one command (GT: never
 -- a shorter one, as a side's keys live as long as its longest lease);
 -- older servers read the PTTL first.
@@ -43,7 +38,7 @@ while first <= #KEYS do
   local held = pcall('hexists', KEYS[first], owner) == 1
   local last = first
   local mark = ARGV[last + 2]
-  while mark == '' or mark == '#rec' or mark == '#lease' do
+  while mark == '' or mark == '#lease' do
     last = last + 1
     if held and mark == '#lease' then
       now = now or server_ms()
@@ -55,17 +50,14 @@ while first <= #KEYS do
   if held then
     v = 1
     for i = first, last do
-      local key, ms = KEYS[i], lease_ms
-      mark = ARGV[i + 1]
-      if mark == '#rec' then
-        ms = record_ms
-      elseif mark == '#lease' then
+      local key = KEYS[i]
+      if ARGV[i + 1] == '#lease' then
         call('zadd', key, 'XX', 'GT', now + lease, owner)
       end
       if gt then
-        call('pexpire', key, ms, 'GT')
-      elseif call('pttl', key) < tonumber(ms) then
-        call('pexpire', key, ms)
+        call('pexpire', key, lease_ms, 'GT')
+      elseif call('pttl', key) < lease then
+        call('pexpire', key, lease_ms)
       end
     end
   end

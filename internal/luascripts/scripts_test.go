@@ -121,7 +121,7 @@ func keysFor(t *testing.T, c rueidis.Client, base string) luascripts.Keys {
 	k := luascripts.NewKeys(base)
 	t.Cleanup(func() {
 		// t.Context() is already cancelled here.
-		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Lock, k.Queue, k.QueueDesc, k.Holder).Build()).Error())
+		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Lock, k.Queue, k.QueueDesc).Build()).Error())
 	})
 	return k
 }
@@ -260,6 +260,19 @@ func hgetall(t *testing.T, c rueidis.Client, key string) map[string]string {
 	t.Helper()
 	m, err := do(t, c, c.B().Hgetall().Key(key).Build()).AsStrMap()
 	require.NoError(t, err)
+	return m
+}
+
+// owners is a lock hash's {owner -> count}: its fields but those starting
+// with '#' (the holder record's "#rec").
+func owners(t *testing.T, c rueidis.Client, key string) map[string]string {
+	t.Helper()
+	m := hgetall(t, c, key)
+	for f := range m {
+		if strings.HasPrefix(f, "#") {
+			delete(m, f)
+		}
+	}
 	return m
 }
 
@@ -447,7 +460,7 @@ func TestAcquire(t *testing.T) {
 	t.Run("Free", func(t *testing.T) {
 		k := newKeys(t, c)
 		assert.Equal(t, []int64{1, 1}, acquireRaw(t, c, k, luascripts.AcquireArgs{Owner: "A", Lease: lease, Client: "a"}), "the first token")
-		assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, k.Lock))
+		assert.Equal(t, map[string]string{"A": "1"}, owners(t, c, k.Lock))
 		between(t, pttl(t, c, k.Lock), lease-10*time.Second, lease, "the lease")
 		assert.False(t, exists(t, c, k.Queue), "a grant queues nobody")
 	})
@@ -532,7 +545,7 @@ func TestAcquire(t *testing.T) {
 		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "X", Lease: lease, Client: "x", Waiter: true})
 		assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: 1}, r)
 		assert.Equal(t, []string{"z"}, queued(t, c, k), "the others stay queued")
-		assert.Equal(t, map[string]string{"X": "1"}, hgetall(t, c, k.Lock))
+		assert.Equal(t, map[string]string{"X": "1"}, owners(t, c, k.Lock))
 		between(t, pttl(t, c, k.Lock), lease-10*time.Second, lease, "the lease")
 	})
 
@@ -635,7 +648,7 @@ func TestReenter(t *testing.T) {
 		at := expireAt(t, c, k.Lock)
 		assert.Equal(t, int64(2), reenter(t, c, k, "A"))
 		assert.Equal(t, int64(3), reenter(t, c, k, "A"))
-		assert.Equal(t, map[string]string{"A": "3"}, hgetall(t, c, k.Lock))
+		assert.Equal(t, map[string]string{"A": "3"}, owners(t, c, k.Lock))
 		assert.Equal(t, at, expireAt(t, c, k.Lock), "a re-entry shares its hold's lease")
 		assert.Equal(t, fmt.Sprint(tok), get(t, c, k.Fence), "and its token")
 	})
@@ -767,7 +780,7 @@ func TestRelease(t *testing.T) {
 				before := snapshot(t, c, k)
 				r := release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Heir: "A2", HeirLease: 7 * time.Second, Wake: wake})
 				assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 2}, r)
-				assert.Equal(t, map[string]string{"A2": "1"}, hgetall(t, c, k.Lock))
+				assert.Equal(t, map[string]string{"A2": "1"}, owners(t, c, k.Lock))
 				between(t, pttl(t, c, k.Lock), 5*time.Second, 7*time.Second, "the heir's lease")
 				assert.Equal(t, "2", get(t, c, k.Fence))
 				assert.Equal(t, before.Queue, snapshot(t, c, k).Queue, "nobody woken")
@@ -781,7 +794,7 @@ func TestRelease(t *testing.T) {
 				k, w1, _ := held(t, 2)
 				r := release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2, Heir: "A2", HeirLease: lease, Wake: wake})
 				assert.Equal(t, luascripts.ReleaseReply{Left: 1}, r)
-				assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, k.Lock))
+				assert.Equal(t, map[string]string{"A": "1"}, owners(t, c, k.Lock))
 				assert.Equal(t, "1", get(t, c, k.Fence))
 				w1.quiet(t)
 			})
@@ -819,7 +832,7 @@ func TestReleaseRetry(t *testing.T) {
 			t.Run("DecrementNotRun", func(t *testing.T) {
 				k, _, _ := held(t, 2)
 				assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(t, c, k, args(2, "")))
-				assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, k.Lock))
+				assert.Equal(t, map[string]string{"A": "1"}, owners(t, c, k.Lock))
 			})
 
 			t.Run("FreeRan", func(t *testing.T) {
@@ -860,7 +873,7 @@ func TestReleaseRetry(t *testing.T) {
 			t.Run("HandoverNotRun", func(t *testing.T) {
 				k, w1, _ := held(t, 1)
 				assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 2}, release(t, c, k, args(1, "A2")))
-				assert.Equal(t, map[string]string{"A2": "1"}, hgetall(t, c, k.Lock))
+				assert.Equal(t, map[string]string{"A2": "1"}, owners(t, c, k.Lock))
 				w1.quiet(t)
 			})
 
@@ -1039,16 +1052,16 @@ func TestForceUnlock(t *testing.T) {
 			// A key of another type is not latchkey's: nothing is deleted.
 			do(t, c, c.B().Del().Key(k.Queue).Build())
 			take(t, c, k, "B")
-			do(t, c, c.B().Del().Key(k.Holder).Build())
-			do(t, c, c.B().Rpush().Key(k.Holder).Element("app").Build())
+			do(t, c, c.B().Del().Key(k.QueueDesc).Build())
+			do(t, c, c.B().Rpush().Key(k.QueueDesc).Element("app").Build())
 			before = snapshot(t, c, k)
 			deleted, foreign, err := k.Intro().ForceUnlock(t.Context(), c, wake)
 			require.NoError(t, err)
 			assert.False(t, deleted)
-			assert.Equal(t, k.Holder, foreign)
+			assert.Equal(t, k.QueueDesc, foreign)
 			assert.Equal(t, before, snapshot(t, c, k))
-			assert.True(t, exists(t, c, k.Holder))
-			do(t, c, c.B().Del().Key(k.Holder).Build())
+			assert.True(t, exists(t, c, k.QueueDesc))
+			do(t, c, c.B().Del().Key(k.QueueDesc).Build())
 		})
 	}
 }
@@ -1150,7 +1163,7 @@ func TestInspect(t *testing.T) {
 	assert.Equal(t, luascripts.MaxPTTL, d.Holds[0].PTTL, "a huge PTTL saturates")
 
 	do(t, c, c.B().Hset().Key(k.Lock).FieldValue().FieldValue("B", "x").Build())
-	do(t, c, c.B().Set().Key(k.Holder).Value("junk").Build())
+	do(t, c, c.B().Hset().Key(k.Lock).FieldValue().FieldValue("#rec", "junk").Build())
 	d = describe(t, c, k.Intro(), 10)
 	require.Len(t, d.Holds, 2, "what could be read")
 	assert.Len(t, d.Damaged, 3, "B's count, and A's and B's record: %q", d.Damaged)
@@ -1184,9 +1197,9 @@ func TestRenew(t *testing.T) {
 	assert.Equal(t, []bool{true, false, false, false, true}, got)
 
 	assert.Greater(t, pttl(t, c, held.Lock), 30*time.Second, "held lease raised")
-	assert.Equal(t, map[string]string{"A": "1"}, hgetall(t, c, held.Lock))
+	assert.Equal(t, map[string]string{"A": "1"}, owners(t, c, held.Lock))
 	assert.Equal(t, otherAt, expireAt(t, c, other.Lock), "another owner's lease untouched")
-	assert.Equal(t, map[string]string{"B": "1"}, hgetall(t, c, other.Lock))
+	assert.Equal(t, map[string]string{"B": "1"}, owners(t, c, other.Lock))
 	assert.False(t, exists(t, c, missing.Lock), "missing key not created")
 	assert.False(t, exists(t, c, released.Lock), "released key not recreated")
 	assert.Greater(t, pttl(t, c, long.Lock), 80*time.Second, "a longer lease is not lowered")
@@ -1252,55 +1265,64 @@ func TestRenewLeaseSet(t *testing.T) {
 	assert.Greater(t, pttl(t, c, leases), 50*time.Second)
 }
 
-// TestRenewHolderRecord: a holder record (HolderRecord) goes with a
-// watchdog's renewal only when asked for, and then gets RecordLeases
-// leases; AppendRenew (Extend) renews it to the lease, as any follower.
-func TestRenewHolderRecord(t *testing.T) {
+// TestHolderRecordLivesWithTheLock: a Mutex's holder record is the field
+// "#rec" of the lock hash, written by the grant's HSET (an acquire's and a
+// handover's), never counted as an owner, renewed with the hash's expiry
+// (no key of its own to renew), deleted with the last release, and gone
+// when the lease runs out.
+func TestHolderRecordLivesWithTheLock(t *testing.T) {
 	c := standaloneClient(t)
-	k := keysFor(t, c, "latchkey:{"+uniqueTag(t)+"}")
-	require.True(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "A", Lease: 2 * time.Second, Client: "c"}).Acquired)
-	group := []string{k.Lock, luascripts.HolderRecord(k.Holder)}
-	renew := func(records bool, lease time.Duration) []int64 {
+	k := newKeys(t, c)
+	record := func() string {
 		t.Helper()
-		call := luascripts.Call{Args: []string{luascripts.Millis(lease)}}
-		n := call.AppendKeep("A", group[0], records, group[1:]...)
-		require.Equal(t, len(call.Keys), n)
-		v, err := luascripts.Renew.Exec(t.Context(), c, call.Keys, call.Args).AsIntSlice()
+		v, err := c.Do(t.Context(), c.B().Hget().Key(k.Lock).Field("#rec").Build()).ToString()
+		if rueidis.IsRedisNil(err) {
+			return ""
+		}
 		require.NoError(t, err)
 		return v
 	}
+	tok := acquire(t, c, k, luascripts.AcquireArgs{Owner: "A", Lease: 2 * time.Second, Client: "a", About: `{"id":"a"}`}).Token
+	assert.Regexp(t, fmt.Sprintf(`^A\|%d\|[0-9]+\|\{"id":"a"\}$`, tok), record(), "owner, token, time, description")
+	assert.Equal(t, map[string]string{"A": "1"}, owners(t, c, k.Lock), "the record is no owner")
+	keys, err := do(t, c, c.B().Keys().Pattern(k.Lock+"*").Build()).AsStrSlice()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{k.Lock, k.Fence}, keys, "no key of its own")
 
-	recAt := expireAt(t, c, k.Holder)
-	assert.Equal(t, []int64{1}, renew(false, 10*time.Second), "the lock alone")
-	assert.Greater(t, pttl(t, c, k.Lock), 5*time.Second)
-	assert.Equal(t, recAt, expireAt(t, c, k.Holder), "a record left out is untouched")
-
-	assert.Equal(t, []int64{1, 1}, renew(true, 10*time.Second))
-	assert.Greater(t, pttl(t, c, k.Holder), 25*time.Second, "RecordLeases leases")
-	assert.LessOrEqual(t, pttl(t, c, k.Holder), luascripts.RecordLeases*10*time.Second)
-
-	// Extend's whole-hold renewal: the record as any follower, never lowered.
+	// Re-entered and renewed with the hash: one key per group.
+	assert.Equal(t, int64(2), reenter(t, c, k, "A"))
 	call := luascripts.Call{Args: []string{luascripts.Millis(time.Minute)}}
-	call.AppendRenew("A", group[0], group[1:]...)
-	assert.Equal(t, []string{k.Lock, k.Holder}, call.Keys, "the mark is taken off")
-	assert.Equal(t, []string{luascripts.Millis(time.Minute), "A", ""}, call.Args)
-	held, err := luascripts.RunRenewHold(t.Context(), c, [][]string{group}, "A", time.Minute, luascripts.Sync{})
-	require.NoError(t, err)
-	assert.True(t, held)
-	assert.Greater(t, pttl(t, c, k.Holder), 50*time.Second)
-	held, err = luascripts.RunRenewHold(t.Context(), c, [][]string{group}, "A", time.Second, luascripts.Sync{})
-	require.NoError(t, err)
-	assert.True(t, held)
-	assert.Greater(t, pttl(t, c, k.Holder), 50*time.Second, "a shorter renewal lowers nothing")
-
-	// Not held: nothing changes, the record included.
-	recAt = expireAt(t, c, k.Holder)
-	call = luascripts.Call{Args: []string{luascripts.Millis(5 * time.Minute)}}
-	call.AppendKeep("B", group[0], true, group[1:]...)
+	call.AppendRenew("A", k.Lock)
+	assert.Equal(t, []string{k.Lock}, call.Keys)
 	v, err := luascripts.Renew.Exec(t.Context(), c, call.Keys, call.Args).AsIntSlice()
 	require.NoError(t, err)
-	assert.Equal(t, []int64{0, 0}, v)
-	assert.Equal(t, recAt, expireAt(t, c, k.Holder))
+	assert.Equal(t, []int64{1}, v)
+	assert.Greater(t, pttl(t, c, k.Lock), 50*time.Second)
+	d := describe(t, c, k.Intro(), 10)
+	require.Len(t, d.Holds, 1)
+	assert.Equal(t, luascripts.Held{Owner: "A", Count: 2, PTTL: d.Holds[0].PTTL, Record: d.Holds[0].Record}, d.Holds[0])
+	assert.Equal(t, "A", d.Holds[0].Record.Owner)
+	assert.Equal(t, tok, d.Holds[0].Record.Token)
+
+	// A release that leaves a hold keeps it; a handover writes the heir's.
+	assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2}))
+	assert.Regexp(t, `^A\|`, record())
+	r := release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Heir: "A2", HeirLease: 200 * time.Millisecond, HeirAbout: `{"id":"a"}`})
+	require.True(t, r.Handed)
+	assert.Regexp(t, fmt.Sprintf(`^A2\|%d\|`, r.Token), record())
+	assert.Equal(t, map[string]string{"A2": "1"}, owners(t, c, k.Lock))
+
+	// The lease runs out: the hash goes, record and all.
+	require.Eventually(t, func() bool { return !exists(t, c, k.Lock) }, 5*time.Second, 20*time.Millisecond)
+	assert.Equal(t, "", record())
+
+	// The last release deletes the hash, record and all.
+	take(t, c, k, "B")
+	assert.Regexp(t, `^B\|`, record())
+	assert.Equal(t, luascripts.ReleaseReply{}, release(t, c, k, luascripts.ReleaseArgs{Owner: "B", Count: 1}))
+	assert.False(t, exists(t, c, k.Lock))
+	d = describe(t, c, k.Intro(), 10)
+	assert.Empty(t, d.Holds)
 }
 
 // serverMillis is the server's clock, in ms.
@@ -1432,7 +1454,7 @@ func TestClusterKeysShareSlot(t *testing.T) {
 	for _, tag := range tagsOnEveryMaster(t, c) {
 		k := luascripts.NewKeys("latchkey:{" + tag + "}")
 		slot := slotOf(t, c, k.Lock)
-		for _, name := range []string{k.Channel, k.Fence, k.Queue, k.QueueDesc, k.Holder, k.Inbox("some-client")} {
+		for _, name := range []string{k.Channel, k.Fence, k.Queue, k.QueueDesc, k.Inbox("some-client")} {
 			assert.Equal(t, slot, slotOf(t, c, name), name)
 		}
 		assert.True(t, strings.HasPrefix(k.Inbox("x"), k.Channel+":"))

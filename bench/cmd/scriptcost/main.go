@@ -79,7 +79,7 @@ return {0, 0}`)
 	// lists, with a two-key EXISTS (as the acquire's of lock and queue) and the
 	// release's ZPOPMIN:
 	// what the queue costs a lock that nobody waits for.
-	wideAcq = luascripts.New("wide-acquire", `if redis.call('exists', KEYS[1], KEYS[4]) == 0 then
+	wideAcq = luascripts.New("wide-acquire", `if redis.call('exists', KEYS[1], KEYS[3]) == 0 then
   redis.call('hset', KEYS[1], ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, 1, redis.call('incr', KEYS[2])}
@@ -191,7 +191,7 @@ func pair(acq, rel *luascripts.Script, fence bool) func(context.Context, rueidis
 }
 
 var variants = []variant{
-	{"latchkey", "acquire.lua + release.lua: hash {owner: count}, fencing INCR, wait queue with wake windows, holder record",
+	{"latchkey", "acquire.lua + release.lua: hash {owner: count}, fencing INCR, wait queue with wake windows, holder record in the hash",
 		func(ctx context.Context, rc rueidis.Client, i, n int) error {
 			k, o := keysOf(i), owner(n)
 			r, err := luascripts.RunAcquire(ctx, rc, k, luascripts.AcquireArgs{Owner: o, Lease: 10 * time.Second, Client: clientID, About: about})
