@@ -60,7 +60,7 @@ func testAbandonedAcquire(t *testing.T, granted, byClose bool) {
 	// Wake the waiter into its next acquire, which takes the slow way.
 	sent := split.divertNext()
 	if granted {
-		require.NoError(t, holder.Unlock(hctx)) // frees the lock, reserved for the waiter
+		require.NoError(t, holder.Unlock(hctx)) // frees the lock and wakes the waiter
 	} else {
 		publish(t, rc, tp, key+":ch:"+waiter.ID(), "wake")
 	}

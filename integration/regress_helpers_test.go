@@ -12,8 +12,7 @@ import (
 // Helpers of the regression tests (regress_test.go).
 
 // cleanupIfFailed removes the lock's keys (the hash, its wait queue and the
-// queue's descriptions, its reservation and its holder record; not its
-// fencing counter) when the test has failed, so that a failing regression
+// queue's descriptions; not its fencing counter) when the test has failed, so that a failing regression
 // test does not also fail the suite's final check for leftover keys. It
 // must be registered before the lock clients, so that it runs after they
 // closed. A passing test leaves whatever it left: the suite's check then
@@ -26,7 +25,7 @@ func cleanupIfFailed(t *testing.T, rc rueidis.Client, key string) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		for _, k := range []string{key, key + ":q", key + ":q:d", key + ":r"} {
+		for _, k := range []string{key, key + ":q", key + ":q:d"} {
 			_ = rc.Do(ctx, rc.B().Del().Key(k).Build()).Error()
 		}
 	})

@@ -8,7 +8,7 @@ import (
 
 // A Cluster slot being migrated refuses a script whose declared keys are
 // not all on one node with -TRYAGAIN, and latchkey's scripts declare keys
-// that often do not exist (a queue, a reservation), so during a migration
+// that often do not exist (a queue and its descriptions), so during a migration
 // most of them get it until CLUSTER SETSLOT NODE. The server refused before
 // running anything, so resending is always safe; rueidis does it only for
 // read-only commands, so Exec and execSynced do, with a backoff. The
