@@ -31,7 +31,7 @@ type Leadership struct {
 // ForceUnlock and `latchkey run` see it as that lock's holder): its
 // watchdog, fencing token and loss signal are the Mutex's. Campaigners wait
 // in the Mutex's queue, so leadership passes to the oldest campaigner.
-// What an election adds is the leader's value, kept beside the lock, and
+// What an election adds is the leader's value, a field of the lock hash, and
 // announcements to observers on a channel of its own.
 type Election struct {
 	c    *Client
@@ -68,8 +68,8 @@ func (c *Client) Election(name string) *Election {
 		out, err := luascripts.RunResign(ctx, c.rc, keys, a)
 		return releasedOf(out), err
 	}
-	// The value follows the lock (the holder record is a field of it).
-	sd.keep = func(string) [][]string { return [][]string{{keys.Lock, keys.Value}} }
+	// keep is the Mutex's: the value is a field of the lock hash, as the
+	// holder record is, so a leader renews one key.
 	e.sd = &sd
 	return e
 }

@@ -33,16 +33,16 @@ func source(name string) string {
 }
 
 // ElectionKeys are the keys of an election: the Mutex's of the same name,
-// whose lock the leader holds, and two more in its hash tag.
+// whose lock the leader holds (its value is the lock hash's field "#val",
+// elect.lua), and the observers' channel in its hash tag.
 type ElectionKeys struct {
 	Keys
-	Value     string // "<owner id>|<value>", following the lock (elect.lua)
 	Observers string // the channel on which grants and resignations are announced
 }
 
 // NewElectionKeys derives an election's keys from its Mutex's.
 func NewElectionKeys(k Keys) ElectionKeys {
-	return ElectionKeys{Keys: k, Value: k.Lock + ":value", Observers: k.Lock + ":leader"}
+	return ElectionKeys{Keys: k, Observers: k.Lock + ":leader"}
 }
 
 // ElectArgs are the elect script's arguments: the Mutex acquire's and the
@@ -55,28 +55,29 @@ type ElectArgs struct {
 // RunElect runs the elect script: an acquire that, when granted, stores
 // a.Value and announces the new leader.
 func RunElect(ctx context.Context, c rueidis.Client, k ElectionKeys, a ElectArgs) (AcquireReply, error) {
-	return runAcquire(ctx, c, Elect, append(k.AcquireKeys(), k.Value),
+	return runAcquire(ctx, c, Elect, k.AcquireKeys(),
 		append(k.AcquireArgv(a.AcquireArgs), a.Value, k.Observers), a.Sync)
 }
 
 // RunResign runs the electresign script: the Mutex's release (a.Heir is
-// ignored: leadership is never handed to the leader's own process), which
-// drops the value and, when nobody takes over, announces that none leads.
+// ignored: leadership is never handed to the leader's own process), whose
+// DEL of the lock drops the value, and which, when nobody takes over,
+// announces that none leads.
 func RunResign(ctx context.Context, c rueidis.Client, k ElectionKeys, a ReleaseArgs) (ReleaseReply, error) {
-	return runRelease(ctx, c, ElectResign, append(k.releaseKeys(), k.Value),
+	return runRelease(ctx, c, ElectResign, k.releaseKeys(),
 		[]string{a.Owner, strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry), k.Observers}, a.Sync)
 }
 
 // Leader is an election's state as electread reports it.
 type Leader struct {
 	Record Record        // the leader's holder record; zero when none leads or it is damaged
-	Value  string        // its value, "" when the value key is not its (a Mutex holder)
+	Value  string        // its value, "" for a Mutex holder
 	PTTL   time.Duration // its lease left; -2ms when none leads, -1ms without expiry
 }
 
 // ReadLeader runs the electread script.
 func ReadLeader(ctx context.Context, c rueidis.Client, k ElectionKeys) (Leader, error) {
-	v, err := ElectRead.Exec(ctx, c, []string{k.Lock, k.Value}, nil).ToArray()
+	v, err := ElectRead.Exec(ctx, c, []string{k.Lock}, nil).ToArray()
 	if err != nil {
 		return Leader{}, err
 	}
@@ -89,12 +90,7 @@ func ReadLeader(ctx context.Context, c rueidis.Client, k ElectionKeys) (Leader, 
 	}
 	l := Leader{PTTL: time.Duration(ms) * time.Millisecond}
 	rec, _ := v[1].ToString()
-	val, _ := v[2].ToString()
-	if l.Record, err = parseRecord(rec); err != nil {
-		return l, err
-	}
-	if owner, value, ok := strings.Cut(val, "|"); ok && owner == l.Record.Owner && owner != "" {
-		l.Value = value
-	}
-	return l, nil
+	l.Value, _ = v[2].ToString()
+	l.Record, err = parseRecord(rec)
+	return l, err
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
-// TestElection: a grant stores the value and tells the observers; a
+// TestElection: a grant stores the value (the lock hash's field "#val",
+// with the lock's lease) and tells the observers; a
 // refusal queues and tells nobody; a resignation that wakes a campaigner
 // leaves the announcement to its grant, one that wakes nobody announces
 // "no leader", and a retried resignation never deletes the next leader's
@@ -20,7 +21,6 @@ func TestElection(t *testing.T) {
 			c := standaloneClient(t)
 			wake := luascripts.Wake{Sharded: mode.sharded}
 			k := luascripts.NewElectionKeys(newKeys(t, c))
-			t.Cleanup(func() { c.Do(t.Context(), c.B().Del().Key(k.Value).Build()) })
 			observers := listener{c: c, sharded: mode.sharded, inbox: k.Observers,
 				msgs: subscribe(t, []string{standaloneAddr}, mode.sharded, k.Observers)}
 			elect := func(owner, client, value string) luascripts.AcquireReply {
@@ -52,6 +52,9 @@ func TestElection(t *testing.T) {
 			assert.Equal(t, a.Token, l.Record.Token)
 			assert.Equal(t, "A:1", l.Record.Owner)
 			assert.Positive(t, l.PTTL)
+			v, err := c.Do(t.Context(), c.B().Hget().Key(k.Lock).Field("#val").Build()).ToString()
+			require.NoError(t, err)
+			assert.Equal(t, "alpha|one", v, "the value is a field of the lock hash")
 
 			// B campaigns (queued), C too: refusals announce nothing.
 			b := listen(t, c, []string{standaloneAddr}, mode.sharded, k.Keys, "B")
@@ -80,9 +83,9 @@ func TestElection(t *testing.T) {
 			assert.Equal(t, luascripts.ReleaseReply{}, resign("B:2", false))
 			observers.expect(t, "all")
 			assert.Equal(t, luascripts.Leader{PTTL: -2e6}, read())
-			n, err := c.Do(t.Context(), c.B().Exists().Key(k.Value).Build()).AsInt64()
+			n, err := c.Do(t.Context(), c.B().Exists().Key(k.Lock).Build()).AsInt64()
 			require.NoError(t, err)
-			assert.Zero(t, n, "the value went with the lock")
+			assert.Zero(t, n, "the value, a field of the lock hash, went with the lock")
 
 			// A Mutex holder of the same name leads without a value.
 			take(t, c, k.Keys, "M")

@@ -1,12 +1,9 @@
 -- electread: who leads, for Leader and Observe, in one atomic read.
 --
--- KEYS[1]  lock hash, whose field "#rec" is the holder record (record.lua)
--- KEYS[2]  the value key (elect.lua)
+-- KEYS[1]  lock hash, whose fields "#rec" and "#val" are the holder record
+--          (record.lua) and an election leader's value (elect.lua)
 --
 -- Returns {pttl, record, value}: the lock's lease left in ms (-2: nobody
 -- leads; -1: no expiry), and the record and the value, "" when absent.
-local pttl = redis.call('pttl', KEYS[1])
-if pttl == -2 then
-  return {pttl, '', ''}
-end
-return {pttl, redis.call('hget', KEYS[1], '#rec') or '', redis.call('get', KEYS[2]) or ''}
+local f = redis.call('hmget', KEYS[1], '#rec', '#val')
+return {redis.call('pttl', KEYS[1]), f[1] or '', f[2] or ''}
