@@ -282,7 +282,7 @@ type Entry struct {
 // local deadline is Timeout less DriftMargin(Timeout) after it. onLost runs at most once, on the watchdog
 // goroutine, with an error matching ErrGone or ErrExpired; it must not block
 // and must not call Stop. The keys in follow, in key's slot, are renewed
-// with key while owner holds it, whatever they hold (a side's records, an election's value,
+// with key while owner holds it, whatever they hold (a side's records,
 // which must expire with it). A follow key marked as a lease set
 // (luascripts.LeaseSet: a sorted set of lease ends, as the holders of an
 // RWMutex's read side share) is part of the check: the lease counts as
