@@ -21,11 +21,22 @@
 -- enqueue puts client at the back of Q unless it is queued (NX: it keeps
 -- its place), and keeps the queue the wait (ms) the client was told and 10 s
 -- more: it outlives every bounded wait, but not an abandoned lock. about
--- is the caller's "<ms>|<description>" (record.lua), or nil.
-local function enqueue(Q, client, wait, about)
+-- is the caller's "<ms>|<description>" (record.lua), or nil. rank is what
+-- the caller knows: the client's ZRANK (queued: no TIME, no ZADD), false
+-- when Q does not exist (its ZADD makes it: no PTTL, no ZRANK), nil when
+-- it does not know. It returns the client's rank.
+local function enqueue(Q, client, wait, about, rank)
   local ttl = math.max(wait, 0) + 10000
-  local added = redis.call('zadd', Q.key, 'NX', server_us(), client) == 1
-  local left = redis.call('pttl', Q.key)
+  local added = false
+  if type(rank) ~= 'number' then
+    added = redis.call('zadd', Q.key, 'NX', server_us(), client) == 1
+  end
+  local left = -1
+  if rank == false then
+    rank = 0
+  else
+    left = redis.call('pttl', Q.key)
+  end
   local extended = left < ttl
   if extended then
     redis.call('pexpire', Q.key, ttl)
@@ -40,6 +51,7 @@ local function enqueue(Q, client, wait, about)
   if added or extended then
     redis.call('pexpire', Q.desc, left)
   end
+  return rank or redis.call('zrank', Q.key, client)
 end
 
 -- refused is every acquire's refusal {0, wait, place, record}: wait is
@@ -47,12 +59,11 @@ end
 -- caller that waits is queued first and told its place in Q (1: next; 0
 -- when not queued); record is the holder's (record.lua) or ''. They ride
 -- on the reply a refusal costs anyway, so that a waiter that gives up can
--- say who blocked it without another round trip.
-local function refused(queued, Q, client, wait, about, record)
+-- say who blocked it without another round trip. rank is enqueue's.
+local function refused(queued, Q, client, wait, about, record, rank)
   local place = 0
   if queued then
-    enqueue(Q, client, wait, about)
-    place = redis.call('zrank', Q.key, client) + 1
+    place = enqueue(Q, client, wait, about, rank) + 1
   end
   return {0, wait, place, record or ''}
 end
