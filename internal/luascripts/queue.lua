@@ -20,7 +20,10 @@
 
 -- enqueue puts client at the back of Q unless it is queued (NX: it keeps
 -- its place), and keeps the queue the wait (ms) the client was told and 10 s
--- more: it outlives every bounded wait, but not an abandoned lock. about
+-- more: it outlives every bounded wait, but not an abandoned lock. When it
+-- must extend it, it adds 10 s more again, so that the waiters refused in
+-- the next 10 s with no longer a wait need no PEXPIRE (two per refusal
+-- before: the queue's and its description's). about
 -- is the caller's "<ms>|<description>" (record.lua), or nil. rank is what
 -- the caller knows: the client's ZRANK (queued: no TIME, no ZADD), false
 -- when Q does not exist (its ZADD makes it: no PTTL, no ZRANK), nil when
@@ -39,8 +42,8 @@ local function enqueue(Q, client, wait, about, rank)
   end
   local extended = left < ttl
   if extended then
-    redis.call('pexpire', Q.key, ttl)
-    left = ttl
+    left = ttl + 10000
+    redis.call('pexpire', Q.key, left)
   end
   if added and about then
     local bar = string.find(about, '|', 1, true)
