@@ -23,23 +23,23 @@
 -- more: it outlives every bounded wait, but not an abandoned lock. When it
 -- must extend it, it adds 10 s more again, so that the waiters refused in
 -- the next 10 s with no longer a wait need no PEXPIRE (two per refusal
--- before: the queue's and its description's). about
--- is the caller's "<ms>|<description>" (record.lua), or nil. rank is what
--- the caller knows: the client's ZRANK (queued: no TIME, no ZADD), false
--- when Q does not exist (its ZADD makes it: no PTTL, no ZRANK), nil when
--- it does not know. It returns the client's rank.
-local function enqueue(Q, client, wait, about, rank)
-  local ttl = math.max(wait, 0) + 10000
-  local added = false
-  if type(rank) ~= 'number' then
-    added = redis.call('zadd', Q.key, 'NX', server_us(), client) == 1
-  end
-  local left = -1
-  if rank == false then
-    rank = 0
-  else
+-- otherwise: the queue's and its description's). wait may be a function
+-- of the client's rank (a refusal whose wait depends on the place). about
+-- is the caller's "<ms>|<description>" (record.lua), or nil. With fresh the
+-- caller knows Q does not exist: its ZADD makes it, the client is alone in
+-- it (no ZRANK) and it has no expiry yet (no PTTL). It returns the
+-- client's rank and the wait.
+local function enqueue(Q, client, wait, about, fresh)
+  local added = redis.call('zadd', Q.key, 'NX', server_us(), client) == 1
+  local rank, left = 0, -1
+  if not fresh then
+    rank = redis.call('zrank', Q.key, client)
     left = redis.call('pttl', Q.key)
   end
+  if type(wait) == 'function' then
+    wait = wait(rank)
+  end
+  local ttl = math.max(wait, 0) + 10000
   local extended = left < ttl
   if extended then
     left = ttl + 10000
@@ -54,7 +54,7 @@ local function enqueue(Q, client, wait, about, rank)
   if added or extended then
     redis.call('pexpire', Q.desc, left)
   end
-  return rank or redis.call('zrank', Q.key, client)
+  return rank, wait
 end
 
 -- refused is every acquire's refusal {0, wait, place, record}: wait is
@@ -62,11 +62,14 @@ end
 -- caller that waits is queued first and told its place in Q (1: next; 0
 -- when not queued); record is the holder's (record.lua) or ''. They ride
 -- on the reply a refusal costs anyway, so that a waiter that gives up can
--- say who blocked it without another round trip. rank is enqueue's.
-local function refused(queued, Q, client, wait, about, record, rank)
+-- say who blocked it without another round trip. wait and fresh are
+-- enqueue's (a function only for a caller that queues).
+local function refused(queued, Q, client, wait, about, record, fresh)
   local place = 0
   if queued then
-    place = enqueue(Q, client, wait, about, rank) + 1
+    local rank
+    rank, wait = enqueue(Q, client, wait, about, fresh)
+    place = rank + 1
   end
   return {0, wait, place, record or ''}
 end
