@@ -54,13 +54,18 @@ if free then
   -- that just released, trying again) is woken by a release, so it waits
   -- until the woken client's lease could have run out: no try at the
   -- window's end that the woken client's hold would refuse.
+  -- The caller's rank after its ZADD tells which: one ZRANK, no ZCARD.
   local wait = wait_for(first, -1)
   if waiter and wait >= 0 then
-    local before = redis.call('zrank', Q.key, client) or redis.call('zcard', Q.key)
-    if before > ahead then
-      wait = wait + lease
+    local rest = wait
+    wait = function(rank)
+      if rank > ahead then
+        return rest + lease
+      end
+      return rest
     end
   end
   return refused(waiter, Q, client, wait, ARGV[5])
 end
-return refused(waiter, Q, client, pttl, ARGV[5], redis.call('hget', lock, '#rec'))
+-- Held: n == 1 says there is no queue (enqueue needs no PTTL of it).
+return refused(waiter, Q, client, pttl, ARGV[5], redis.call('hget', lock, '#rec'), n == 1)

@@ -20,16 +20,30 @@
 
 -- enqueue puts client at the back of Q unless it is queued (NX: it keeps
 -- its place), and keeps the queue the wait (ms) the client was told and 10 s
--- more: it outlives every bounded wait, but not an abandoned lock. about
--- is the caller's "<ms>|<description>" (record.lua), or nil.
-local function enqueue(Q, client, wait, about)
-  local ttl = math.max(wait, 0) + 10000
+-- more: it outlives every bounded wait, but not an abandoned lock. When it
+-- must extend it, it adds 10 s more again, so that the waiters refused in
+-- the next 10 s with no longer a wait need no PEXPIRE (two per refusal
+-- otherwise: the queue's and its description's). wait may be a function
+-- of the client's rank (a refusal whose wait depends on the place). about
+-- is the caller's "<ms>|<description>" (record.lua), or nil. With fresh the
+-- caller knows Q does not exist: its ZADD makes it, the client is alone in
+-- it (no ZRANK) and it has no expiry yet (no PTTL). It returns the
+-- client's rank and the wait.
+local function enqueue(Q, client, wait, about, fresh)
   local added = redis.call('zadd', Q.key, 'NX', server_us(), client) == 1
-  local left = redis.call('pttl', Q.key)
+  local rank, left = 0, -1
+  if not fresh then
+    rank = redis.call('zrank', Q.key, client)
+    left = redis.call('pttl', Q.key)
+  end
+  if type(wait) == 'function' then
+    wait = wait(rank)
+  end
+  local ttl = math.max(wait, 0) + 10000
   local extended = left < ttl
   if extended then
-    redis.call('pexpire', Q.key, ttl)
-    left = ttl
+    left = ttl + 10000
+    redis.call('pexpire', Q.key, left)
   end
   if added and about then
     local bar = string.find(about, '|', 1, true)
@@ -40,6 +54,7 @@ local function enqueue(Q, client, wait, about)
   if added or extended then
     redis.call('pexpire', Q.desc, left)
   end
+  return rank, wait
 end
 
 -- refused is every acquire's refusal {0, wait, place, record}: wait is
@@ -47,12 +62,14 @@ end
 -- caller that waits is queued first and told its place in Q (1: next; 0
 -- when not queued); record is the holder's (record.lua) or ''. They ride
 -- on the reply a refusal costs anyway, so that a waiter that gives up can
--- say who blocked it without another round trip.
-local function refused(queued, Q, client, wait, about, record)
+-- say who blocked it without another round trip. wait and fresh are
+-- enqueue's (a function only for a caller that queues).
+local function refused(queued, Q, client, wait, about, record, fresh)
   local place = 0
   if queued then
-    enqueue(Q, client, wait, about)
-    place = redis.call('zrank', Q.key, client) + 1
+    local rank
+    rank, wait = enqueue(Q, client, wait, about, fresh)
+    place = rank + 1
   end
   return {0, wait, place, record or ''}
 end
