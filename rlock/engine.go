@@ -173,11 +173,7 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 	defer cancel(nil)
 	stop := context.AfterFunc(c.closing, func() { cancel(ErrClosed) })
 	defer stop()
-	var wait waitStrategy = notified{}
-	if sd.spin {
-		wait = polling{}
-	}
-	t, err := wait.wait(cctx, &contention{sd: sd, t: tn, lo: lo, deadline: deadline, last: first, lastErr: firstErr})
+	t, err := sd.contend(cctx, tn, lo, deadline, first, firstErr)
 	if err != nil {
 		c.leaveTurn(tn, sd, true, true)
 		return nil, ended(ctx, cctx, err)
@@ -253,41 +249,32 @@ func uncut(ctx context.Context, d time.Duration) (uctx context.Context, stop fun
 	}
 }
 
-// contention is a contender's state while it waits in Redis.
-type contention struct {
-	sd       *side
-	t        *turn
-	lo       lockOptions
-	deadline time.Time
-	last     try   // the last try, refused (zero if none was made)
-	lastErr  error // its error, if transient
-}
-
-// waitStrategy is how a contender waits between refused tries until one
-// grants, ctx ends or the deadline passes (errBusy).
-type waitStrategy interface {
-	wait(ctx context.Context, cn *contention) (try, error)
-}
-
-// notified waits for a wake-up: subscribed, it takes the mark, tries as a
-// queued waiter and waits for a message, a new subscription since the mark,
-// or the TTL (docs/design.md, "Waiting without losing a wake-up").
-type notified struct{}
-
-func (notified) wait(ctx context.Context, cn *contention) (try, error) {
-	sd, c := cn.sd, cn.sd.c
-	if cn.t.sub == nil {
-		sub, err := c.subscribe(ctx, sd.inbox, cn.deadline)
-		if err != nil {
-			return try{}, err
+// contend makes tries until one grants, ctx ends or deadline passes
+// (errBusy), after a first plain try (first, firstErr) or none. Pub/sub
+// waits for a wake-up: subscribed, it takes the mark, tries as a queued
+// waiter and waits for a message, a new subscription since the mark, or
+// the TTL (docs/design.md, "Waiting without losing a wake-up"). The spin
+// variants never queue: they sleep with exponential backoff and equal
+// jitter (SpinBackoffMin doubling to SpinBackoffMax), never past the
+// holder's TTL.
+func (sd *side) contend(ctx context.Context, tn *turn, lo lockOptions, deadline time.Time, t try, err error) (try, error) {
+	c := sd.c
+	var mark notify.Mark
+	if !sd.spin {
+		if tn.sub == nil {
+			sub, err := c.subscribe(ctx, sd.inbox, deadline)
+			if err != nil {
+				return try{}, err
+			}
+			tn.sub = sub
 		}
-		cn.t.sub = sub
+		mark = tn.sub.Mark()
+		t, err = sd.attempt(ctx, lo, true)
 	}
 	var lastErr error
 	retry := retryBackoff()
+	spin := luascripts.Backoff{Min: c.opts.SpinBackoffMin, Max: c.opts.SpinBackoffMax}
 	for {
-		mark := cn.t.sub.Mark()
-		t, err := sd.attempt(ctx, cn.lo, true)
 		var wait time.Duration
 		switch {
 		case err == nil && t.granted:
@@ -302,14 +289,28 @@ func (notified) wait(ctx context.Context, cn *contention) (try, error) {
 		default:
 			return t, err
 		}
+		if sd.spin {
+			wait = jitter(spin.Next())
+			if lastErr == nil {
+				wait = min(wait, ttlBound(t.pttl))
+			}
+		}
 		var open bool
-		if wait, open = boundWait(wait, cn.deadline); !open {
+		if wait, open = boundWait(wait, deadline); !open {
 			return t, busyOr(lastErr)
 		}
-		sd.onWait(cn.lo)
-		if _, err := cn.t.sub.Wait(ctx, mark, wait); err != nil {
-			return t, withLast(err, lastErr)
+		sd.onWait(lo)
+		if sd.spin {
+			if !luascripts.Sleep(ctx, wait) {
+				return t, withLast(context.Cause(ctx), lastErr)
+			}
+		} else {
+			if _, err := tn.sub.Wait(ctx, mark, wait); err != nil {
+				return t, withLast(err, lastErr)
+			}
+			mark = tn.sub.Mark()
 		}
+		t, err = sd.attempt(ctx, lo, !sd.spin)
 	}
 }
 
@@ -326,42 +327,6 @@ func (c *Client) subscribe(ctx context.Context, channel string, deadline time.Ti
 		return nil, errBusy
 	}
 	return sub, err
-}
-
-// polling sleeps with exponential backoff and equal jitter between tries
-// (Options.SpinBackoffMin doubling to SpinBackoffMax), never past the
-// holder's remaining TTL, and never queues: the spin variants.
-type polling struct{}
-
-func (polling) wait(ctx context.Context, cn *contention) (try, error) {
-	sd, c := cn.sd, cn.sd.c
-	backoff := luascripts.Backoff{Min: c.opts.SpinBackoffMin, Max: c.opts.SpinBackoffMax}
-	pttl, lastErr := cn.last.pttl, cn.lastErr
-	for {
-		d := jitter(backoff.Next())
-		if lastErr == nil {
-			d = min(d, ttlBound(pttl))
-		}
-		var open bool
-		if d, open = boundWait(d, cn.deadline); !open {
-			return try{}, busyOr(lastErr)
-		}
-		sd.onWait(cn.lo)
-		if !luascripts.Sleep(ctx, d) {
-			return try{}, withLast(context.Cause(ctx), lastErr)
-		}
-		t, err := sd.attempt(ctx, cn.lo, false)
-		switch {
-		case err == nil && t.granted:
-			return t, nil
-		case err == nil:
-			lastErr, pttl = nil, t.pttl
-		case transient(ctx, err):
-			lastErr = err
-		default:
-			return t, err
-		}
-	}
 }
 
 // runRelease runs the side's release, retrying a lost reply until
