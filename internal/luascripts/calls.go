@@ -67,28 +67,24 @@ func (k Keys) AcquireKeys() []string {
 	return []string{k.Lock, k.Fence, k.Queue, k.QueueDesc}
 }
 
-// AcquireArgv is the acquire script's ARGV for a, in order: for callers
-// that batch acquires (ExecMulti) and must not spell the layout out.
+// AcquireArgv is the acquire script's ARGV for a, in order (for batches).
 func (k Keys) AcquireArgv(a AcquireArgs) []string {
 	return []string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter), recordAbout(a.About), a.Wake.spec(), k.Channel}
 }
 
-// RunAcquire runs the acquire script. A grant that a.Sync's replicas did
-// not acknowledge is returned with a *NotReplicatedError beside it; the
-// grant stands until the caller undoes it.
+// RunAcquire runs the acquire script; see runAcquire.
 func RunAcquire(ctx context.Context, c rueidis.Client, k Keys, a AcquireArgs) (AcquireReply, error) {
 	return runAcquire(ctx, c, Acquire, k.AcquireKeys(), k.AcquireArgv(a), a.Sync)
 }
 
-// recordAbout is the holder record's tail (record.lua): the time the grant
-// is asked for, by this process' clock (the script would need a TIME call,
-// a fifth of the record's cost), and the client's description.
+// recordAbout is the holder record's tail (record.lua): the time of the
+// request by this process' clock (a TIME call would be a fifth of the
+// record's cost), and the client's description.
 func recordAbout(about string) string {
 	return strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + about
 }
 
-// RunReenter runs the reenter script: the owner's new hold count, 0 when it
-// holds none.
+// RunReenter runs the reenter script; see runReenter.
 func RunReenter(ctx context.Context, c rueidis.Client, k Keys, owner string) (int64, error) {
 	return runReenter(ctx, c, Reenter, []string{k.Lock}, owner)
 }
@@ -115,9 +111,7 @@ type ReleaseArgs struct {
 	Sync      Sync // replicas to acknowledge the release
 }
 
-// RunRelease runs the release script. A release that a.Sync's replicas
-// did not acknowledge is returned with a *NotReplicatedError beside it: it
-// ran.
+// RunRelease runs the release script; see runRelease.
 func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (ReleaseReply, error) {
 	args := []string{a.Owner, strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry)}
 	if a.Heir != "" {
@@ -139,16 +133,15 @@ func RunLeave(ctx context.Context, c rueidis.Client, k Keys, client string, w Wa
 	return n == 1, err
 }
 
-// leaseSetMark starts a kept key that LeaseSet marked. No key latchkey
-// builds starts with a NUL byte.
+// leaseSetMark starts a kept key that LeaseSet marked (no key latchkey
+// builds starts with a NUL byte).
 const leaseSetMark = "\x00lease set\x00"
 
-// LeaseSet marks key, among the keys that follow a group's first (a
-// side's keep, the watchdog's follow keys), as the group's lease set: a
-// sorted set {owner -> the end of its lease, server ms} (leases.lua). The
-// renew script then counts the group as held only while the owner's score
-// has not passed, and moves the score out with the keys' expiries. The
-// mark is taken off before the key is sent.
+// LeaseSet marks key, among the keys that follow a group's first, as the
+// group's lease set: a sorted set {owner -> the end of its lease, server
+// ms} (leases.lua). The renew script then counts the group as held only
+// while the owner's score has not passed, and moves it out with the keys'
+// expiries. The mark is taken off before the key is sent.
 func LeaseSet(key string) string { return leaseSetMark + key }
 
 // AppendRenew adds one group of kept keys to a renew call, whose Args
@@ -167,12 +160,10 @@ func (c *Call) AppendRenew(owner, first string, follow ...string) {
 	}
 }
 
-// RunRenewHold runs the renew script for one hold: keep lists its keys in
-// groups, each a key in which owner holds a field and the keys that follow
-// it (a lease set, a side's records). It reports whether owner still holds
-// every group, whose keys' expiries are then at least lease. A renewal
-// that y's replicas did not acknowledge is returned with a
-// *NotReplicatedError.
+// RunRenewHold runs the renew script for one hold's groups of keys (as
+// AppendRenew's). It reports whether owner still holds every group, whose
+// keys' expiries are then at least lease; a renewal that y's replicas did
+// not acknowledge comes with a *NotReplicatedError.
 func RunRenewHold(ctx context.Context, c rueidis.Client, keep [][]string, owner string, lease time.Duration, y Sync) (bool, error) {
 	call := Call{Args: []string{Millis(lease)}}
 	for _, g := range keep {

@@ -10,8 +10,7 @@ import (
 )
 
 // ErrUnexpectedReply means a script answered with something its header does
-// not allow: a script of another version under the same SHA-1, or a proxy in
-// the way. It is wrapped with the details.
+// not allow (another version under the same SHA-1, or a proxy in the way).
 var ErrUnexpectedReply = errors.New("latchkey: unexpected script reply")
 
 func unexpected(script string, v any) error {
@@ -19,23 +18,18 @@ func unexpected(script string, v any) error {
 }
 
 // AcquireReply is every acquire script's answer (acquire, rwread, rwwrite,
-// semacquire), one shape for every kind.
+// semacquire).
 type AcquireReply struct {
 	Acquired bool  // the caller holds now, with a hold count of 1
 	Token    int64 // the grant's fencing token; 0 for a side without
 	// PTTL, refused: how long to wait without a message (a hold's lease, or
 	// the wake window of a client queued before the caller); < 0 for no bound.
-	PTTL time.Duration
-	// Place is a queued caller's place in the wait queue, 1 next; 0 when
-	// it was not queued.
-	Place int64
+	PTTL  time.Duration
+	Place int64 // a queued caller's place in the wait queue, 1 next; 0: not queued
 	// Holder is the record of the hold that refused the caller; zero when
-	// there is none (the lock is free; clients queued before the caller
-	// were woken), it has none, or it is damaged.
+	// there is none (earlier queued clients were woken) or it is damaged.
 	Holder Record
-	// Size: a Semaphore in use with this size, not the caller's (nothing
-	// was done); else 0.
-	Size int64
+	Size   int64 // a Semaphore in use with this size, not the caller's (nothing done); else 0
 }
 
 // ParseAcquire decodes an acquire reply's integers: {1, token} (granted),
@@ -46,9 +40,7 @@ func ParseAcquire(v []int64) (AcquireReply, error) {
 	case len(v) == 2 && v[0] == 1 && v[1] >= 0:
 		return AcquireReply{Acquired: true, Token: v[1]}, nil
 	case len(v) == 3 && v[0] == 0 && v[1] >= -2 && v[2] >= 0:
-		// PTTL is -1 for a key without expiry; -2 (a key that vanished
-		// between two calls of one script) cannot happen, but a decoder
-		// should not trust that.
+		// -1: no expiry; -2 (a key gone within one script) cannot happen.
 		return AcquireReply{PTTL: pttl(v[1]), Place: v[2]}, nil
 	case len(v) == 2 && v[0] == -1 && v[1] > 0:
 		return AcquireReply{Size: v[1]}, nil
@@ -106,8 +98,7 @@ func ParseRelease(v []int64) (ReleaseReply, error) {
 }
 
 // runAcquire runs an acquire script; a grant that y's replicas did not
-// acknowledge comes with a *NotReplicatedError beside it, and stands until
-// the caller undoes it.
+// acknowledge comes with a *NotReplicatedError, and stands until undone.
 func runAcquire(ctx context.Context, c rueidis.Client, s *Script, keys, args []string, y Sync) (AcquireReply, error) {
 	return runParsed(ctx, c, s, keys, args, y, DecodeAcquire, func(r AcquireReply) bool { return r.Acquired })
 }
@@ -126,8 +117,8 @@ func decodeRelease(res rueidis.RedisResult) (ReleaseReply, error) {
 	return ParseRelease(v)
 }
 
-// runParsed runs s and decodes its reply; the replicas' refusal
-// (ExecSync) is returned when changed says the call changed something.
+// runParsed runs s and decodes its reply, with the replicas' refusal
+// when changed says the call changed something.
 func runParsed[R any](ctx context.Context, c rueidis.Client, s *Script, keys, args []string, y Sync, decode func(rueidis.RedisResult) (R, error), changed func(R) bool) (R, error) {
 	res, notSynced := s.ExecSync(ctx, c, keys, args, y)
 	r, err := decode(res)
@@ -155,10 +146,9 @@ func ParseRenew(v []int64, n int) ([]bool, error) {
 	return held, nil
 }
 
-// MaxPTTL caps the TTLs the decoders return. Redis accepts expiries
-// centuries away, but time.Duration ends at 292 years and waiters add to the
-// TTL they are given; without the cap a key written by something else with
-// such an expiry would wrap to a short or negative TTL.
+// MaxPTTL caps the TTLs the decoders return: Redis accepts expiries
+// centuries away, past time.Duration's 292 years, and waiters add to the
+// TTL; without the cap such a key's TTL would wrap to a short or negative one.
 const MaxPTTL = time.Duration(1 << 62) // about 146 years
 
 // pttl converts a PTTL reply in milliseconds, saturating at MaxPTTL.

@@ -8,17 +8,15 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Outcome is what a failed call to Redis tells its caller to do. Every
-// retry loop of the lock, the watchdog and this package asks Classify, so
-// "is this worth retrying?" has one answer.
+// Outcome is what a failed call to Redis tells its caller to do: every
+// retry loop asks Classify, so "is this worth retrying?" has one answer.
 type Outcome int
 
 const (
 	// Done: no error.
 	Done Outcome = iota
 	// Permanent: Redis answered with an error, or with a reply no script
-	// of this version gives. The call ran (or was refused) and sending it
-	// again would get the same answer.
+	// of this version gives; sending it again would get the same answer.
 	Permanent
 	// Closing: the rueidis client is closing; nothing more will be sent.
 	Closing
@@ -43,8 +41,7 @@ func Classify(err error) Outcome {
 	return Unknown
 }
 
-// Backoff is a doubling pause: Min, 2·Min, … up to Max. The zero value is
-// unusable; Reset starts it over.
+// Backoff is a doubling pause: Min, 2·Min, … up to Max.
 type Backoff struct {
 	Min, Max time.Duration
 	next     time.Duration
@@ -63,8 +60,7 @@ func (b *Backoff) Next() time.Duration {
 // Reset makes the next pause Min again.
 func (b *Backoff) Reset() { b.next = b.Min }
 
-// Sleep waits the next pause, or until ctx ends; it reports whether the
-// whole pause passed.
+// Sleep waits the next pause, or until ctx ends; it reports whether it passed.
 func (b *Backoff) Sleep(ctx context.Context) bool { return Sleep(ctx, b.Next()) }
 
 // Sleep waits d, or until ctx ends; it reports whether d passed.
@@ -77,4 +73,22 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// A Cluster slot being migrated refuses a script whose declared keys are
+// not all on one node with -TRYAGAIN (latchkey's scripts declare keys that
+// often do not exist) until CLUSTER SETSLOT NODE. Nothing ran, so resending
+// is safe; rueidis does it only for read-only commands, so Exec and
+// execSynced do, with a backoff: a migration moves a lock's few keys in
+// milliseconds. The watchdog's batched renewals without SyncReplicas
+// (ExecMulti) do not: they count as a failed renewal, retried later.
+const (
+	tryAgainMin = 2 * time.Millisecond
+	tryAgainMax = 50 * time.Millisecond
+)
+
+// IsTryAgain reports whether err is a Redis TRYAGAIN error.
+func IsTryAgain(err error) bool {
+	e, ok := rueidis.IsRedisErr(err)
+	return ok && e.IsTryAgain()
 }

@@ -9,21 +9,18 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Sync asks a script call to be acknowledged by replicas: WAIT Replicas
-// Timeout right after it, on the connection that ran it, since WAIT counts
-// only that connection's writes (execSynced says how on a Cluster).
+// Sync asks a script call to be acknowledged by replicas: WAIT right after
+// it on the connection that ran it, whose writes alone WAIT counts.
 type Sync struct {
 	Replicas int64         // 0: no WAIT
 	Timeout  time.Duration // > 0 when Replicas > 0
 	// Routes, when set, remembers which Cluster node served each slot, so
-	// that a batch over many slots (the watchdog's) need not learn the way
-	// from -MOVED replies every time.
+	// that a batch over many slots need not learn them from -MOVED each time.
 	Routes *Routes
 }
 
 // NotReplicatedError is a call that ran but was not acknowledged by as
-// many replicas as asked: WAIT counted Got of them within Timeout, or WAIT
-// itself failed (Err).
+// many replicas as asked: WAIT counted Got within Timeout, or failed (Err).
 type NotReplicatedError struct {
 	Want, Got int64
 	Timeout   time.Duration
@@ -84,10 +81,9 @@ func (y Sync) check(r rueidis.RedisResult) error {
 	return nil
 }
 
-// ExecSync is Exec followed, when y asks for replicas, by WAIT on the
-// connection that ran the script. It returns the script's result and,
-// separately, a *NotReplicatedError when the replicas did not acknowledge
-// it; the script ran either way when its result has no error.
+// ExecSync is Exec followed, when y asks for replicas, by WAIT. It returns
+// the script's result and, separately, a *NotReplicatedError when the
+// replicas did not acknowledge it (it ran if its result has no error).
 func (s *Script) ExecSync(ctx context.Context, c rueidis.Client, keys, args []string, y Sync) (rueidis.RedisResult, error) {
 	if y.Replicas <= 0 {
 		return s.Exec(ctx, c, keys, args), nil
@@ -97,9 +93,8 @@ func (s *Script) ExecSync(ctx context.Context, c rueidis.Client, keys, args []st
 }
 
 // ExecMultiSync is ExecMulti with a WAIT on every connection that ran
-// calls, after them: the second slice says, per call, why its replicas did
-// not acknowledge it (nil when they did, when the call failed, or when y
-// asks for none).
+// calls: the second slice says, per call, why its replicas did not
+// acknowledge it (nil when they did, the call failed, or y asks for none).
 func (s *Script) ExecMultiSync(ctx context.Context, c rueidis.Client, calls []Call, y Sync) ([]rueidis.RedisResult, []error) {
 	if y.Replicas <= 0 {
 		return s.ExecMulti(ctx, c, calls), make([]error, len(calls))
@@ -114,19 +109,16 @@ type hop struct {
 	ask  bool
 }
 
-// maxRedirects bounds the rounds of -MOVED and -ASK one synced call
-// follows, as rueidis bounds its own redirections; TRYAGAIN is retried
-// until ctx ends, as Exec does.
+// maxRedirects bounds the rounds of -MOVED and -ASK a synced call follows,
+// as rueidis bounds its own; TRYAGAIN is retried until ctx ends.
 const maxRedirects = 16
 
-// execSynced runs calls, each group of them followed by WAIT on the same
-// connection. rueidis would follow a -MOVED or -ASK by sending the one
-// command to the new node, leaving the WAIT on the old one, counting
-// nothing the script wrote. So on a Cluster the calls go where rueidis
+// execSynced runs calls, each group followed by WAIT on the same
+// connection. rueidis would redirect a -MOVED or -ASK command alone, leaving
+// the WAIT on the old node, so on a Cluster the calls go where rueidis
 // cannot redirect them (a dedicated connection, or the node a redirect
-// names), and a redirected call is sent again with a WAIT of its own.
-// Elsewhere rueidis sends a pipeline with a blocking command (WAIT) on one
-// connection.
+// names), and a redirected call is resent with a WAIT of its own. Elsewhere
+// rueidis sends a pipeline with a blocking command on one connection.
 func (s *Script) execSynced(ctx context.Context, c rueidis.Client, calls []Call, y Sync) ([]rueidis.RedisResult, []error) {
 	out := make([]rueidis.RedisResult, len(calls))
 	acks := make([]error, len(calls))
