@@ -12,11 +12,9 @@ import (
 	"github.com/latchkey/latchkey/notify"
 )
 
-// The engine: every primitive is one or more sides, a few script calls that
-// this file and turn.go compose into one contention protocol, and hold.go
-// into one hold (docs/design.md, "The engine, on one page").
-
-// side is one primitive's side of one lock, as the engine sees it.
+// side is one primitive's side of one lock: a few script calls that this
+// file and turn.go compose into one contention protocol, and hold.go into
+// one hold (docs/design.md, "The engine, on one page").
 type side struct {
 	c         *Client
 	name      string
@@ -28,22 +26,20 @@ type side struct {
 	exclusive bool // a hold keeps the turn, so its last release may hand over (Mutex)
 	shared    bool // requests never exclude each other (readers): try once before the turn
 
-	// acquire runs the acquire script once for owner. queued: the client
-	// is subscribed, so queue it if refused and dequeue it if granted.
+	// acquire runs the acquire script once for owner; queued (subscribed):
+	// queue the client if refused, dequeue it if granted.
 	acquire func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error)
-	// reenter adds one hold for owner: its new count, 0 if it holds none.
-	// Nil for a side without re-entry (Semaphore).
+	// reenter adds one hold for owner: its new count, 0 if it holds none
+	// (nil: no re-entry, Semaphore).
 	reenter func(ctx context.Context, owner string) (int64, error)
-	// release drops one hold of owner's (see release).
 	release func(ctx context.Context, r release) (released, error)
-	// leave takes the client off the side's queue, passing on a wake-up it got.
+	// leave takes the client off the queue, passing on a wake-up it got.
 	leave func(ctx context.Context) error
 	// keep lists the keys a hold of owner keeps alive, in watchdog groups
 	// (the first key holds owner's field, the rest follow it).
 	keep func(owner string) [][]string
-
-	// last holds the last refusal this side's tries got, for a WaitError
-	// (a pointer, so that a primitive built on another's side may copy it).
+	// last is the last refusal, for a WaitError (a pointer, so that a
+	// primitive built on another's side may share it).
 	last *atomic.Pointer[refusal]
 }
 
@@ -68,15 +64,9 @@ type release struct {
 }
 
 // released is one release call's answer.
-type released struct {
-	left   int64 // holds left; -1 when owner held none
-	handed bool  // the heir holds the lock now
-	token  int64 // the heir's token
-	woke   int64 // clients woken
-}
+type released = luascripts.ReleaseReply
 
-// try is one run of the acquire script for owner, and when it was sent:
-// leases and deadlines run from there.
+// try is one acquire for owner, and when it was sent: leases run from there.
 type try struct {
 	reply
 	owner string
@@ -114,8 +104,8 @@ func (sd *side) lock(ctx context.Context, lo lockOptions, deadline time.Time, no
 }
 
 // acquireNew takes the side for a new owner: it enters the turn and, unless
-// the lock was handed over, contends until ctx ends or deadline (zero: none)
-// passes (errBusy). noWait tries once and never waits.
+// handed the lock, contends until ctx ends or deadline (zero: none) passes
+// (errBusy). noWait tries once.
 func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
 	c := sd.c
 	if sd.shared {
@@ -139,14 +129,12 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 		return c.newHold(ctx, sd, tn, try{reply: reply{granted: true, token: b.token}, owner: b.owner, sent: b.sent}, lo)
 	}
 	if b.owner != "" {
-		// A handover whose reply never came may have granted it: give it
-		// back before contending under an owner id of our own.
+		// A handover of unknown outcome: give it back before contending.
 		_ = sd.undo(b.owner, 1)
 	}
 	// A plain try first (a free lock needs no subscription), unless the
-	// client is subscribed already: then it may be queued, which a plain try
-	// would not keep, and the subscription costs nothing, so the first try
-	// is the waiter's. noWait never queues.
+	// client is subscribed already: then it may be queued, which a plain
+	// try would not keep. noWait never queues.
 	if !sd.spin && !noWait && tn.sub == nil && c.hub.Subscribed(sd.inbox) {
 		if sub, err := c.hub.Subscribe(ctx, sd.inbox); err == nil {
 			tn.sub = sub
@@ -167,8 +155,7 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 			return nil, busyOr(firstErr)
 		}
 	}
-	// Close cancels the contender's calls and waits, so that it can take
-	// its client off the queue before Close returns.
+	// Close cancels the contender's calls and waits for it to leave the queue.
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(c.closing, func() { cancel(ErrClosed) })
@@ -193,11 +180,10 @@ func (sd *side) granted(ctx context.Context, tn *turn, t try, lo lockOptions) (c
 }
 
 // attempt runs the acquire script once for a new owner id. An unknown
-// outcome is undone at once, so that no lock is left that nobody knows it
-// holds, and returns a transient error. The next attempt has another owner
-// id, so a grant that lands after its undo is a stranger's, not ours. A
-// call that ctx ends is still awaited (see uncut), and a grant it got is
-// given back.
+// outcome is undone at once and returns a transient error; the next
+// attempt's owner id differs, so a grant landing after the undo is no one's
+// we count on. A call that ctx ends is still awaited (uncut), and a grant
+// it got is given back.
 func (sd *side) attempt(ctx context.Context, lo lockOptions, queued bool) (try, error) {
 	if err := ctx.Err(); err != nil {
 		return try{}, err // send nothing: uncut would
@@ -330,9 +316,9 @@ func (c *Client) subscribe(ctx context.Context, channel string, deadline time.Ti
 }
 
 // runRelease runs the side's release, retrying a lost reply until
-// ReleaseTimeout whatever the caller's context does (the scripts take their
-// own earlier run's state as done). A release the replicas did not
-// acknowledge ran: its answer comes with ErrNotReplicated.
+// ReleaseTimeout whatever the caller's context (the scripts count a retried
+// run once). A release the replicas did not acknowledge ran: its answer
+// comes with ErrNotReplicated.
 func (sd *side) runRelease(r release) (released, error) {
 	c := sd.c
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReleaseTimeout)
@@ -342,7 +328,7 @@ func (sd *side) runRelease(r release) (released, error) {
 		out, err := sd.release(ctx, r)
 		var notSynced *luascripts.NotReplicatedError
 		if err == nil || errors.As(err, &notSynced) {
-			c.obs.woke(sd.metric, sd.name, out.woke)
+			c.obs.woke(sd.metric, sd.name, out.Woken)
 		}
 		switch {
 		case err == nil:
@@ -363,9 +349,8 @@ func (sd *side) undo(owner string, count int64) error {
 	return err
 }
 
-// leaveQueue runs the side's leave script, best effort and bounded, as a
-// waiter that gives up and Close wait for it. An entry left behind costs a
-// publish to nobody, and the other waiters' waits are TTL-bounded.
+// leaveQueue runs the leave script, best effort and bounded: an entry left
+// behind costs a publish to nobody, and other waiters' waits are TTL-bounded.
 func (sd *side) leaveQueue() {
 	ctx, cancel := context.WithTimeout(context.Background(), min(sd.c.opts.ReleaseTimeout, leaveTimeout))
 	defer cancel()
@@ -374,9 +359,8 @@ func (sd *side) leaveQueue() {
 
 const leaveTimeout = time.Second // one round trip: plenty when Redis answers at all
 
-// retryBackoff is the pause between retries of a call whose outcome was
-// unknown: short, since the next connection is usually up at once. (The
-// spin variants' SpinBackoffMin and SpinBackoffMax drive only their polls.)
+// retryBackoff is the pause between retries of a call of unknown outcome:
+// short, since the next connection is usually up at once.
 func retryBackoff() luascripts.Backoff {
 	return luascripts.Backoff{Min: time.Millisecond, Max: 128 * time.Millisecond}
 }
@@ -394,8 +378,8 @@ func (c *Client) unknownOutcome(name string, err, undo error) *unknownOutcomeErr
 	return &unknownOutcomeError{name: name, err: err, undo: undo}
 }
 
-// unknownOutcomeError is a call that may or may not have reached Redis; it
-// has been undone, unless undo says why not.
+// unknownOutcomeError is a call that may have reached Redis, undone unless
+// undo says why not.
 type unknownOutcomeError struct {
 	name string
 	err  error
@@ -430,8 +414,7 @@ func (c *Client) notReplicated(name string, err, undo error) error {
 // errBusy ends a Try call whose wait ran out.
 var errBusy = errors.New("busy")
 
-// tried is what a Try call returns for an acquire's outcome: errBusy is a
-// plain "no", with a nil error.
+// tried is a Try call's result: errBusy is a plain "no", with a nil error.
 func tried(lctx context.Context, err error) (context.Context, bool, error) {
 	if errors.Is(err, errBusy) {
 		return nil, false, nil
@@ -466,7 +449,7 @@ func ttlBound(pttl time.Duration) time.Duration {
 	return pttl + time.Millisecond
 }
 
-// ended maps the error that ended a wait to what Lock (or Await) returns.
+// ended maps the error that ended a wait to what Lock (or Await) returns;
 // cctx is ctx, or ctx with Close's cancellation (cause ErrClosed).
 func ended(ctx, cctx context.Context, err error) error {
 	switch {
@@ -485,7 +468,7 @@ func busyOr(lastErr error) error {
 	return errBusy
 }
 
-// withLast adds the last transient error to the error that ended a wait, so
+// withLast adds the last transient error to the one that ended a wait, so
 // that "context deadline exceeded" after a minute of a dead Redis says why.
 func withLast(err, last error) error {
 	if last == nil || err == nil {
@@ -507,13 +490,10 @@ func sleep(ctx context.Context, closing context.Context, d time.Duration) bool {
 	return luascripts.Sleep(ctx, d)
 }
 
-// replyOf is the engine's view of an acquire script's reply; fail refuses
-// for good.
+// replyOf is the engine's view of an acquire reply; fail refuses for good.
 func replyOf(r luascripts.AcquireReply, fail error) reply {
 	return reply{granted: r.Acquired, token: r.Token, pttl: r.PTTL, fail: fail, place: r.Place, holder: r.Holder}
 }
 
-// releasedOf is the engine's view of a release script's reply.
-func releasedOf(r luascripts.ReleaseReply) released {
-	return released{left: r.Left, handed: r.Handed, token: r.Token, woke: r.Woken}
-}
+// releasedOf is the engine's view of a release script's reply: the same.
+func releasedOf(r luascripts.ReleaseReply) released { return r }

@@ -15,29 +15,24 @@ import (
 	"github.com/latchkey/latchkey/watchdog"
 )
 
-// hold is one owner's hold on one side of a lock, whatever the primitive:
-// the local mirror of its field in Redis. Each Lock of the owner (the
-// first, then re-entries through its contexts) adds a level with a context
-// of its own; each Unlock ends one, and the last releases the hold.
+// hold is one owner's hold on one side of a lock: the local mirror of its
+// field in Redis. Each Lock of the owner adds a level with a context of its
+// own; each Unlock ends one, and the last releases the hold.
 type hold struct {
 	sd      *side
-	t       *turn     // the turn an exclusive hold keeps; nil for other sides
-	owner   string    // never reused: each new owner gets a fresh id
-	token   int64     // the grant's fencing token; re-entries share it
-	lease   bool      // kept by a fixed lease rather than the watchdog
-	granted time.Time // for the hold-time metric
-	// base is the context the grant was given: what outlives every level
-	// (a writer's read hold derives from it, to outlive the write hold).
-	base context.Context
+	t       *turn           // the turn an exclusive hold keeps; nil for other sides
+	owner   string          // never reused: each new owner gets a fresh id
+	token   int64           // the grant's fencing token; re-entries share it
+	lease   bool            // kept by a fixed lease rather than the watchdog
+	granted time.Time       // for the hold-time metric
+	base    context.Context // the grant's parent: a writer's read hold derives from it
 
-	// io serialises the owner's calls to Redis (re-entries and releases),
-	// so that count always equals the owner's count in Redis and a call
-	// whose reply was lost can be retried or undone exactly.
+	// io serialises the owner's calls to Redis, so that count equals the
+	// owner's count there and a lost reply can be retried or undone exactly.
 	io    sync.Mutex
 	count int64
-	// pending is the level of an Unlock whose release failed without a
-	// known outcome (nil: none). Its release is re-sent, as a retry, before
-	// the owner's next call, which the script then counts once.
+	// pending is the level of an Unlock of unknown outcome: its release is
+	// re-sent, as a retry, before the owner's next call (see settle).
 	pending *level
 
 	// Guarded by Client.mu.
@@ -46,13 +41,11 @@ type hold struct {
 	done   bool  // the last level was unlocked
 	lost   error // why the hold was lost (ErrLockLost), once it was
 
-	// The keeper: watchdog entries (one per group of kept keys), or the
-	// timer of a fixed lease. Set once at the grant; stopped before the
-	// last release.
-	entries []*watchdog.Entry
-	expiry  *time.Timer
-	// Of a fixed lease: its local deadline (unix ns) and why its contexts
-	// end then. Extend moves both; level contexts read the deadline.
+	// The keeper, set once at the grant: watchdog entries (one per group
+	// of kept keys), or a fixed lease's timer, its local deadline (unix ns)
+	// and why its contexts end then (Extend moves them).
+	entries      []*watchdog.Entry
+	expiry       *time.Timer
 	deadline     atomic.Int64
 	expiredCause atomic.Pointer[leaseEndError]
 }
@@ -79,8 +72,7 @@ func (c *Client) carried(ctx context.Context, key string) *level {
 	return lv
 }
 
-// adopt registers a fresh grant t with a count of one. An exclusive hold
-// starts with its turn's baton.
+// adopt registers grant t as a hold of count one, with tn's baton if any.
 func (c *Client) adopt(sd *side, tn *turn, t try, lo lockOptions) *hold {
 	h := &hold{sd: sd, t: tn, owner: t.owner, token: t.token, lease: lo.leaseSet, count: 1, baton: tn != nil}
 	if c.obs != nil {
@@ -93,14 +85,12 @@ func (c *Client) adopt(sd *side, tn *turn, t try, lo lockOptions) *hold {
 }
 
 // newHold turns grant t into a hold with its first level, derived from
-// parent, and starts its keeper. The lease runs from t.sent, when the
-// grant's request left.
+// parent, and starts its keeper; the lease runs from t.sent.
 func (c *Client) newHold(parent context.Context, sd *side, tn *turn, t try, lo lockOptions) (context.Context, error) {
 	h := c.adopt(sd, tn, t, lo)
 	h.base = parent
 	if c.isClosed() {
-		// Close ended every hold's context; this one would be born ended.
-		_ = h.releaseLast() // a failed release expires within its lease
+		_ = h.releaseLast() // born after Close; a failed release expires within its lease
 		return nil, ErrClosed
 	}
 	if h.lease {
@@ -111,10 +101,8 @@ func (c *Client) newHold(parent context.Context, sd *side, tn *turn, t try, lo l
 	return lctx, err
 }
 
-// keep starts h's keeper, once its first level exists: a lease already
-// over when the grant's reply arrived then ends that level like any later
-// loss, rather than racing its creation. The holder is told a drift
-// margin before the lease can lapse.
+// keep starts h's keeper once its first level exists, so that a loss
+// ends that level rather than racing its creation.
 func (h *hold) keep(sent time.Time) {
 	c := h.sd.c
 	if h.lease {
@@ -134,9 +122,8 @@ func (h *hold) keep(sent time.Time) {
 	c.mu.Unlock()
 }
 
-// setLease fixes a leased hold's local deadline, which every level's
-// context carries as its deadline: a drift margin before a lease sent at
-// sent runs out in Redis.
+// setLease sets a leased hold's local deadline, the deadline of its
+// levels' contexts: a drift margin before a lease sent at sent runs out.
 func (h *hold) setLease(sent time.Time, lease time.Duration) {
 	h.expiredCause.Store(&leaseEndError{name: h.sd.name, what: h.sd.what, lease: lease})
 	h.deadline.Store(sent.Add(lease - watchdog.DriftMargin(lease)).UnixNano())
@@ -145,12 +132,10 @@ func (h *hold) setLease(sent time.Time, lease time.Duration) {
 // localDeadline is a leased hold's current local deadline.
 func (h *hold) localDeadline() time.Time { return time.Unix(0, h.deadline.Load()) }
 
-// lockCtx is the context a Lock returns. Only its caller (and contexts
-// derived from it) refer to it, so that the runtime can tell when it is
-// dropped without its Unlock (see leaked). Of a leased hold (lease not
-// nil) its deadline is the hold's current one, which Extend moves; the
-// hold's lease timer, not a timer of the context's own, ends it, so that
-// one deadline rules every level.
+// lockCtx is the context a Lock returns; only its caller refers to it, so
+// the runtime tells when it is dropped without its Unlock (leaked). Of a
+// leased hold its deadline is the hold's, which Extend moves; the hold's
+// timer, not one of the context's own, ends it.
 type lockCtx struct {
 	context.Context
 	lease *hold
@@ -167,12 +152,10 @@ func (c *lockCtx) Deadline() (time.Time, bool) {
 	return d, true
 }
 
-// stopKeeper stops renewing (or timing) h, except entry skip (the one whose
-// loss callback is running: its Stop would wait for itself; -1 for none).
-// After it returns, the keeper will not report a loss: a renewal that found
-// the key just released would otherwise report one for a normal Unlock.
-// Call it without Client.mu: Stop waits for a loss callback in progress,
-// which takes Client.mu.
+// stopKeeper stops renewing (or timing) h, except entry skip (whose loss
+// callback is running and would wait for itself; -1: none), so that no loss
+// is reported for a normal Unlock. Call it without Client.mu: Stop waits
+// for a loss callback in progress, which takes Client.mu.
 func (h *hold) stopKeeper(skip int) {
 	c := h.sd.c
 	c.mu.Lock()
@@ -188,8 +171,8 @@ func (h *hold) stopKeeper(skip int) {
 	}
 }
 
-// leaseEndError is the cause a fixed lease's contexts end with. It formats
-// its message only when asked: every leased grant makes one, few are read.
+// leaseEndError is the cause a fixed lease's contexts end with, formatted
+// only when asked: every leased grant makes one, few are read.
 type leaseEndError struct {
 	name  string
 	what  string // the side: "lock", "read lock", "write lock", "permits"
@@ -207,8 +190,7 @@ func (e *leaseEndError) Error() string {
 func (e *leaseEndError) Unwrap() error { return ErrLockLost }
 
 // addLevel makes the context a Lock returns: derived from parent, carrying
-// the level, and ended by the matching Unlock or when the hold is lost. A
-// fixed lease's local deadline is also the context's deadline (lockCtx).
+// the level, ended by its Unlock or the hold's loss.
 func (h *hold) addLevel(parent context.Context) (context.Context, error) {
 	c := h.sd.c
 	lv := &level{h: h, callers: make([]uintptr, 16)}
@@ -231,21 +213,16 @@ func (h *hold) addLevel(parent context.Context) (context.Context, error) {
 		lv.cancel(lost)
 		return nil, lost
 	case closed:
-		// Close ran since the grant and ended every other hold's contexts;
-		// this one ends the same way, and Unlock still releases it.
-		lv.cancel(ErrClosed)
+		lv.cancel(ErrClosed) // as Close ended the others; Unlock still releases it
 	case h.lease && !time.Now().Before(h.localDeadline()):
-		// The lease ran out before this level was made (a grant whose
-		// reply came late): the context is born ended, as a context made
-		// with a past deadline would be, not when the timer gets to it.
+		// Born past its deadline (a late reply), as a context would be.
 		h.lose(-1, h.expiredCause.Load())
 	}
 	return ctx, nil
 }
 
-// leaked runs when lv's lock context became unreachable. If lv was still
-// held, its Unlock can never come: warn, count it, and unlock it, as a
-// goroutine of its own (a cleanup must not block), which Close waits for.
+// leaked runs when lv's context became unreachable while still held: warn
+// and unlock it in a goroutine (a cleanup must not block) that Close awaits.
 func (lv *level) leaked() {
 	h := lv.h
 	c := h.sd.c
@@ -269,8 +246,7 @@ func (lv *level) leaked() {
 	}()
 }
 
-// lockedAt is where the Lock call of lv was made: the first frame of its
-// stack outside this package.
+// lockedAt is the first frame of lv's Lock call outside this package.
 func (lv *level) lockedAt() string {
 	frames := runtime.CallersFrames(lv.callers)
 	for {
@@ -284,10 +260,9 @@ func (lv *level) lockedAt() string {
 	}
 }
 
-// reenter takes one more hold for the owner of lv. It never waits for
-// anyone: the owner holds the side already. A call whose outcome is
-// unknown is undone and retried until ctx ends. Lease options do not
-// apply: the hold keeps the lease, or the watchdog, it has.
+// reenter takes one more hold for lv's owner, without waiting; an unknown
+// outcome is undone and retried until ctx ends. The hold keeps its lease,
+// or its watchdog.
 func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) {
 	sd, c := h.sd, h.sd.c
 	h.io.Lock()
@@ -300,8 +275,7 @@ func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) 
 	}
 	retry := retryBackoff()
 	for {
-		// Awaited past ctx's end, as attempt's acquire: a late re-entry
-		// must not land after the undo below.
+		// Awaited past ctx's end (see attempt): no late re-entry after an undo.
 		rctx, stop := uncut(ctx, c.opts.ReleaseTimeout)
 		n, err := sd.reenter(rctx, h.owner)
 		stop()
@@ -314,9 +288,8 @@ func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) 
 			h.lose(-1, fmt.Errorf("%q: the %s %w", sd.name, sd.what, errFoundGone))
 			return nil, h.lostOrDone()
 		case err == nil && ctx.Err() != nil:
-			// Re-entered after the caller gave up: given back, as attempt
-			// gives back a late grant; a failed release is re-sent as a
-			// failed Unlock's is.
+			// Re-entered after the caller gave up: given back; a failed
+			// release is re-sent as a failed Unlock's is.
 			h.count = n - 1
 			if _, err := sd.runRelease(release{owner: h.owner, count: n, retry: true, sync: true}); err != nil && !errors.Is(err, ErrNotReplicated) {
 				h.pending = &level{}
@@ -341,19 +314,15 @@ func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) 
 	}
 }
 
-// unlock ends lv, the caller's level: the last level releases the hold
-// (handing it over, for an exclusive side with a local waiter), any other
-// drops one hold. A level already unlocked, or a hold lost before, is
-// ErrNotHeld.
+// unlock ends lv: the last level releases the hold, any other drops one.
+// A level already unlocked, or a hold lost before, is ErrNotHeld.
 func (h *hold) unlock(lv *level) error {
 	sd := h.sd
 	h.io.Lock()
 	defer h.io.Unlock()
 	if h.lease && !time.Now().Before(h.localDeadline()) {
-		// The lease's local deadline passed: the hold is lost whether or
-		// not its timer has run yet. Without this, an Unlock racing that
-		// timer (say, right after the context's own deadline fired)
-		// would release or report the loss depending on which ran first.
+		// Lost at the deadline whether or not its timer ran yet, so that an
+		// Unlock racing the timer reports the loss either way.
 		h.lose(-1, h.expiredCause.Load())
 	}
 	if settled, err := h.settle(); err != nil || settled == lv {
@@ -379,24 +348,21 @@ func (h *hold) unlock(lv *level) error {
 	r, err := sd.runRelease(release{owner: h.owner, count: h.count, sync: true})
 	switch {
 	case err != nil && !errors.Is(err, ErrNotReplicated):
-		// It may or may not have run: the level is gone here, and its
-		// release is re-sent before the owner's next call, so that Redis
-		// counts it once either way.
+		// Unknown outcome: re-sent before the owner's next call (settle).
 		h.count--
 		h.pending = lv
 		return fmt.Errorf("%w; it is completed by a retry of this Unlock or by the hold's next Lock or Unlock", err)
-	case r.left < 0:
+	case r.Left < 0:
 		h.stopKeeper(-1)
 		h.lose(-1, fmt.Errorf("%q: the %s was found gone at its release", sd.name, sd.what))
 		return fmt.Errorf("%w: %q: the %s was lost before its release", ErrNotHeld, sd.name, sd.what)
 	}
-	h.count = r.left
+	h.count = r.Left
 	return err
 }
 
-// settle completes the release of a failed Unlock (h.pending), as a
-// retry: the script counts it once whether or not the first call ran. It
-// returns the level it completed, if any. The caller holds h.io.
+// settle re-sends the release of a failed Unlock (h.pending) as a retry,
+// which the script counts once, and returns that level. Holds h.io.
 func (h *hold) settle() (*level, error) {
 	lv := h.pending
 	if lv == nil || h.lostOrDone() != nil {
@@ -407,7 +373,7 @@ func (h *hold) settle() (*level, error) {
 	switch {
 	case err != nil && !errors.Is(err, ErrNotReplicated):
 		return nil, err
-	case r.left < 0:
+	case r.Left < 0:
 		h.stopKeeper(-1)
 		h.lose(-1, fmt.Errorf("%q: the %s was found gone at its release", sd.name, sd.what))
 		return nil, fmt.Errorf("%w: %w", ErrNotHeld, h.lostOrDone())
@@ -416,9 +382,8 @@ func (h *hold) settle() (*level, error) {
 	return lv, nil
 }
 
-// releaseLast releases h's last hold. An exclusive hold with a local
-// waiter hands the lock straight over (turn.go); either way the turn's
-// baton passes on.
+// releaseLast releases h's last hold, handing an exclusive lock straight
+// to a local waiter (turn.go); either way the turn's baton passes on.
 func (h *hold) releaseLast() error {
 	sd, c := h.sd, h.sd.c
 	h.stopKeeper(-1)
@@ -440,11 +405,10 @@ func (h *hold) releaseLast() error {
 	case w != nil:
 		b := baton{}
 		switch {
-		case err == nil && r.handed:
-			b = baton{granted: true, owner: req.heir, token: r.token, sent: sent}
+		case err == nil && r.Handed:
+			b = baton{granted: true, owner: req.heir, token: r.Token, sent: sent}
 		case err != nil:
-			// The handover may have happened unseen: the heir takes it back
-			// before it contends, with a ReleaseTimeout of its own.
+			// Maybe handed unseen: the heir undoes it before contending.
 			b = baton{owner: req.heir}
 		}
 		c.handedOver(h.t, w, b)
@@ -454,14 +418,14 @@ func (h *hold) releaseLast() error {
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return err
 	}
-	if r.left < 0 {
+	if r.Left < 0 {
 		return fmt.Errorf("%w: %w: %q: the %s was found gone at its release", ErrNotHeld, ErrLockLost, sd.name, sd.what)
 	}
 	return err
 }
 
-// takeLevel marks lv released, reporting false if it already was (a second
-// Unlock with the same context), and whether the hold was lost, and why.
+// takeLevel marks lv released (false: it already was) and says why the
+// hold was lost, if it was.
 func (h *hold) takeLevel(lv *level) (ok bool, lost error) {
 	c := h.sd.c
 	c.mu.Lock()
@@ -475,9 +439,8 @@ func (h *hold) takeLevel(lv *level) (ok bool, lost error) {
 	return true, h.lost
 }
 
-// end marks h done at its last release. It reports whether h still had its
-// turn's baton (it is then the caller's to pass on) and why h was lost, if
-// it was: then nothing is left to release.
+// end marks h done at its last release, taking its baton, and says why h
+// was lost, if it was: then nothing is left to release.
 func (h *hold) end() (baton bool, lost error) {
 	c := h.sd.c
 	c.mu.Lock()
@@ -491,11 +454,9 @@ func (h *hold) end() (baton bool, lost error) {
 	return baton, h.lost
 }
 
-// lose ends h because the side is no longer held: every level's context is
-// cancelled with cause, and the turn's baton passes on, since the lock is
-// free in Redis or soon will be. It is the loss callback of h's watchdog
-// entry from (-1: the lease timer, or a call that found the hold gone), so
-// it must not block.
+// lose ends h, no longer held: its levels' contexts end with cause and the
+// baton passes on. It is the loss callback of watchdog entry from (-1: the
+// lease timer, or a call that found the hold gone), so it must not block.
 func (h *hold) lose(from int, cause error) {
 	c := h.sd.c
 	c.mu.Lock()
@@ -509,10 +470,8 @@ func (h *hold) lose(from int, cause error) {
 	h.lost = cause
 	c.obs.ended(h.sd.metric, h.sd.name, h.granted, cause)
 	delete(c.holds, h)
-	baton := h.baton
-	h.baton = false
-	levels := h.levels
-	h.levels = nil
+	baton, levels := h.baton, h.levels
+	h.baton, h.levels = false, nil
 	c.mu.Unlock()
 	if from >= 0 {
 		h.stopKeeper(from)
@@ -539,8 +498,7 @@ func (h *hold) lostOrDone() error {
 	return nil
 }
 
-// held returns nil if lv's level is still held, else ErrNotHeld with the
-// reason: the level was unlocked, or the hold ended or was lost.
+// held returns nil if lv is still held, else ErrNotHeld with the reason.
 func (lv *level) held() error {
 	c := lv.h.sd.c
 	c.mu.Lock()
@@ -549,17 +507,15 @@ func (lv *level) held() error {
 	if released {
 		return fmt.Errorf("%w: %q: this level was already unlocked", ErrNotHeld, lv.h.sd.name)
 	}
-	if err := lv.h.lostOrDone(); err != nil {
-		if errors.Is(err, ErrNotHeld) {
-			return err
-		}
+	err := lv.h.lostOrDone()
+	if err != nil && !errors.Is(err, ErrNotHeld) {
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
 	}
-	return nil
+	return err
 }
 
-// endLevels cancels every level's context with cause, leaving the hold in
-// place (Close: the lock is still held, and Unlock still releases it).
+// endLevels ends every level's context with cause, the hold staying in
+// place (Close: Unlock still releases it).
 func (h *hold) endLevels(cause error) {
 	c := h.sd.c
 	c.mu.Lock()
@@ -586,8 +542,7 @@ func (h *hold) extend(lv *level, lease time.Duration) error {
 		h.lose(-1, h.expiredCause.Load())
 		return fmt.Errorf("%w: %w", ErrNotHeld, h.expiredCause.Load())
 	}
-	// The call may take until the current deadline; past it the hold is
-	// lost whatever the reply says.
+	// Past the current deadline the hold is lost whatever the reply says.
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	sent := time.Now()
@@ -595,12 +550,10 @@ func (h *hold) extend(lv *level, lease time.Duration) error {
 	var notSynced *luascripts.NotReplicatedError
 	switch {
 	case errors.As(err, &notSynced) && held:
-		// Extended on the master only: a failover could undo it, so the
-		// hold keeps the deadline it had.
+		// A failover could undo it: the hold keeps its deadline.
 		return fmt.Errorf("%w: extend %q: %w (the lease stands as it was)", ErrNotReplicated, sd.name, notSynced)
 	case err != nil && notSynced == nil:
-		// It may have run: then Redis keeps the hold longer than we count
-		// on, which is safe.
+		// If it ran, Redis keeps the hold longer than we count on: safe.
 		return fmt.Errorf("latchkey: extend %q: %w (the lease stands as it was)", sd.name, err)
 	case !held:
 		h.stopKeeper(-1)
@@ -612,18 +565,27 @@ func (h *hold) extend(lv *level, lease time.Duration) error {
 		return nil
 	}
 	if !h.expiry.Stop() {
-		// The lease's timer fired while the call was out: the hold was
-		// declared lost at its deadline, and stays so.
+		// The timer fired while the call was out: lost, and stays so.
 		return fmt.Errorf("%w: %w", ErrNotHeld, h.expiredCause.Load())
 	}
-	h.expiredCause.Store(&leaseEndError{name: sd.name, what: sd.what, lease: lease})
-	h.deadline.Store(later.UnixNano())
+	h.setLease(sent, lease)
 	h.expiry.Reset(time.Until(later))
 	return nil
 }
 
-// extendCarried is every primitive's Extend: check, then extend the hold
-// of side key that lctx carries.
+// carriedLevel is every primitive's first step in Unlock, Extend and
+// Token: check, then find the level of side key that ctx carries.
+func (c *Client) carriedLevel(ctx context.Context, handleErr error, key, name, what string) (*level, error) {
+	if err := checkCtx(ctx, handleErr); err != nil {
+		return nil, err
+	}
+	if lv := c.carried(ctx, key); lv != nil {
+		return lv, nil
+	}
+	return nil, fmt.Errorf("%w: %q: the context carries no %s of it (pass the context the lock call returned)", ErrNotHeld, name, what)
+}
+
+// extendCarried is every primitive's Extend.
 func (c *Client) extendCarried(lctx context.Context, handleErr error, key, name, what string, lease time.Duration) error {
 	if err := checkCtx(lctx, handleErr); err != nil {
 		return err
@@ -631,37 +593,29 @@ func (c *Client) extendCarried(lctx context.Context, handleErr error, key, name,
 	if _, err := buildLockOptions([]LockOption{WithLease(lease)}, false); err != nil {
 		return err
 	}
-	lv := c.carried(lctx, key)
-	if lv == nil {
-		return fmt.Errorf("%w: %q: the context carries no %s of it (pass the context the lock call returned)", ErrNotHeld, name, what)
+	lv, err := c.carriedLevel(lctx, nil, key, name, what)
+	if err != nil {
+		return err
 	}
 	return lv.h.extend(lv, lease)
 }
 
-// unlockCarried is every primitive's Unlock: check, then unlock the level
-// of side key that ctx carries.
+// unlockCarried is every primitive's Unlock.
 func (c *Client) unlockCarried(ctx context.Context, handleErr error, key, name, what string) error {
-	if err := checkCtx(ctx, handleErr); err != nil {
+	lv, err := c.carriedLevel(ctx, handleErr, key, name, what)
+	if err != nil {
 		return err
-	}
-	lv := c.carried(ctx, key)
-	if lv == nil {
-		return fmt.Errorf("%w: %q: the context carries no %s of it (pass the context the lock call returned)", ErrNotHeld, name, what)
 	}
 	return lv.h.unlock(lv)
 }
 
-// tokenCarried is every primitive's Token: the fencing token of the hold
-// of side key that ctx carries, even when that hold was lost (a holder
-// that does not know yet must present it, and the resource refuses it once
-// a newer one wrote), or ErrNotHeld when it carries none or was unlocked.
+// tokenCarried is every primitive's Token: the fencing token even of a
+// lost hold (a holder that does not know yet must present it, and the
+// resource refuses it once a newer one wrote), or ErrNotHeld.
 func (c *Client) tokenCarried(ctx context.Context, handleErr error, key, name, what string) (int64, error) {
-	if err := checkCtx(ctx, handleErr); err != nil {
+	lv, err := c.carriedLevel(ctx, handleErr, key, name, what)
+	if err != nil {
 		return 0, err
-	}
-	lv := c.carried(ctx, key)
-	if lv == nil {
-		return 0, fmt.Errorf("%w: %q: the context carries no %s, and so no fencing token", ErrNotHeld, name, what)
 	}
 	if err := lv.h.lostOrDone(); err != nil && !errors.Is(err, ErrLockLost) {
 		return 0, err

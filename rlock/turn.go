@@ -8,23 +8,18 @@ import (
 	"github.com/latchkey/latchkey/notify"
 )
 
-// turn is one side's local queue (docs/design.md: "Turn", "Handover"). Its
+// turn is one side's local queue (docs/design.md: "Turn", "Handover"): its
 // baton's holder is the client's only contender for the side, so one message
-// wakes the one goroutine that can act on it; the spin variants have turns
-// of their own, as they never queue. An exclusive side keeps the baton for
-// the whole hold, so that its release can hand over; others pass it on at
-// the grant, as the next local waiter is likely granted at once too.
-//
-// Its fields are guarded by Client.mu, except sub, which only the baton's
-// holder touches.
+// wakes the one goroutine that can act on it. An exclusive side keeps the
+// baton for the whole hold, so that its release can hand over; others pass
+// it on at the grant. Guarded by Client.mu, except sub (the baton holder's).
 type turn struct {
 	busy    bool          // someone holds the baton
 	waiters []*turnWaiter // oldest first
 	streak  int           // handovers in a row since the lock last went back to Redis
 
-	// sub is this client's subscription to the side's wake-ups. The client
-	// is queued only while sub is set: a contender queues only once
-	// subscribed, and sub is dropped only once the client is off the queue.
+	// sub is the client's subscription to the side's wake-ups; the client
+	// is queued in Redis only while it is set.
 	sub *notify.Subscription
 }
 
@@ -35,8 +30,8 @@ type turnWaiter struct {
 }
 
 // baton is what a waiter receives with the turn: a handover's grant, or
-// nothing, and then it contends. A handover of unknown outcome names the
-// owner id it may have granted, for the waiter to undo.
+// nothing (it contends), naming the owner id a handover of unknown outcome
+// may have granted, for the waiter to undo.
 type baton struct {
 	granted bool
 	owner   string // the heir's owner id; "" when no handover was tried
@@ -44,9 +39,9 @@ type baton struct {
 	sent    time.Time // when the handing release was sent: the lease runs from there
 }
 
-// enterTurn gives the caller sd's baton, which may come with the lock,
-// waiting behind this client's other owners until ctx ends, the client
-// closes or deadline passes (errBusy; zero: none). noWait does not wait.
+// enterTurn gives the caller sd's baton, perhaps with the lock, waiting
+// behind the client's other owners until ctx ends, the client closes or
+// deadline passes (errBusy; zero: none). noWait does not wait.
 func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadline time.Time, noWait bool) (*turn, baton, error) {
 	c.mu.Lock()
 	if c.closed {
@@ -98,11 +93,10 @@ func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadli
 	}
 	c.mu.Unlock()
 	// Chosen as we gave up: the baton, perhaps with the lock, is on its way
-	// (within a release's ReleaseTimeout). Pass both on.
+	// (within a ReleaseTimeout). Pass both on.
 	if b := <-w.ch; b.granted {
 		c.contenders.Done()
-		// Ours already, and not wanted: release it as Unlock would (a
-		// failure leaves it to expire within its lease).
+		// Released as Unlock would; a failure expires within its lease.
 		_ = c.adopt(sd, t, try{reply: reply{granted: true, token: b.token}, owner: b.owner}, w.lo).releaseLast()
 	} else {
 		if b.owner != "" {
@@ -115,7 +109,7 @@ func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadli
 
 // chooseHeir returns the waiter an exclusive hold's last release hands the
 // lock to, or nil: none waits, the client is closing, or MaxLocalHandovers
-// in a row have been made (the lock goes back to Redis, to other clients).
+// in a row were made (the lock goes back to Redis, to other clients).
 func (c *Client) chooseHeir(t *turn) *turnWaiter {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -143,11 +137,11 @@ func (c *Client) handedOver(t *turn, w *turnWaiter, b baton) {
 	w.ch <- b
 }
 
-// leaveTurn gives up t's baton: to the next waiter, with the subscription
-// and the client's place in the queue, or, when none waits, t goes idle.
-// contending: the caller held the baton without a hold. queued: the client
-// may be in the side's queue, so the leave script takes it off before the
-// subscription ends, lest a release wake a client that stopped listening.
+// leaveTurn gives t's baton to the next waiter, with the subscription and
+// the client's place in the queue, or t goes idle. contending: the caller
+// held the baton without a hold. queued: the client may be queued, so the
+// leave script takes it off before the subscription ends, lest a release
+// wake a client that stopped listening.
 func (c *Client) leaveTurn(t *turn, sd *side, contending, queued bool) {
 	if contending {
 		defer c.contenders.Done()
@@ -174,8 +168,7 @@ func (c *Client) leaveTurn(t *turn, sd *side, contending, queued bool) {
 		}
 		c.mu.Unlock()
 		if queued {
-			// Still holding the baton, so that no new contender of ours
-			// queues the client while the leave script takes it off.
+			// Still holding the baton: no contender of ours queues meanwhile.
 			sd.leaveQueue()
 		}
 		t.sub = nil
@@ -184,8 +177,7 @@ func (c *Client) leaveTurn(t *turn, sd *side, contending, queued bool) {
 }
 
 // keepTurn is an exclusive side's grant: the hold keeps the baton, and the
-// subscription ends unless a local waiter will need it (the grant dequeued
-// the client).
+// subscription (the grant dequeued the client) ends unless a waiter needs it.
 func (c *Client) keepTurn(t *turn) {
 	c.mu.Lock()
 	keep := len(t.waiters) > 0
