@@ -284,7 +284,6 @@ func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) 
 		}
 		switch {
 		case err == nil && n == 0:
-			h.stopKeeper(-1)
 			h.lose(-1, fmt.Errorf("%q: the %s %w", sd.name, sd.what, errFoundGone))
 			return nil, h.lostOrDone()
 		case err == nil && ctx.Err() != nil:
@@ -353,7 +352,6 @@ func (h *hold) unlock(lv *level) error {
 		h.pending = lv
 		return fmt.Errorf("%w; it is completed by a retry of this Unlock or by the hold's next Lock or Unlock", err)
 	case r.Left < 0:
-		h.stopKeeper(-1)
 		h.lose(-1, fmt.Errorf("%q: the %s was found gone at its release", sd.name, sd.what))
 		return fmt.Errorf("%w: %q: the %s was lost before its release", ErrNotHeld, sd.name, sd.what)
 	}
@@ -374,7 +372,6 @@ func (h *hold) settle() (*level, error) {
 	case err != nil && !errors.Is(err, ErrNotReplicated):
 		return nil, err
 	case r.Left < 0:
-		h.stopKeeper(-1)
 		h.lose(-1, fmt.Errorf("%q: the %s was found gone at its release", sd.name, sd.what))
 		return nil, fmt.Errorf("%w: %w", ErrNotHeld, h.lostOrDone())
 	}
@@ -454,9 +451,10 @@ func (h *hold) end() (baton bool, lost error) {
 	return baton, h.lost
 }
 
-// lose ends h, no longer held: its levels' contexts end with cause and the
-// baton passes on. It is the loss callback of watchdog entry from (-1: the
-// lease timer, or a call that found the hold gone), so it must not block.
+// lose ends h, no longer held: its keeper stops, its levels' contexts end
+// with cause and the baton passes on. It is the loss callback of watchdog
+// entry from (-1: the lease timer, or a call that found the hold gone), so
+// it must not block.
 func (h *hold) lose(from int, cause error) {
 	c := h.sd.c
 	c.mu.Lock()
@@ -473,9 +471,7 @@ func (h *hold) lose(from int, cause error) {
 	baton, levels := h.baton, h.levels
 	h.baton, h.levels = false, nil
 	c.mu.Unlock()
-	if from >= 0 {
-		h.stopKeeper(from)
-	}
+	h.stopKeeper(from)
 	for _, lv := range levels {
 		lv.cancel(cause)
 	}
@@ -556,7 +552,6 @@ func (h *hold) extend(lv *level, lease time.Duration) error {
 		// If it ran, Redis keeps the hold longer than we count on: safe.
 		return fmt.Errorf("latchkey: extend %q: %w (the lease stands as it was)", sd.name, err)
 	case !held:
-		h.stopKeeper(-1)
 		h.lose(-1, fmt.Errorf("%q: the %s was found gone at Extend", sd.name, sd.what))
 		return fmt.Errorf("%w: %q: the %s was lost before Extend", ErrNotHeld, sd.name, sd.what)
 	}
