@@ -11,14 +11,12 @@
 -- expiry is now at least the lease), 0 when not (nothing of it changed):
 -- a renewal in flight must not revive a lock released a moment before, or
 -- a lease that ran out while its keys lived on for others. pcall: a key of
--- another type costs its own group, not the batch. At a million locks this
--- is most of a tick's cost, mostly per key: globals and the lease are
--- looked up and formatted once; a group whose owner is gone costs one call.
+-- another type costs its own group, not the batch. Per-key cost rules a
+-- tick: globals are looked up once, the lease passed to PEXPIRE as text (a
+-- number is formatted per call; docs/design.md, "The watchdog").
 local KEYS, ARGV = KEYS, ARGV
 local call, pcall = redis.call, redis.pcall
-local lease = tonumber(ARGV[1])
--- the lease as PEXPIRE takes it (a number would be formatted per call)
-local lease_ms = ARGV[1]
+local lease, lease_ms = tonumber(ARGV[1]), ARGV[1]
 -- Redis 7: PEXPIRE GT never shortens (a side's keys live as long as its
 -- longest lease); older servers read the PTTL first.
 local gt = redis.REDIS_VERSION_NUM and redis.REDIS_VERSION_NUM >= 0x070000
