@@ -7,9 +7,7 @@
 -- ARGV[4]  "1" to queue the client if refused (and dequeue it if granted)
 -- ARGV[5]  about (record.lua)   ARGV[6]  wake spec (queue.lua)
 -- ARGV[7]  the lock's channel (waiters listen on "<channel>:<client id>")
--- Granted when the lock is free and no client is queued before the caller:
--- {1, token}. Refused, queue.lua's refusal: wait is the holder's PTTL or,
--- when a woken client keeps the free lock, the rest of its window.
+-- Returns {1, token} (free, nobody queued first), else queue.lua's refusal.
 local lock = KEYS[1]
 local Q = {key = KEYS[3], desc = KEYS[4], ch = ARGV[7] .. ':'}
 local owner, lease, client, waiter = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'

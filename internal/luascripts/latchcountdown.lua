@@ -4,9 +4,9 @@
 -- KEYS[2]  the latch's channel, shared by every client
 -- ARGV[1]  "p" or "s": PUBLISH or SPUBLISH (Redis 7 Cluster)
 -- ARGV[2]  the payload that wakes every waiter (notify.WakeAllPayload)
--- Returns 1 when a count is left; at zero (latch deleted, ARGV[2]
--- published) 2 when a client heard it, 0 when nobody; -1 when there was no
--- latch (nothing changed). Not the count: Lua's doubles are exact to 2^53.
+-- Returns 1 when a count is left; at zero (deleted, published) 2 when a
+-- client heard, else 0; -1 without a latch (nothing changed). Not the
+-- count, which Lua's doubles hold exactly only to 2^53.
 local latch, channel = KEYS[1], KEYS[2]
 if redis.call('exists', latch) == 0 then
   return -1

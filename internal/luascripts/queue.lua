@@ -6,13 +6,11 @@
 -- Entries leave only through dequeue, with their descriptions. Callers
 -- pass the keys: the helpers build no key names.
 
--- enqueue puts client at the back of Q unless it is queued (NX: it keeps
--- its place) and returns its rank and the wait. Q lives the wait (ms) told
--- and 10 s more: past every bounded wait, not past an abandoned lock; an
--- extension adds 10 s more again, so that the next 10 s of refusals need no
--- PEXPIREs. wait may be a function of the rank. about is record.lua's
--- "<ms>|<description>" or nil. fresh: the caller knows Q does not exist
--- (alone in it, no expiry yet: no ZRANK, no PTTL).
+-- enqueue puts client at the back of Q unless queued (NX keeps its place)
+-- and returns its rank and the wait (ms; may be a function of the rank). Q
+-- lives the wait and 10 s more: past every bounded wait, not past an
+-- abandoned lock; an extension adds 10 s more, sparing the next refusals
+-- their PEXPIREs. fresh: the caller knows Q does not exist (no ZRANK, PTTL).
 local function enqueue(Q, client, wait, about, fresh)
   local added = redis.call('zadd', Q.key, 'NX', server_us(), client) == 1
   local rank, left = 0, -1
@@ -42,10 +40,8 @@ local function enqueue(Q, client, wait, about, fresh)
 end
 
 -- refused is every acquire's refusal {0, wait, place, record}: wait (ms)
--- the state may last without a message (-1: no bound); place in Q (1:
--- next; 0: not queued) of a caller that waits, queued first (enqueue's wait
--- and fresh); the holder's record or '', so that a waiter that gives up can
--- name its blocker without another round trip.
+-- the state may last without a message (-1: no bound); place in Q (1: next;
+-- 0: not queued); record the holder's or '', to name who blocked a waiter.
 local function refused(queued, Q, client, wait, about, record, fresh)
   local place = 0
   if queued then

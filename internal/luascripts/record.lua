@@ -20,12 +20,10 @@ local function grant(lock, fence, owner, lease, about)
   return token
 end
 
--- release_count drops one of owner's holds in hash, whose count the caller
--- says is n. With retry, the state an earlier run would have left (the
--- count one lower, the owner gone) is taken as its doing: owner ids are
--- never reused. It returns the holds left (-1: owner does not hold n) and
--- whether an earlier run did it (nothing changed). At 0 the field is
--- deleted, unless keep (the caller deletes the hash).
+-- release_count drops one of owner's n holds in hash: it returns the holds
+-- left (-1: owner does not hold n) and whether an earlier run did it (with
+-- retry, the state it would leave is taken as its doing: owner ids are
+-- never reused). At 0 the field goes, unless keep (the caller DELs hash).
 local function release_count(hash, owner, n, retry, keep)
   local count = tonumber(redis.call('hget', hash, owner))
   if count ~= n then
@@ -43,11 +41,9 @@ local function release_count(hash, owner, n, retry, keep)
   return 0, false
 end
 
--- release_lock is a lock hash's release (release.lua's, and Redisson's):
--- one hold less; at the last, the hash (record included) is deleted and,
--- with an heir, granted to it. It returns the reply {left, 0} or {-3,
--- token}, or nil when the lock was freed (the caller wakes its waiters). A
--- retry that finds the heir holding reports its token again.
+-- release_lock is release.lua's and Redisson's release: one hold less; at
+-- the last the hash goes, or passes to heir. It returns the reply ({left,
+-- 0} or {-3, token}), or nil when the lock was freed (the caller wakes).
 local function release_lock(lock, fence, owner, n, retry, heir, lease, about)
   local left, earlier = release_count(lock, owner, n, retry, true)
   if earlier and left == 0 and heir ~= '' and redis.call('hexists', lock, heir) == 1 then

@@ -3,10 +3,9 @@
 -- KEYS[1]  lock hash {"<client uuid>:<n>" -> hold count}, the lock's name
 -- KEYS[2]  token counter "redisson_lock_token:{name}" (RFencedLock's)
 -- ARGV[1]  lease in ms (> 0)    ARGV[2]  owner id
--- Returns {1, token} when granted, else {0, pttl, 0, ''} (queue.lua's
--- refusal: no queue, no record). The rule is Redisson's: the hash is
--- absent or the caller holds a field, so a Java client that finds the lock
--- free takes it alike. The counter rises at every grant, as RFencedLock's.
+-- Returns {1, token}, else {0, pttl, 0, ''} (queue.lua's refusal). Granted
+-- by Redisson's rule, the hash absent or the caller's field in it, so Java
+-- clients take it alike; the counter rises at every grant, as RFencedLock's.
 local lock, tokens = KEYS[1], KEYS[2]
 local lease, owner = ARGV[1], ARGV[2]
 if redis.call('exists', lock) == 0 or redis.call('hexists', lock, owner) == 1 then

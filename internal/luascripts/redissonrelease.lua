@@ -5,9 +5,9 @@
 -- KEYS[3]  token counter (redissonacquire.lua's)
 -- ARGV[1..6]  release.lua's, but ARGV[3] "publish" or "spublish" (what the
 --             Java clients subscribe with), and no heir's about
--- Returns release.lua's reply; a freed lock publishes "0" (Redisson's
--- unlock message) and its w is the subscribers reached. A retry is told
--- apart by the count (release_lock), not by Redisson's unlock-latch key.
+-- Returns release.lua's reply; freed, it publishes Redisson's unlock "0"
+-- and w is the subscribers reached. Retries go by the count (release_lock),
+-- not Redisson's unlock-latch key.
 local reply = release_lock(KEYS[1], KEYS[3], ARGV[1], tonumber(ARGV[2]), ARGV[4] == '1', ARGV[5] or '', ARGV[6], false)
 if reply then
   return reply

@@ -9,9 +9,8 @@
 --          hold as a new grant, or "" or absent for none
 -- ARGV[6]  the heir's lease in ms    ARGV[7]  the heir's about (record.lua)
 -- Returns {n, 0}, n >= 1 holds left; {0, w} freed, w 1 when a client was
--- woken or in its window, else (or for a retry) 0; {-1, 0} when the owner
--- does not hold with that count (nothing changed); {-3, token} handed to
--- the heir. A retry reports what the first call did (release_lock).
+-- woken or in its window, else (and for a retry) 0; {-1, 0} not held with
+-- that count (nothing changed); {-3, token} handed to the heir.
 local reply = release_lock(KEYS[1], KEYS[3], ARGV[1], tonumber(ARGV[2]), ARGV[4] == '1', ARGV[5] or '', ARGV[6], ARGV[7])
 if reply then
   return reply

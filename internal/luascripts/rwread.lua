@@ -5,9 +5,8 @@
 -- ARGV[5]  "1" to queue the client if refused (and dequeue it if granted)
 -- ARGV[6]  the write owner the caller holds, or "": a writer may always read
 -- ARGV[7]  wake spec (queue.lua)    ARGV[8]  about (record.lua)
--- Returns {1, 0} when granted (readers get no token), else queue.lua's
--- refusal, with the writer's record. A caller refused only because a
--- writer is queued before it wakes whom the lock admits (rw_wake).
+-- Returns {1, 0} (readers get no token), else queue.lua's refusal with the
+-- writer's record; refused only for a queued writer, it wakes (rw_wake).
 local owner, lease, client, queued, writer = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1', ARGV[6]
 local pttl, holder = -2, nil
 if writer == '' or redis.call('hexists', w, writer) == 0 then

@@ -5,9 +5,8 @@
 -- ARGV[3]  "r" read hold, "w" write hold     ARGV[5]  wake spec (queue.lua)
 -- ARGV[4]  the owner's hold count before this release (exact)
 -- ARGV[6]  "1" if an earlier call with these arguments may have run
--- Returns {left, woken}: the holds left and, at 0, the clients rw_wake
--- told; {-1, 0} when the owner does not hold with that count, or its read
--- lease ran out (nothing changed). A retry is safe (record.lua's release_count).
+-- Returns {left, woken}: the holds left and, at 0, the clients told; {-1,
+-- 0} when not held with that count or the read lease ran out (no change).
 local owner, side, n, retry = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[6] == '1'
 local left, earlier
 if side == 'w' then

@@ -5,10 +5,8 @@
 -- ARGV[3]  lease in ms (> 0)    ARGV[4]  the caller's client id
 -- ARGV[5]  "1" to queue the client if refused (and dequeue it if granted)
 -- ARGV[6]  wake spec (queue.lua)    ARGV[7]  about (record.lua)
--- Returns {1, token} when granted, else queue.lua's refusal, with the
--- writer's record or the first reader's to end. Dead readers are dropped;
--- a caller refused only because of clients queued before it wakes whom the
--- lock admits (rw_wake).
+-- Returns {1, token}, else queue.lua's refusal with the writer's record or
+-- the first reader's to end; refused only for queued clients, it wakes.
 local owner, lease, client, queued = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1'
 
 -- ahead counts the clients queued before the caller (all, when it is not).

@@ -5,10 +5,9 @@
 -- ARGV[5]  lease in ms (> 0)    ARGV[6]  the caller's client id
 -- ARGV[7]  "1" to queue the client if refused (and dequeue it if granted)
 -- ARGV[8]  wake spec (queue.lua)    ARGV[9]  about (record.lua)
--- Granted by semqueue.lua's rule: {1, 0} (permits get no token). Refused,
--- queue.lua's refusal with the record of the first holder to end; a
--- refusal only for queued clients, permits free, wakes those that fit.
--- {-1, size} when the semaphore is in use with another size (nothing changed).
+-- Returns {1, 0} (no token), else queue.lua's refusal with the first holder
+-- to end's record (refused only for queued clients, it wakes those that
+-- fit); {-1, size} when in use with another size (nothing changed).
 local owner, n, size = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local lease, client, queued, spec = tonumber(ARGV[5]), ARGV[6], ARGV[7] == '1', ARGV[8]
 local now = server_ms()

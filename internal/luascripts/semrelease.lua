@@ -4,9 +4,8 @@
 -- ARGV[1]  base key B           ARGV[2]  owner id
 -- ARGV[3]  the caller's size    ARGV[4]  wake spec (queue.lua)
 -- ARGV[5]  "1" if an earlier call with these arguments may have run
--- Returns {status, woken}: status 0 when released, -1 when the owner held
--- nothing (its lease had run out: its leftovers are cleared); woken the
--- clients told. A retry that finds the owner wholly gone reports 0.
+-- Returns {status, woken}: 0 released (or a retry finding the owner gone),
+-- -1 held nothing (its lease ran out; leftovers cleared); the clients told.
 local owner, spec, retry = ARGV[2], ARGV[4], ARGV[5] == '1'
 local now = server_ms()
 local live, has_field = lease_live(holders, owner, now), redis.call('hexists', h, owner) == 1
