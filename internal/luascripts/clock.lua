@@ -1,8 +1,6 @@
 -- clock: the prelude of every script that reads the server's time (before
--- queue.lua's and leases.lua's).
-
--- server_us is the server's clock in us, and server_ms in ms, the one
--- PEXPIRE counts by: one TIME per script, however often they are asked.
+-- the others). server_us is the server's clock in us, server_ms in ms (what
+-- PEXPIRE counts): one TIME per script, however often they are asked.
 local time_now
 local function server_us()
   if not time_now then

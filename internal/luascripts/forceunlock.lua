@@ -1,15 +1,9 @@
--- forceunlock: delete a Mutex whoever holds it, drop the client a release
--- woke and that has not come (queue.lua's unwake), and wake the next as a
--- release would.
---
--- KEYS[1..3]  as describe.lua's: lock (with its holder record), queue, the
---             queue's descriptions (see queue.lua)
--- ARGV[1]  the lock's channel (see queue.lua)
--- ARGV[2]  wake spec
---
--- Returns 1 when something was deleted or dropped (and the client queued
--- first that listens woken), 0 when there was nothing (nothing published),
--- or the name of a key of another type (nothing deleted).
+-- forceunlock: delete a Mutex whoever holds it, drop the woken clients that
+-- have not come (unwake), and wake the next as a release would.
+-- KEYS[1..3]  describe.lua's
+-- ARGV[1]  the lock's channel   ARGV[2]  wake spec (queue.lua)
+-- Returns 1 when something was deleted or dropped (and the next woken), 0
+-- when nothing was, or the name of a key of another type (nothing deleted).
 local bad = foreign('hzh')
 if bad then
   return bad

@@ -1,13 +1,10 @@
 -- latchset: give a count-down latch its count, unless it has one.
---
--- KEYS[1]  latch hash           {count -> n, round -> id}, no expiry
+-- KEYS[1]  latch hash {count -> n, round -> id}, no expiry
 -- ARGV[1]  the count, an integer > 0 (the caller checks it)
--- ARGV[2]  the round id: random, new for every call, so that a waiter can
---          tell this round of the latch from an earlier one
---
--- Returns 1 when the count was set (the latch was absent, or held a count of
--- 0 or less, which latchcountdown never leaves but another writer might),
--- 0 when the latch already has a count (nothing changed).
+-- ARGV[2]  the round id: new for every call, so that a waiter can tell
+--          this round from an earlier one
+-- Returns 1 when the count was set (the latch was absent, or had a count
+-- <= 0, which only another writer leaves), 0 when it has a count.
 local latch = KEYS[1]
 local count = tonumber(redis.call('hget', latch, 'count'))
 if count ~= nil and count > 0 then

@@ -1,13 +1,8 @@
--- leases: the prelude (after queue.lua's) of renew and of the sides whose
--- holds share keys (an RWMutex's readers, a Semaphore's holders;
--- docs/design.md, "RWMutex").
---
--- A side is a table {counts = key, leases = key, records = key}: {owner ->
--- count or permits}, the lease set {owner -> lease end, server ms} and
--- {owner -> record}. An owner is in all three or none; one whose score has
--- passed is dead, and whoever next counts the side drops it. The three
--- expire with the longest lease. (A key per owner could not be declared:
--- callers do not know the other owners.)
+-- leases: the prelude of renew and of the sides whose holds share keys
+-- (an RWMutex's readers, a Semaphore's holders; docs/design.md, "RWMutex").
+-- A side is {counts = {owner -> count}, leases = ZSET {owner -> lease end,
+-- server ms}, records = {owner -> record}}: an owner is in all three or
+-- none, dead once its lease passed; the keys expire with the longest lease.
 
 -- lease_start gives owner, whose count the caller has set, a lease of lease
 -- ms and its record, and has the side's keys expire with the longest lease.
@@ -47,9 +42,8 @@ local function drop_lapsed(side, now)
   end
 end
 
--- first_end is the ms left of the side's first lease to end (-1: none): how
--- long a refused caller may wait before a lease can run out without a
--- message; and that holder's record, to name it to the caller.
+-- first_end is the ms left of the side's first lease to end (-1: none),
+-- how long a refusal may last without a message, and its holder's record.
 local function first_end(side, now)
   local first = redis.call('zrange', side.leases, 0, 0, 'WITHSCORES')
   if first[2] == nil then
@@ -58,8 +52,8 @@ local function first_end(side, now)
   return tonumber(first[2]) - now, redis.call('hget', side.records, first[1])
 end
 
--- live_holds appends the holds of the owners whose lease has not run out
--- to out, a describe reply's holds (queue.lua).
+-- live_holds appends the holds whose lease has not run out to out, a
+-- describe reply's holds (queue.lua).
 local function live_holds(out, mode, side)
   local now = server_ms()
   local live = redis.call('zrangebyscore', side.leases, now, '+inf', 'WITHSCORES')

@@ -1,34 +1,16 @@
 -- queue: the prelude of every script that queues, wakes or describes
--- waiting clients: one fairness protocol for every kind.
---
--- A wait queue is a table {key = ZSET {client id -> server time queued,
--- us}, desc = its description hash {client id -> description}, ch = the
--- prefix of its clients' channels, "<ch><client id>"}. A queued client
--- keeps its entry until it is granted or leaves. A kind's acquire admits a
--- caller when its capacity rule admits it counting the clients queued before
--- it (a caller not queued is behind everyone); wake walks the queue oldest
--- first while the rule admits and tells those clients, dropping a client
--- nobody listens for (PUBLISH counts receivers). A client told gets a wake
--- window (the wake spec's ms): its score becomes minus the window's end,
--- server ms, which keeps it before every client not woken. One whose window
--- passed loses its place to whichever script walks the queue next, so a
--- woken client that never comes (a frozen process still subscribed) keeps
--- a free lock from the others for one window at most. The description hash
--- has the queue's expiry; every script dequeues through dequeue, so an entry
--- and its description go together. Callers pass the keys: the helpers build
--- no key names.
+-- waiting clients: one fairness protocol for every kind (docs/design.md,
+-- "Fairness"). A wait queue Q is {key = ZSET {client id -> time queued,
+-- server us; a woken client's: minus its window's end, server ms}, desc =
+-- {client id -> description}, ch = the prefix of "<ch><client id>"}.
+-- Entries leave only through dequeue, with their descriptions. Callers
+-- pass the keys: the helpers build no key names.
 
--- enqueue puts client at the back of Q unless it is queued (NX: it keeps
--- its place), and keeps the queue the wait (ms) the client was told and 10 s
--- more: it outlives every bounded wait, but not an abandoned lock. When it
--- must extend it, it adds 10 s more again, so that the waiters refused in
--- the next 10 s with no longer a wait need no PEXPIRE (two per refusal
--- otherwise: the queue's and its description's). wait may be a function
--- of the client's rank (a refusal whose wait depends on the place). about
--- is the caller's "<ms>|<description>" (record.lua), or nil. With fresh the
--- caller knows Q does not exist: its ZADD makes it, the client is alone in
--- it (no ZRANK) and it has no expiry yet (no PTTL). It returns the
--- client's rank and the wait.
+-- enqueue puts client at the back of Q unless queued (NX keeps its place)
+-- and returns its rank and the wait (ms; may be a function of the rank). Q
+-- lives the wait and 10 s more: past every bounded wait, not past an
+-- abandoned lock; an extension adds 10 s more, sparing the next refusals
+-- their PEXPIREs. fresh: the caller knows Q does not exist (no ZRANK, PTTL).
 local function enqueue(Q, client, wait, about, fresh)
   local added = redis.call('zadd', Q.key, 'NX', server_us(), client) == 1
   local rank, left = 0, -1
@@ -57,13 +39,9 @@ local function enqueue(Q, client, wait, about, fresh)
   return rank, wait
 end
 
--- refused is every acquire's refusal {0, wait, place, record}: wait is
--- how long (ms) the state may last without a message (-1: no bound); a
--- caller that waits is queued first and told its place in Q (1: next; 0
--- when not queued); record is the holder's (record.lua) or ''. They ride
--- on the reply a refusal costs anyway, so that a waiter that gives up can
--- say who blocked it without another round trip. wait and fresh are
--- enqueue's (a function only for a caller that queues).
+-- refused is every acquire's refusal {0, wait, place, record}: wait (ms)
+-- the state may last without a message (-1: no bound); place in Q (1: next;
+-- 0: not queued); record the holder's or '', to name who blocked a waiter.
 local function refused(queued, Q, client, wait, about, record, fresh)
   local place = 0
   if queued then
@@ -74,9 +52,8 @@ local function refused(queued, Q, client, wait, about, record, fresh)
   return {0, wait, place, record or ''}
 end
 
--- dequeue takes client off Q: 1 when it was queued, else 0. A queue with
--- wants (a Semaphore's {client -> permits}) loses the client's too, and
--- the whole hash with its last client.
+-- dequeue takes client off Q: 1 when it was queued, else 0. A Semaphore's
+-- Q.wants {client -> permits} loses it too, and goes with the last client.
 local function dequeue(Q, client)
   redis.call('hdel', Q.desc, client)
   local removed = redis.call('zrem', Q.key, client)
@@ -89,9 +66,8 @@ local function dequeue(Q, client)
   return removed
 end
 
--- publisher is the command of a wake spec: "p" (PUBLISH) or "s" (SPUBLISH,
--- Cluster), then the wake window in ms (0: none; one argument, not two,
--- keeps the hot path's calls short).
+-- publisher is the command of a wake spec: "p" PUBLISH or "s" SPUBLISH,
+-- then the wake window in ms (0: none), one argument to keep calls short.
 local function publisher(spec)
   if string.sub(spec, 1, 1) == 's' then
     return 'spublish'
@@ -99,20 +75,16 @@ local function publisher(spec)
   return 'publish'
 end
 
--- wake walks Q oldest first, up to stop (the caller, which acts for
--- itself), admitting clients while their weights (weigh(client, score); nil
--- stops the walk) fit in room. An admitted client in its window counts and
--- is not told again (a prod must not stretch a window); one whose window
--- passed is dropped; any other is told, and dropped if nobody listens, or
--- given a window. With tell, the first client that does not fit is told
--- too, without a window: a publish is the only way to learn that it still
--- listens, and a dead client must not block those behind it. It returns
--- how many it admitted and the first end of their windows (server ms; nil
--- when none has one).
+-- wake walks Q oldest first, up to stop (the caller), admitting clients
+-- while their weights (weigh(client, score); nil stops) fit in room: one in
+-- its window counts, untold; one past it is dropped; any other is told
+-- (dropped if nobody listens) and given a window. With tell, the first that
+-- does not fit is told too, windowless, as a probe. It returns how many it
+-- admitted and the first end of their windows (server ms; nil: none).
 local function wake(Q, spec, room, weigh, stop, tell)
   local publish, window = publisher(spec), tonumber(string.sub(spec, 2))
   local used, n, first, windows = 0, 0, nil, {}
-  -- visit handles one client: false ends the walk; gone, it was dropped.
+  -- visit: false ends the walk; gone, the client was dropped.
   local function visit(c, s)
     if c == stop then
       return false
@@ -177,7 +149,7 @@ local function one()
 end
 
 -- wait_for is a refusal's wait (ms) for the first of a window's end and a
--- hold's end (pttl, -1 for none): -1 only when neither can end it.
+-- hold's end (pttl, -1: none): -1 only when neither can end it.
 local function wait_for(first, pttl)
   if first == nil then
     return pttl
@@ -189,14 +161,13 @@ local function wait_for(first, pttl)
   return w
 end
 
--- woken_of is the client of Q whose window is open and ends last, or nil
--- (describe: the client a free lock is kept for).
+-- woken_of is Q's client whose window is open and ends last, or nil.
 local function woken_of(Q)
   return redis.call('zrangebyscore', Q.key, '-inf', '(' .. -server_ms(), 'LIMIT', 0, 1)[1]
 end
 
--- unwake drops Q's woken clients, in their window or past it, and returns
--- how many (a force-unlock: told, they have not come, and may never).
+-- unwake drops Q's woken clients (for a force-unlock: told, they have not
+-- come, and may never) and returns how many.
 local function unwake(Q)
   local woken = redis.call('zrangebyscore', Q.key, '-inf', '(0')
   for _, c in ipairs(woken) do
@@ -205,48 +176,22 @@ local function unwake(Q)
   return #woken
 end
 
--- release_count drops one of owner's holds in hash, whose count the caller
--- knows is n. With retry, the state an earlier run would have left (the
--- count one lower, the owner gone) is taken as its doing: owner ids are
--- never reused. It returns the holds left, or -1 when owner does not hold
--- with that count, and whether an earlier run did it (both: nothing
--- changed). At 0 the field is gone, unless keep (the caller deletes the hash).
-local function release_count(hash, owner, n, retry, keep)
-  local count = tonumber(redis.call('hget', hash, owner))
-  if count ~= n then
-    if retry and ((n > 1 and count == n - 1) or (n == 1 and count == nil)) then
-      return n - 1, true
-    end
-    return -1, false
-  end
-  if n > 1 then
-    return redis.call('hincrby', hash, owner, -1), false
-  end
-  if not keep then
-    redis.call('hdel', hash, owner)
-  end
-  return 0, false
-end
-
--- The describe scripts (Inspect's) all reply {holds, queues, size,
--- woken}: holds {mode, owner, count, ms left (-1: no expiry), record or
--- "", ...} (hold_entry), queues {queue_head, ...}, size a Semaphore's (0
--- for the others), woken a client whose wake window is open (woken_of), or
--- "". mode is an RWMutex's "read" or "write", "" for the other kinds.
-
--- hold_entry appends one hold to a describe reply's holds.
+-- The describe scripts (Inspect's) reply {holds, queues, size, woken}:
+-- holds {mode ("read", "write" or ""), owner, count, ms left (-1: none),
+-- record or "", ...}, queues {queue_head, ...}, size a Semaphore's (else
+-- 0), woken woken_of's or "". hold_entry appends one hold to holds.
 local function hold_entry(out, mode, owner, count, left, record)
   for _, v in ipairs({mode, owner, count, left, record}) do
     out[#out + 1] = v
   end
 end
 
--- hash_holds appends the holds of hash, {owner -> count} with one lease
--- (its expiry) and one record (a Mutex's, a write hold's), to out. Fields
--- starting with '#' are not owners.
-local function hash_holds(out, mode, hash, record)
+-- hash_holds appends the holds of hash {owner -> count}, which shares one
+-- lease (its expiry) and one record (its "#rec"), to out.
+local function hash_holds(out, mode, hash)
   local kv = redis.call('hgetall', hash)
   local left = redis.call('pttl', hash)
+  local record = redis.call('hget', hash, '#rec') or ''
   for i = 1, #kv, 2 do
     if string.sub(kv[i], 1, 1) ~= '#' then
       hold_entry(out, mode, kv[i], kv[i + 1], left, record)
@@ -254,11 +199,9 @@ local function hash_holds(out, mode, hash, record)
   end
 end
 
--- queue_head describes Q for Inspect: {mode, {client, score, ...}, total,
--- {description or false, ...}, {permits wanted, ...}} for the oldest max
--- clients (a score is the time queued, us, or a woken client's minus its
--- window's end, ms). The wants come from wants, a Semaphore's hash, read as
--- its scripts read it (none for the other kinds).
+-- queue_head describes Q's oldest max clients: {mode, {client, score,
+-- ...}, total, {description or false, ...}, {permits wanted, ...}}, the
+-- wants read from a Semaphore's hash wants as its scripts read them.
 local function queue_head(mode, Q, max, wants)
   local head = redis.call('zrange', Q.key, 0, tonumber(max) - 1, 'WITHSCORES')
   local ids = {}
@@ -276,11 +219,11 @@ local function queue_head(mode, Q, max, wants)
   end
   return {mode, head, redis.call('zcard', Q.key), descs, want}
 end
--- foreign returns the first of KEYS that holds another type than types
--- says latchkey keeps there (a letter per key: h hash, z sorted set, s
--- string, - no key), or nil. The force-unlock scripts check first, so that
--- they delete nothing latchkey did not write (an application's key under
--- the same prefix, say). A read of the right type fails on any other.
+
+-- foreign returns the first of KEYS holding another type than types says
+-- (a letter a key: h hash, z sorted set, s string, - unchecked), or nil:
+-- force-unlock scripts delete nothing latchkey did not write (an
+-- application's key under the prefix, say).
 local function foreign(types)
   local read = {h = 'hlen', z = 'zcard', s = 'get'}
   for i = 1, #types do

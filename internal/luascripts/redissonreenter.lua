@@ -1,14 +1,10 @@
 -- redissonreenter: an owner that holds a Redisson-format lock takes one
 -- more hold.
---
--- KEYS[1]  lock hash            (see redissonacquire.lua)
--- KEYS[2]  token counter        (see redissonacquire.lua)
+-- KEYS[1..2]  redissonacquire.lua's
 -- ARGV[1]  owner id
---
--- Returns the owner's new hold count, or 0 when it holds none (nothing
--- changed). The counter is raised as RFencedLock raises it at a re-entry,
--- so that both sides count grants alike; the expiry is left to the hold's
--- keeper, as latchkey's own re-entries leave it.
+-- Returns the new hold count, or 0 when the owner holds none (nothing
+-- changed). The counter rises as RFencedLock's does at a re-entry; the
+-- expiry is left to the hold's keeper, as reenter.lua leaves it.
 local lock, tokens, owner = KEYS[1], KEYS[2], ARGV[1]
 if redis.call('hexists', lock, owner) == 0 then
   return 0

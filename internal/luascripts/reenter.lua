@@ -1,11 +1,8 @@
 -- reenter: an owner that holds the lock takes one more hold.
---
--- KEYS[1]  lock hash            {owner id -> hold count}
+-- KEYS[1]  lock hash {owner id -> hold count}
 -- ARGV[1]  owner id
---
--- Returns the owner's new hold count, or 0 when it holds no lock (it was
--- lost: nothing changed). The expiry is left alone: a re-entry shares its
--- hold's lease.
+-- Returns the new hold count, or 0 when the owner holds no lock (it was
+-- lost: nothing changed). A re-entry shares its hold's lease.
 local lock, owner = KEYS[1], ARGV[1]
 if redis.call('hexists', lock, owner) == 0 then
   return 0

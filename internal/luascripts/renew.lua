@@ -1,34 +1,24 @@
 -- renew: extend a batch of leases in one call (the watchdog's tick).
---
 -- KEYS[1..n]   the kept keys, in groups, all in one Cluster slot
--- ARGV[1]      lease in milliseconds (> 0)
--- ARGV[2..n+1] for each key, in the same order, one of:
---              an owner id: the key is a hash in which that owner holds a
---                field; it starts a group;
---              "": the key follows the group's first (a side's records,
---                an election's value): renewed when the group is held;
---              "#lease": the key is the group's lease set, a sorted set
---                {owner -> the end of its lease, server ms} (leases.lua):
---                the group is held only while its owner's score there has
---                not passed, and renewing moves that score to now + lease.
---
--- Returns an array of n integers: 1 when that key's group is held (each of
--- its keys' expiry is now at least the lease), 0 when it is not (nothing of
--- the group changed). The ownership check stops a renewal in flight from
--- reviving a lock released a moment before, or a lease that ran out while
--- its keys lived on for others. The checks use pcall: a key overwritten with
--- another type (WRONGTYPE) costs its own group, not the batch.
--- What a renewal costs is most of a tick's at a million locks, and most
--- of that is per key: globals and the lease are looked up and formatted
--- once, and a group whose owner is gone costs one command.
+-- ARGV[1]      lease in ms (> 0)
+-- ARGV[2..n+1] per key: an owner id (the key is a hash where that owner
+--              holds a field; it starts a group); "" (the key follows the
+--              group's first: renewed when the group is held); "#lease"
+--              (the group's lease set, leases.lua: the group is held only
+--              while its owner's score has not passed; renewing moves it
+--              to now + lease).
+-- Returns n integers: 1 when that key's group is held (each of its keys'
+-- expiry is now at least the lease), 0 when not (nothing of it changed):
+-- a renewal in flight must not revive a lock released a moment before, or
+-- a lease that ran out while its keys lived on for others. pcall: a key of
+-- another type costs its own group, not the batch. Per-key cost rules a
+-- tick: globals are looked up once, the lease passed to PEXPIRE as text (a
+-- number is formatted per call; docs/design.md, "The watchdog").
 local KEYS, ARGV = KEYS, ARGV
 local call, pcall = redis.call, redis.pcall
-local lease = tonumber(ARGV[1])
--- the lease as PEXPIRE takes it (a number would be formatted per call)
-local lease_ms = ARGV[1]
--- Redis 7 gives a key an expiry of at least ms in one command (GT: never
--- a shorter one, as a side's keys live as long as its longest lease);
--- older servers read the PTTL first.
+local lease, lease_ms = tonumber(ARGV[1]), ARGV[1]
+-- Redis 7: PEXPIRE GT never shortens (a side's keys live as long as its
+-- longest lease); older servers read the PTTL first.
 local gt = redis.REDIS_VERSION_NUM and redis.REDIS_VERSION_NUM >= 0x070000
 local out = {}
 local now -- server time, read at the first lease set

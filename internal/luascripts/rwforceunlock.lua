@@ -1,11 +1,7 @@
--- rwforceunlock: delete an RWMutex's write hold and read holds whoever
--- holds them, drop the clients woken that have not come (queue.lua's
--- unwake), and wake the clients the free lock admits, as a release would.
---
--- KEYS[1..8]  as rwqueue.lua says
--- ARGV[1]  B, for the channels
--- ARGV[2]  wake spec
---
+-- rwforceunlock: delete an RWMutex's holds whoever holds them, drop the
+-- woken clients that have not come (unwake), and wake as a release would.
+-- KEYS[1..8]  rwqueue.lua's
+-- ARGV[1]  B, for the channels  ARGV[2]  wake spec
 -- Returns as forceunlock.lua does.
 local bad = foreign('hhzhzhzh')
 if bad then

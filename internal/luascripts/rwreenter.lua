@@ -1,10 +1,8 @@
 -- rwreenter: a reader that holds an RWMutex's read side takes one more hold.
---
 -- KEYS[1]  readers B:rd         KEYS[2]  their lease set B:rd:e (rwqueue.lua)
 -- ARGV[1]  owner id
---
--- Returns the owner's new hold count, or 0 when its read hold is gone or
--- its lease ran out (lost: nothing changed). Its lease is left alone.
+-- Returns the new hold count, or 0 when the read hold is gone or its lease
+-- ran out (nothing changed). The lease is left alone.
 local readers, owner = {counts = KEYS[1], leases = KEYS[2]}, ARGV[1]
 if not lease_live(readers, owner, server_ms()) or redis.call('hexists', readers.counts, owner) == 0 then
   return 0

@@ -1,25 +1,19 @@
 -- rwunlock: drop one of an owner's read or write holds of an RWMutex; at the
 -- last, wake whom the lock can now admit.
---
--- KEYS[1..8]  as rwqueue.lua says (B:w, B:rd, B:rd:e, B:rd:rec, B:qr, B:qr:d, B:qw, B:qw:d)
+-- KEYS[1..8]  rwqueue.lua's
 -- ARGV[1]  base key B           ARGV[2]  owner id
--- ARGV[3]  "r" for a read hold, "w" for the write hold
+-- ARGV[3]  "r" read hold, "w" write hold     ARGV[5]  wake spec (queue.lua)
 -- ARGV[4]  the owner's hold count before this release (exact)
--- ARGV[5]  wake spec (queue.lua's publisher), e.g. "p50"
 -- ARGV[6]  "1" if an earlier call with these arguments may have run
---
--- Returns {left, woken}: the holds left (0: released; the clients the lock
--- admits were woken, woken of them, rw_wake), or {-1, 0} when the owner
--- does not hold with that count, or its read lease ran out: nothing
--- changed. Idempotent for a retry, as release.lua.
+-- Returns {left, woken}: the holds left and, at 0, the clients told; {-1,
+-- 0} when not held with that count or the read lease ran out (no change).
 local owner, side, n, retry = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[6] == '1'
 local left, earlier
 if side == 'w' then
-  -- No DEL (the hash goes with its last field): a retry must not delete a
-  -- write hold someone took since.
+  -- No DEL: a retry must not delete a write hold someone took since.
   left, earlier = release_count(w, owner, n, retry)
-  -- The record goes with the owner's last hold, if it names the owner (a
-  -- retry may find a newer writer's).
+  -- The record goes with the last hold, if it is the owner's (a retry may
+  -- find a newer writer's).
   local rec = left == 0 and redis.call('hget', w, '#rec')
   if rec and string.sub(rec, 1, #owner + 1) == owner .. '|' then
     redis.call('hdel', w, '#rec')

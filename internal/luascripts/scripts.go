@@ -1,10 +1,7 @@
 // Package luascripts holds latchkey's Lua scripts and the thin layer that runs
-// them over rueidis.
-//
-// Every change to a lock goes through one of these scripts, so a lock's state
-// moves only in single atomic steps on the server. Each .lua file starts with a
-// header that states its KEYS, its ARGV and what it returns; the Parse
-// functions in reply.go turn those returns into Go values.
+// them over rueidis. Every change to a lock is one of these scripts, so a
+// lock's state moves only in atomic steps on the server. Each .lua file's
+// header states its KEYS, ARGV and reply; reply.go parses the replies.
 package luascripts
 
 import (
@@ -23,9 +20,8 @@ import (
 //go:embed *.lua
 var sources embed.FS
 
-// script is the script name.lua after the preludes it needs: the Lua library
-// (queue, record, leases) and the RWMutex's and Semaphore's (rwqueue,
-// semqueue), all after clock's. It registers the script for All.
+// script is name.lua after the preludes (library .lua files) it needs, all
+// after clock.lua. It registers the script for All.
 func script(name string, preludes ...string) *Script {
 	var src strings.Builder
 	for _, f := range append(withClock(preludes), name) {
@@ -55,7 +51,7 @@ var (
 	RWRead        = script("rwread", "queue", "record", "leases", "rwqueue")
 	RWWrite       = script("rwwrite", "queue", "record", "leases", "rwqueue")
 	RWReenter     = script("rwreenter", "leases")
-	RWUnlock      = script("rwunlock", "queue", "leases", "rwqueue")
+	RWUnlock      = script("rwunlock", "queue", "record", "leases", "rwqueue")
 	RWLeave       = script("rwleave", "queue", "leases", "rwqueue")
 	RWDescribe    = script("rwdescribe", "queue", "leases", "rwqueue")
 	RWForceUnlock = script("rwforceunlock", "queue", "leases", "rwqueue")
@@ -80,9 +76,9 @@ var (
 	// Redisson's RLock format (redisson.go).
 	RedissonAcquire     = script("redissonacquire")
 	RedissonReenter     = script("redissonreenter")
-	RedissonRelease     = script("redissonrelease")
-	RedissonForceUnlock = script("redissonforceunlock")
-	RedissonDescribe    = script("redissondescribe")
+	RedissonRelease     = script("redissonrelease", "record")
+	RedissonForceUnlock = script("redissonforceunlock", "queue")
+	RedissonDescribe    = script("redissondescribe", "queue")
 )
 
 // withClock puts clock.lua before any other prelude: the library reads the
@@ -106,8 +102,7 @@ type Script struct {
 	lua  *rueidis.Lua
 }
 
-// New wraps src. Exported so tests can run scripts of their own through the
-// same path.
+// New wraps src; tests run scripts of their own through it.
 func New(name, src string) *Script {
 	sum := sha1.Sum([]byte(src))
 	return &Script{name: name, src: src, sha: hex.EncodeToString(sum[:]), lua: rueidis.NewLuaScript(src)}
@@ -119,11 +114,10 @@ func (s *Script) Name() string { return s.name }
 // Source is the script's Lua text.
 func (s *Script) Source() string { return s.src }
 
-// Exec runs the script once: EVALSHA, then EVAL when the server answers
-// NOSCRIPT (a restarted or flushed Redis). On Cluster every key must share a
-// slot, which latchkey's hash-tagged names guarantee. While that slot is
-// being migrated, a call refused with TRYAGAIN is sent again until the
-// migration ends or ctx does (see tryagain.go).
+// Exec runs the script once: EVALSHA, then EVAL on NOSCRIPT (a restarted or
+// flushed Redis). Every key must share a Cluster slot (latchkey's names are
+// hash-tagged); a call refused with TRYAGAIN while that slot migrates is
+// sent again until the migration or ctx ends (tryagain.go).
 func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
 	backoff := Backoff{Min: tryAgainMin, Max: tryAgainMax}
 	for {
@@ -140,11 +134,10 @@ type Call struct {
 	Args []string
 }
 
-// ExecMulti sends every call in one pipeline (rueidis splits it per node on
-// Cluster) and returns the replies in order. Calls answered NOSCRIPT are sent
-// again with EVAL in a second pipeline. rueidis' own Lua.ExecMulti loads the
-// script on every node on each call, which would double the watchdog's round
-// trips; NOSCRIPT is rare, so paying for it only when it happens is cheaper.
+// ExecMulti sends every call in one pipeline (split per node on Cluster) and
+// returns the replies in order; calls answered NOSCRIPT go again with EVAL
+// in a second pipeline. Not rueidis' Lua.ExecMulti: it loads the script on
+// every node each call, doubling the watchdog's round trips for a rare case.
 func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, calls []Call) []rueidis.RedisResult {
 	if len(calls) == 0 {
 		return nil

@@ -1,22 +1,13 @@
 -- semacquire: a new owner takes n permits of a Semaphore, or learns how long to wait.
---
--- KEYS[1..6]  as semqueue.lua says: the holders' B:h, B:h:e and B:h:rec,
---             the queue B:q with its descriptions B:q:d, the wants B:qn
+-- KEYS[1..6]  semqueue.lua's
 -- ARGV[1]  base key B           ARGV[2]  owner id (new)
 -- ARGV[3]  permits n, 1..size   ARGV[4]  the caller's size (>= 1)
 -- ARGV[5]  lease in ms (> 0)    ARGV[6]  the caller's client id
 -- ARGV[7]  "1" to queue the client if refused (and dequeue it if granted)
--- ARGV[8]  wake spec (queue.lua's publisher), e.g. "p50"
--- ARGV[9]  the caller's "<ms>|<client description>" (record.lua)
---
--- Granted by semqueue.lua's grant rule. A request refused only because of
--- queued clients, while permits are free, wakes those that fit (sem_wake).
--- Returns {1, 0} when granted (permits get no token); refused, queue.lua's
--- {0, wait, place, record}: wait is how long until permits can free or a
--- woken client's window ends without a message, -1 for no bound; record
--- the first holder's to end;
--- {-1, size} when the semaphore is in use with another size (nothing
--- changed).
+-- ARGV[8]  wake spec (queue.lua)    ARGV[9]  about (record.lua)
+-- Returns {1, 0} (no token), else queue.lua's refusal with the first holder
+-- to end's record (refused only for queued clients, it wakes those that
+-- fit); {-1, size} when in use with another size (nothing changed).
 local owner, n, size = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local lease, client, queued, spec = tonumber(ARGV[5]), ARGV[6], ARGV[7] == '1', ARGV[8]
 local now = server_ms()
@@ -54,8 +45,7 @@ lease_start(holders, owner, now, lease, record_of(owner, 0, ARGV[9]))
 if mine then
   dequeue(Q, client)
   if prev and prev > n then
-    -- The client's entry wanted more than this grant took: those behind
-    -- it may fit now.
+    -- Its entry wanted more than it took: those behind it may fit now.
     sem_wake(spec, size - held - n)
   end
 end

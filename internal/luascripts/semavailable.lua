@@ -1,10 +1,8 @@
 -- semavailable: how many permits of a Semaphore are free.
---
--- KEYS[1..6]  as semqueue.lua says (B:h, B:h:e, B:h:rec, B:q, B:q:d, B:qn)
+-- KEYS[1..6]  semqueue.lua's
 -- ARGV[1]  the caller's size
---
--- Drops holders whose lease ran out. Returns {free, 0}, or {-1, size} when
--- the semaphore is in use with another size.
+-- Drops dead holders. Returns {free, 0}, or {-1, size} when the semaphore
+-- is in use with another size.
 local size = tonumber(ARGV[1])
 local held = sem_held(server_ms())
 sem_settle()

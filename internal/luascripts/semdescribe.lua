@@ -1,13 +1,8 @@
--- semdescribe: a Semaphore's state for Inspect, in one round trip,
--- changing nothing.
---
--- KEYS[1..6]  as semqueue.lua says: the holders' B:h, B:h:e and B:h:rec,
---             the queue B:q with its descriptions B:q:d, the wants B:qn
+-- semdescribe: a Semaphore's state for Inspect, changing nothing.
+-- KEYS[1..6]  semqueue.lua's
 -- ARGV[1]  the most queued clients to return (> 0)
---
--- Returns a describe reply (queue.lua): the holders whose lease has not
--- run out, with their permits as counts, the size, and a woken client
--- whose window is open.
+-- Returns a describe reply (queue.lua): the live holders with their
+-- permits as counts, and the size.
 local holds = {}
 live_holds(holds, '', holders)
 return {holds, {queue_head('', Q, ARGV[1], qn)}, sem_size() or 0, woken_of(Q) or ''}

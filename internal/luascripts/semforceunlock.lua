@@ -1,13 +1,8 @@
 -- semforceunlock: delete a Semaphore's holders whoever they are, drop the
--- clients woken that have not come (queue.lua's unwake), and wake the
--- clients the free permits serve, as a release would.
---
--- KEYS[1..6]  as semqueue.lua says
--- ARGV[1]  B, for the channels
--- ARGV[2]  wake spec
---
--- Returns as forceunlock.lua does. The size stays recorded in B:qn while
--- clients wait.
+-- woken clients that have not come (unwake), and wake as a release would.
+-- KEYS[1..6]  semqueue.lua's
+-- ARGV[1]  B, for the channels  ARGV[2]  wake spec
+-- Returns as forceunlock.lua does. B:qn keeps the size while clients wait.
 local bad = foreign('hzhzhh')
 if bad then
   return bad

@@ -1,24 +1,12 @@
 -- semqueue: the prelude of the Semaphore scripts (after queue.lua's and
--- leases.lua's).
---
--- A Semaphore with base key B has its holders' side (leases.lua): B:h
--- {owner -> permits} with the field "#size" (owner ids never start with
--- '#'), B:h:e, B:h:rec. Clients queue in B:q, described in B:q:d, with
--- their wants in B:qn {client -> permits}, which records "#size" too, with
--- B:q's expiry: the size lives while anyone holds or waits, and neither key
--- outlives what it records. Clients listen on B:ch:<client> (queue.lua).
---
--- Every Semaphore script gets the same KEYS:
+-- leases.lua's); keys and rules: docs/design.md, "Semaphore". With base
+-- key B, every script gets the KEYS
 --   KEYS[1] B:h   KEYS[2] B:h:e   KEYS[3] B:h:rec
 --   KEYS[4] B:q   KEYS[5] B:q:d   KEYS[6] B:qn
--- and B itself as ARGV[1] (but semavailable and semdescribe, which wake
--- nobody), for the channels (which are not keys).
---
--- The grant rule: a request for n is granted iff the live held permits, n
--- and the wants of every client queued before the caller (every queued
--- client, for a caller not queued) fit in the size. So a small request
--- cannot overtake a large one that waits, and a free permit admits, oldest
--- first, the queued clients whose wants fit (sem_wake).
+-- and B as ARGV[1] (but semavailable and semdescribe, which wake nobody)
+-- for the channels B:ch:<client>. B:h and B:qn record "#size". n permits
+-- are granted iff the live held permits, n and the wants of the clients
+-- queued before the caller (all, for one not queued) fit in the size.
 local h, qn = KEYS[1], KEYS[6]
 local Q = {key = KEYS[4], desc = KEYS[5], wants = KEYS[6], ch = (ARGV[1] or '') .. ':ch:'}
 local holders = {counts = KEYS[1], leases = KEYS[2], records = KEYS[3]}
@@ -71,9 +59,17 @@ local function sem_settle()
   end
 end
 
--- sem_wake wakes the queued clients whose wants fit, oldest first, in free
--- permits, up to stop (the caller), and tells the first that does not fit
--- (queue.lua's wake). It returns wake's count and first window end.
+-- sem_free drops dead holders, settles B:h and returns the free permits of
+-- the recorded size, else of size.
+local function sem_free(size, now)
+  size = sem_size() or tonumber(size)
+  local held = sem_held(now)
+  sem_settle()
+  return size - held
+end
+
+-- sem_wake wakes the queued clients whose wants fit in free, oldest first,
+-- up to stop (the caller), and tells the first that does not (queue.lua).
 local function sem_wake(spec, free, stop)
   return wake(Q, spec, free, want_of, stop, true)
 end

@@ -1,15 +1,11 @@
 -- semrelease: an owner gives back all its permits of a Semaphore, and the
 -- waiters the freed permits can serve are woken.
---
--- KEYS[1..6]  as semqueue.lua says (B:h, B:h:e, B:h:rec, B:q, B:q:d, B:qn)
+-- KEYS[1..6]  semqueue.lua's
 -- ARGV[1]  base key B           ARGV[2]  owner id
--- ARGV[3]  the caller's size    ARGV[4]  wake spec (queue.lua's publisher), e.g. "p50"
+-- ARGV[3]  the caller's size    ARGV[4]  wake spec (queue.lua)
 -- ARGV[5]  "1" if an earlier call with these arguments may have run
---
--- Returns {status, woken}: status 0 when released, -1 when the owner held
--- nothing (its lease had run out: its leftovers are cleared), and how many
--- queued clients were told. A retry that finds the owner wholly gone takes
--- it for its own earlier run and reports 0.
+-- Returns {status, woken}: 0 released (or a retry finding the owner gone),
+-- -1 held nothing (its lease ran out; leftovers cleared); the clients told.
 local owner, spec, retry = ARGV[2], ARGV[4], ARGV[5] == '1'
 local now = server_ms()
 local live, has_field = lease_live(holders, owner, now), redis.call('hexists', h, owner) == 1
@@ -19,11 +15,9 @@ if not (live and has_field) and not (retry and not live and not has_field) then
 end
 lease_end(holders, owner)
 redis.call('hdel', h, owner)
-local size = sem_size() or tonumber(ARGV[3])
-local held = sem_held(now)
-sem_settle()
+local free = sem_free(ARGV[3], now)
 local woken = 0
-if size > held then
-  woken = sem_wake(spec, size - held)
+if free > 0 then
+  woken = sem_wake(spec, free)
 end
 return {result, woken}
