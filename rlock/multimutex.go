@@ -102,21 +102,19 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 		var lctx context.Context
 		var ok bool
 		var err error
-		if deadline.IsZero() {
+		wait := max(time.Until(deadline), 0)
+		switch {
+		case deadline.IsZero():
 			lctx, err = mm.members[next].Lock(ctx, leaseOpt...)
-			ok = err == nil
-		} else {
-			wait := max(time.Until(deadline), 0)
-			if wait == 0 && round > 0 {
-				return nil, errBusy // the wait is over, and a round was tried
+		case wait == 0 && round > 0:
+			return nil, errBusy // the wait is over, and a round was tried
+		default:
+			if lctx, ok, err = mm.members[next].TryLock(ctx, append(leaseOpt, WithWait(wait))...); err == nil && !ok {
+				err = errBusy
 			}
-			lctx, ok, err = mm.members[next].TryLock(ctx, append(leaseOpt, WithWait(wait))...)
 		}
 		if err != nil {
 			return nil, err
-		}
-		if !ok {
-			return nil, errBusy
 		}
 		held[next] = lctx
 		busy := -1 // the others, in order, without waiting
@@ -219,25 +217,13 @@ func (mm *MultiMutex) newHold(parent context.Context, held []context.Context) co
 		mh.stops = append(mh.stops, context.AfterFunc(lctx, func() {
 			cause := context.Cause(lctx)
 			if errors.Is(cause, ErrLockLost) {
-				cause = &memberLostError{name: mm.names[i], err: cause}
+				cause = fmt.Errorf("%w (member %q of a multi-lock)", cause, mm.names[i])
 			}
 			cancel(cause)
 		}))
 	}
 	return multiCtx{Context: ctx, mh: mh}
 }
-
-// memberLostError is a multi context's cause when one member is lost.
-type memberLostError struct {
-	name string
-	err  error
-}
-
-func (e *memberLostError) Error() string {
-	return fmt.Sprintf("%v (member %q of a multi-lock)", e.err, e.name)
-}
-
-func (e *memberLostError) Unwrap() error { return e.err }
 
 // multiCtx is the context a MultiMutex Lock returns. It also carries each
 // member's level, so a nested Lock of one member re-enters; its deadline is
