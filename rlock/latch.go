@@ -105,8 +105,7 @@ func (l *CountDownLatch) Await(ctx context.Context) (err error) {
 	defer func() { obs.endWait(ctx, err) }()
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(l.c.closing, func() { cancel(ErrClosed) })
-	defer stop()
+	defer context.AfterFunc(l.c.closing, func() { cancel(ErrClosed) })()
 
 	// A latch that is not set needs no subscription; a failed read is
 	// retried below.

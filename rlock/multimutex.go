@@ -192,8 +192,12 @@ func (mm *MultiMutex) label() string {
 	return fmt.Sprintf("multi-lock %q", mm.names)
 }
 
-// multiHold is one Lock's hold of every member.
+// multiHold is one Lock's hold of every member, and the context Lock
+// returns. It also carries each member's level, so a nested Lock of one
+// member re-enters; its deadline is the earliest member's (Extend may move
+// them).
 type multiHold struct {
+	context.Context
 	mm       *MultiMutex
 	members  []context.Context // each member's lock context, in names' order
 	cancel   context.CancelCauseFunc
@@ -210,9 +214,8 @@ type multiKey struct {
 // newHold makes Lock's context from the member contexts held: ended by
 // Unlock, or by the first member's context to end, with its cause.
 func (mm *MultiMutex) newHold(parent context.Context, held []context.Context) context.Context {
-	mh := &multiHold{mm: mm, members: held}
 	ctx, cancel := context.WithCancelCause(parent)
-	mh.cancel = cancel
+	mh := &multiHold{Context: ctx, mm: mm, members: held, cancel: cancel}
 	for i, lctx := range held {
 		mh.stops = append(mh.stops, context.AfterFunc(lctx, func() {
 			cause := context.Cause(lctx)
@@ -222,38 +225,30 @@ func (mm *MultiMutex) newHold(parent context.Context, held []context.Context) co
 			cancel(cause)
 		}))
 	}
-	return multiCtx{Context: ctx, mh: mh}
+	return mh
 }
 
-// multiCtx is the context a MultiMutex Lock returns. It also carries each
-// member's level, so a nested Lock of one member re-enters; its deadline is
-// the earliest member's (Extend may move them).
-type multiCtx struct {
-	context.Context
-	mh *multiHold
-}
-
-func (c multiCtx) Value(key any) any {
+func (mh *multiHold) Value(key any) any {
 	switch k := key.(type) {
 	case multiKey:
-		if k == (multiKey{c.mh.mm.c, c.mh.mm.id}) {
-			return c.mh
+		if k == (multiKey{mh.mm.c, mh.mm.id}) {
+			return mh
 		}
 	case levelKey:
-		if k.c == c.mh.mm.c {
-			for i, m := range c.mh.mm.members {
+		if k.c == mh.mm.c {
+			for i, m := range mh.mm.members {
 				if m.keys.Lock == k.key {
-					return c.mh.members[i].Value(key)
+					return mh.members[i].Value(key)
 				}
 			}
 		}
 	}
-	return c.Context.Value(key)
+	return mh.Context.Value(key)
 }
 
-func (c multiCtx) Deadline() (time.Time, bool) {
-	d, ok := c.Context.Deadline()
-	for _, lctx := range c.mh.members {
+func (mh *multiHold) Deadline() (time.Time, bool) {
+	d, ok := mh.Context.Deadline()
+	for _, lctx := range mh.members {
 		if md, mok := lctx.Deadline(); mok && (!ok || md.Before(d)) {
 			d, ok = md, true
 		}
