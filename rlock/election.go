@@ -17,11 +17,10 @@ var ErrNoLeader = errors.New("latchkey: no leader")
 // Leadership is one term of an election's leader, as Leader and Observe
 // report it. The zero Leadership means that nobody leads.
 type Leadership struct {
-	Value string    // what the leader passed to Campaign
-	Token int64     // its fencing token: strictly increasing across leaders
-	Since time.Time // when its grant was asked for, by its clock
-	// Client is the leader's Client.
-	Client ClientInfo
+	Value  string     // what the leader passed to Campaign
+	Token  int64      // its fencing token: strictly increasing across leaders
+	Since  time.Time  // when its grant was asked for, by its clock
+	Client ClientInfo // the leader's Client
 }
 
 // Election is a handle on one named leader election. Get it from
@@ -43,7 +42,6 @@ type Election struct {
 func (c *Client) Election(name string) *Election {
 	k, err := lockKeys(c.opts.Prefix, name)
 	keys := luascripts.NewElectionKeys(k)
-	e := &Election{c: c, name: name, keys: keys, err: err}
 	// The Mutex's side (turn, queue, watchdog: the value is a field of the
 	// lock hash), with the election's acquire and release.
 	sd := *c.newMutex(name, false).sd
@@ -58,8 +56,7 @@ func (c *Client) Election(name string) *Election {
 		out, err := luascripts.RunResign(ctx, c.rc, keys, c.releaseArgs(r))
 		return releasedOf(out), err
 	}
-	e.sd = &sd
-	return e
+	return &Election{c: c, name: name, keys: keys, sd: &sd, err: err}
 }
 
 // campaignValue is the context key that carries Campaign's value to the
@@ -76,14 +73,12 @@ func (e *Election) Name() string { return e.name }
 // ctx that carries this election's leadership is refused with
 // ErrInvalidArgument.
 func (e *Election) Campaign(ctx context.Context, value string) (context.Context, error) {
-	lo, err := e.c.checkCall(ctx, e.err, nil, false)
-	if err != nil {
-		return nil, err
-	}
-	if e.c.carried(ctx, e.keys.Lock) != nil {
-		return nil, fmt.Errorf("%w: the context already carries a hold of %q", ErrInvalidArgument, e.name)
-	}
-	return e.sd.lock(context.WithValue(ctx, campaignValue{}, value), lo, time.Time{}, false)
+	return e.c.lockCall(ctx, e.err, nil, func(ctx context.Context, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
+		if e.c.carried(ctx, e.keys.Lock) != nil {
+			return nil, fmt.Errorf("%w: the context already carries a hold of %q", ErrInvalidArgument, e.name)
+		}
+		return e.sd.lock(context.WithValue(ctx, campaignValue{}, value), lo, deadline, noWait)
+	})
 }
 
 // Resign is Mutex.Unlock for the leadership lctx carries: the oldest

@@ -129,8 +129,7 @@ func (m *Mutex) Extend(lctx context.Context, lease time.Duration) error {
 // lockFunc is a side's lock, or a primitive's dispatch to one of its sides.
 type lockFunc func(ctx context.Context, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error)
 
-// lockCall is every primitive's Lock: check the call, then wait without a
-// deadline.
+// lockCall is every primitive's Lock: check the call, then wait.
 func (c *Client) lockCall(ctx context.Context, handleErr error, opts []LockOption, lock lockFunc) (context.Context, error) {
 	lo, err := c.checkCall(ctx, handleErr, opts, false)
 	if err != nil {
@@ -139,8 +138,8 @@ func (c *Client) lockCall(ctx context.Context, handleErr error, opts []LockOptio
 	return lock(ctx, lo, time.Time{}, false)
 }
 
-// tryLockCall is every primitive's TryLock: WithWait's d is the deadline,
-// and none tries once.
+// tryLockCall is every primitive's TryLock: wait up to WithWait's d, or
+// try once.
 func (c *Client) tryLockCall(ctx context.Context, handleErr error, opts []LockOption, lock lockFunc) (context.Context, bool, error) {
 	lo, err := c.checkCall(ctx, handleErr, opts, true)
 	if err != nil {

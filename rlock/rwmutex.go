@@ -32,8 +32,7 @@ type RWMutex struct {
 }
 
 // RWMutex returns a handle on the reader/writer lock called name. Names
-// follow Mutex's rules; an RWMutex and a Mutex of the same name are
-// different locks (their keys share the name's Cluster slot).
+// are Mutex's (a Mutex of the same name is another lock).
 func (c *Client) RWMutex(name string) *RWMutex {
 	return c.newRWMutex(name, false)
 }
@@ -50,8 +49,7 @@ func (c *Client) newRWMutex(name string, spin bool) *RWMutex {
 	if err == nil {
 		err = c.latchkeyOnly("RWMutex")
 	}
-	keys := rwKeys(base)
-	rw := &RWMutex{c: c, name: name, keys: keys, err: err}
+	rw := &RWMutex{c: c, name: name, keys: rwKeys(base), err: err}
 	rw.read, rw.write = rw.newSide(false, spin, ""), rw.newSide(true, spin, "")
 	return rw
 }
