@@ -30,15 +30,6 @@ func RedissonPrefixed(prefix, name string) string {
 	return prefix + ":{" + name + "}"
 }
 
-// RedissonPublish is the command a Redisson client subscribes for: sharded
-// pub/sub on a Redis 7 Cluster (its default there), classic elsewhere.
-func RedissonPublish(sharded bool) string {
-	if sharded {
-		return "spublish"
-	}
-	return "publish"
-}
-
 // RunRedissonAcquire runs redissonacquire.lua for a new owner: granted
 // with the new token, or refused with the holder's PTTL; see RunAcquire.
 func RunRedissonAcquire(ctx context.Context, c rueidis.Client, k RedissonKeys, owner string, lease time.Duration, y Sync) (AcquireReply, error) {
@@ -65,7 +56,11 @@ type RedissonReleaseArgs struct {
 // RunRedissonRelease runs redissonrelease.lua; its reply reads as
 // RunRelease's (Woken: the subscribers the unlock message reached).
 func RunRedissonRelease(ctx context.Context, c rueidis.Client, k RedissonKeys, a RedissonReleaseArgs) (ReleaseReply, error) {
-	args := []string{a.Owner, itoa(a.Count), RedissonPublish(a.Sharded), flag(a.Retry)}
+	publish := "publish" // what Redisson subscribes for: sharded pub/sub on a Redis 7 Cluster
+	if a.Sharded {
+		publish = "spublish"
+	}
+	args := []string{a.Owner, itoa(a.Count), publish, flag(a.Retry)}
 	if a.Heir != "" {
 		args = append(args, a.Heir, Millis(a.HeirLease))
 	}
