@@ -17,22 +17,18 @@ var ErrNoLeader = errors.New("latchkey: no leader")
 // Leadership is one term of an election's leader, as Leader and Observe
 // report it. The zero Leadership means that nobody leads.
 type Leadership struct {
-	Value string    // what the leader passed to Campaign
-	Token int64     // its fencing token: strictly increasing across leaders
-	Since time.Time // when its grant was asked for, by its clock
-	// Client is the leader's Client.
-	Client ClientInfo
+	Value  string     // what the leader passed to Campaign
+	Token  int64      // its fencing token: strictly increasing across leaders
+	Since  time.Time  // when its grant was asked for, by its clock
+	Client ClientInfo // the leader's Client
 }
 
 // Election is a handle on one named leader election. Get it from
-// Client.Election.
-//
-// The leader holds the Mutex of the same name (so Inspect, List,
-// ForceUnlock and `latchkey run` see it as that lock's holder): its
-// watchdog, fencing token and loss signal are the Mutex's. Campaigners wait
-// in the Mutex's queue, so leadership passes to the oldest campaigner.
-// What an election adds is the leader's value, a field of the lock hash, and
-// announcements to observers on a channel of its own.
+// Client.Election. The leader holds the Mutex of the same name (Inspect,
+// List, ForceUnlock and `latchkey run` see it so), with its watchdog,
+// fencing token and loss signal; campaigners wait in its queue, so
+// leadership passes to the oldest. An election adds the leader's value and
+// announcements to observers.
 type Election struct {
 	c    *Client
 	name string
@@ -46,32 +42,21 @@ type Election struct {
 func (c *Client) Election(name string) *Election {
 	k, err := lockKeys(c.opts.Prefix, name)
 	keys := luascripts.NewElectionKeys(k)
-	e := &Election{c: c, name: name, keys: keys, err: err}
-	m := c.newMutex(name, false)
-	// The Mutex's side, with the election's acquire and release: everything
-	// else (turn, queue, waits, watchdog) is the Mutex's.
-	sd := *m.sd
+	// The Mutex's side (turn, queue, watchdog: the value is a field of the
+	// lock hash), with the election's acquire and release.
+	sd := *c.newMutex(name, false).sd
 	sd.what = "leadership"
 	sd.acquire = func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
 		value, _ := ctx.Value(campaignValue{}).(string)
-		r, err := luascripts.RunElect(ctx, c.rc, keys, luascripts.ElectArgs{Value: value,
-			AcquireArgs: luascripts.AcquireArgs{Owner: owner, Lease: lease, Client: c.id, Waiter: queued, Sync: c.opts.sync(), About: c.about, Wake: c.wake}})
+		r, err := luascripts.RunElect(ctx, c.rc, keys, luascripts.ElectArgs{Value: value, AcquireArgs: c.acquireArgs(owner, lease, queued)})
 		return replyOf(r, nil), err
 	}
-	// No handover to a goroutine of this process (the heir is dropped):
-	// the release wakes the oldest campaigner queued in Redis.
+	// RunResign drops the heir: the oldest campaigner queued in Redis is next.
 	sd.release = func(ctx context.Context, r release) (released, error) {
-		a := luascripts.ReleaseArgs{Owner: r.owner, Count: r.count, Wake: c.wake, Retry: r.retry}
-		if r.sync {
-			a.Sync = c.opts.sync()
-		}
-		out, err := luascripts.RunResign(ctx, c.rc, keys, a)
+		out, err := luascripts.RunResign(ctx, c.rc, keys, c.releaseArgs(r))
 		return releasedOf(out), err
 	}
-	// keep is the Mutex's: the value is a field of the lock hash, as the
-	// holder record is, so a leader renews one key.
-	e.sd = &sd
-	return e
+	return &Election{c: c, name: name, keys: keys, sd: &sd, err: err}
 }
 
 // campaignValue is the context key that carries Campaign's value to the
@@ -82,40 +67,27 @@ type campaignValue struct{}
 func (e *Election) Name() string { return e.name }
 
 // Campaign blocks until this caller leads the election with value, or ctx
-// ends. It returns a context derived from ctx that ends when leadership
-// does: by Resign, or with cause ErrLockLost when it is lost (a drift
-// margin before the lease could lapse in Redis). Pass it to Resign.
-//
-// Campaigners take the lock in the order they queued, across processes;
-// the leader's watchdog renews its lease (Options.WatchdogTimeout) until it
-// resigns. A leader that dies is followed once its lease runs out. Token
-// (on the Leadership that Leader reports) is the Mutex's fencing token.
-// A ctx that carries this election's leadership already is refused with
-// ErrInvalidArgument: one caller leads once.
+// ends. It returns a context that ends when leadership does: by Resign, or
+// with cause ErrLockLost when it is lost. The watchdog renews the lease
+// until Resign; a leader that dies is followed once its lease runs out. A
+// ctx that carries this election's leadership is refused with
+// ErrInvalidArgument.
 func (e *Election) Campaign(ctx context.Context, value string) (context.Context, error) {
-	lo, err := e.c.checkCall(ctx, e.err, nil, false)
-	if err != nil {
-		return nil, err
-	}
-	if e.c.carried(ctx, e.keys.Lock) != nil {
-		return nil, fmt.Errorf("%w: the context already carries a hold of %q", ErrInvalidArgument, e.name)
-	}
-	return e.sd.lock(context.WithValue(ctx, campaignValue{}, value), lo, time.Time{}, false)
+	return e.c.lockCall(ctx, e.err, nil, func(ctx context.Context, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
+		if e.c.carried(ctx, e.keys.Lock) != nil {
+			return nil, fmt.Errorf("%w: the context already carries a hold of %q", ErrInvalidArgument, e.name)
+		}
+		return e.sd.lock(context.WithValue(ctx, campaignValue{}, value), lo, deadline, noWait)
+	})
 }
 
-// Resign ends the leadership that lctx carries (a context Campaign
-// returned): the lock goes to the oldest campaigner at once, and when
-// nobody campaigns, observers learn that none leads. It returns
-// ErrNotHeld when lctx carries no leadership of this election or it was
-// lost or resigned already. Like Mutex.Unlock it ignores lctx's
-// cancellation.
+// Resign is Mutex.Unlock for the leadership lctx carries: the oldest
+// campaigner leads next, or observers learn that none leads.
 func (e *Election) Resign(lctx context.Context) error {
 	return e.c.unlockCarried(lctx, e.err, e.keys.Lock, e.name, "leadership")
 }
 
-// Token returns the fencing token of the leadership that lctx carries (a
-// context Campaign returned), even when it was lost, or ErrNotHeld. Pass it
-// with every write the leader makes (see docs/safety.md). No I/O.
+// Token is Mutex.Token for the leadership lctx carries.
 func (e *Election) Token(lctx context.Context) (int64, error) {
 	return e.c.tokenCarried(lctx, e.err, e.keys.Lock, e.name, "leadership")
 }
@@ -150,16 +122,12 @@ func (e *Election) read(ctx context.Context) (Leadership, time.Duration, error) 
 }
 
 // Observe reports the leader: the current one at once (the zero Leadership
-// when none leads), then each change, until ctx ends or the Client closes;
-// then it closes the channel. It is notified, not polled: grants and
-// resignations announce themselves on the election's channel, and every
-// announcement makes each observer read the leader again. A leader whose
-// lease simply runs out (its process died) announces nothing, so an
-// observer also reads again when the lease it last saw ends; and when its
-// subscription was lost and renewed (a reconnect), since it may have
-// missed announcements. So the last Leadership delivered is the current
-// leader once things settle, and delivered Tokens never go down; a reader
-// slower than the changes sees the latest, not each one.
+// when none leads), then each change, until ctx ends or the Client closes,
+// when it closes the channel. Grants and resignations are announced, not
+// polled; an observer also reads again when the lease it saw ends (a dead
+// leader announces nothing) and after a reconnect. Once things settle the
+// last Leadership delivered is the current leader; delivered Tokens never
+// go down, and a slow reader sees the latest change, not each one.
 func (e *Election) Observe(ctx context.Context) <-chan Leadership {
 	out := make(chan Leadership)
 	go e.observe(ctx, out)
@@ -187,9 +155,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Leadership) {
 	var top int64 // the highest token delivered
 	first := true
 	for {
-		// The mark before the read: an announcement after it, or a lost
-		// subscription, ends the wait below at once.
-		mark := sub.Mark()
+		mark := sub.Mark() // before the read, so an announcement after it ends the wait
 		l, left, err := e.read(ctx)
 		wait := e.c.opts.WatchdogTimeout // a backstop: a Mutex's grant is not announced
 		switch {
@@ -215,10 +181,9 @@ func (e *Election) observe(ctx context.Context, out chan<- Leadership) {
 	}
 }
 
-// newer reports whether l is a change to deliver after last: a leader
-// with a token above top (the highest delivered), or none after one. A
-// lower token (a read from a replica that lags) is not delivered, so
-// tokens never go down.
+// newer reports whether l is a change to deliver after last: a leader with
+// a token above top (the highest delivered; a lagging replica's lower one
+// is not), or none after one.
 func newer(l, last Leadership, top int64) bool {
 	if l == (Leadership{}) {
 		return last != (Leadership{})

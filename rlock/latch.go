@@ -12,19 +12,15 @@ import (
 )
 
 // LatchRecheck bounds how long an Await sleeps without reading its latch
-// again. It is a safety net, not a poll: an Await normally returns on the
-// zero's broadcast or a lost subscription; the bound covers a message Redis
-// drops without the subscription ending (a publish lost in a failover).
+// again: not a poll, but a net for a broadcast Redis drops without ending
+// the subscription (a publish lost in a failover).
 const LatchRecheck = time.Minute
 
 // CountDownLatch is a handle on one named, distributed count-down latch:
 // TrySetCount gives it a count, every CountDown takes one off, and every
-// Await, in any process, returns once the count reaches zero. Reaching zero
-// deletes the latch, so that it can be set again (a new round). Get it from
-// Client.CountDownLatch; handles are cheap and safe for concurrent use.
-//
-// A latch has no owner and no expiry: one whose counters died stays set
-// until someone counts it down.
+// Await, in any process, returns once the count reaches zero, which deletes
+// the latch so that it can be set again. Get it from Client.CountDownLatch;
+// handles are safe for concurrent use. A latch has no owner and no expiry.
 type CountDownLatch struct {
 	c    *Client
 	name string
@@ -32,19 +28,14 @@ type CountDownLatch struct {
 	err  error // invalid name, reported by every method
 }
 
-// CountDownLatch returns a handle on the count-down latch called name. Names
-// follow the rules of Mutex names, and a latch and a lock may share one:
-// their keys differ. An invalid name is reported by the handle's methods as
-// ErrInvalidName, before any I/O.
+// CountDownLatch returns a handle on the count-down latch called name.
+// Names are Mutex's (a Mutex of the same name is another object).
 func (c *Client) CountDownLatch(name string) *CountDownLatch {
 	keys, err := lockKeys(c.opts.Prefix, name)
 	if err == nil {
 		err = c.latchkeyOnly("CountDownLatch")
 	}
-	if err != nil {
-		return &CountDownLatch{c: c, name: name, err: err}
-	}
-	return &CountDownLatch{c: c, name: name, keys: luascripts.NewLatchKeys(keys.Lock)}
+	return &CountDownLatch{c: c, name: name, keys: luascripts.NewLatchKeys(keys.Lock), err: err}
 }
 
 // Name is the latch's name.
@@ -54,7 +45,7 @@ func (l *CountDownLatch) Name() string { return l.name }
 // and starts a new round, if the latch is not set (absent, or counted down
 // to zero). It reports false, changing nothing, when a count is set already.
 func (l *CountDownLatch) TrySetCount(ctx context.Context, n int64) (bool, error) {
-	if err := l.check(ctx); err != nil {
+	if err := ready(ctx, l.err); err != nil {
 		return false, err
 	}
 	if n <= 0 {
@@ -72,16 +63,12 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int64) (bool, error)
 	return ok, nil
 }
 
-// CountDown takes one off the latch's count. The call that reaches zero
-// deletes the latch and wakes every Await, in every process, with one
-// message. On a latch that is not set it does nothing and returns nil:
-// counting down past zero is harmless, as with Java's CountDownLatch.
-//
-// A CountDown whose reply is lost (the connection dropped) may or may not
-// have counted: the error says so, and it is not retried, since a second
-// count-down could count one too many.
+// CountDown takes one off the latch's count; the call that reaches zero
+// wakes every Await with one message. On a latch that is not set it does
+// nothing, as Java's does. A CountDown whose reply is lost is not retried,
+// since it may have counted.
 func (l *CountDownLatch) CountDown(ctx context.Context) error {
-	if err := l.check(ctx); err != nil {
+	if err := ready(ctx, l.err); err != nil {
 		return err
 	}
 	st, err := luascripts.RunLatchCountDown(ctx, l.c.rc, l.keys, l.c.wake.Sharded, notify.WakeAllPayload)
@@ -96,36 +83,32 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 
 // Count is the latch's count: 0 when it is not set.
 func (l *CountDownLatch) Count(ctx context.Context) (int64, error) {
-	if err := l.check(ctx); err != nil {
+	if err := ready(ctx, l.err); err != nil {
 		return 0, err
 	}
 	st, err := l.read(ctx)
 	return st.Count, err
 }
 
-// Await blocks until the latch's count reaches zero: it returns nil once the
-// round it found has ended, even if the latch was set again since, and at
-// once when the latch is not set. It returns ctx's error when ctx ends
-// first, and ErrClosed when the client is closed. It waits on a pub/sub
-// subscription shared by this client's Awaits of the latch (no polling);
-// transient Redis errors (a dropped connection) are retried until ctx ends.
+// Await blocks until the round of the latch it found ends (nil, even if
+// the latch was set again since; at once when it is not set), ctx ends
+// (its error), or the client closes (ErrClosed). It waits on pub/sub, and
+// retries transient Redis errors until ctx ends.
 func (l *CountDownLatch) Await(ctx context.Context) (err error) {
-	if err := l.check(ctx); err != nil {
+	if err := ready(ctx, l.err); err != nil {
 		return err
 	}
 	if l.c.isClosed() {
 		return ErrClosed
 	}
-	// Recorded as a wait, never as an acquisition or a hold.
 	obs := l.c.obs.begin(ctx, kindCountDownLatch, l.name)
 	defer func() { obs.endWait(ctx, err) }()
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(l.c.closing, func() { cancel(ErrClosed) })
-	defer stop()
+	defer context.AfterFunc(l.c.closing, func() { cancel(ErrClosed) })()
 
 	// A latch that is not set needs no subscription; a failed read is
-	// retried below, once subscribed.
+	// retried below.
 	st, err := l.read(cctx)
 	switch {
 	case err == nil && st.Count == 0:
@@ -170,8 +153,6 @@ func (l *CountDownLatch) Await(ctx context.Context) (err error) {
 		}
 	}
 }
-
-func (l *CountDownLatch) check(ctx context.Context) error { return ready(ctx, l.err) }
 
 func (l *CountDownLatch) read(ctx context.Context) (luascripts.LatchState, error) {
 	st, err := luascripts.ReadLatch(ctx, l.c.rc, l.keys)

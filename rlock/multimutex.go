@@ -11,20 +11,16 @@ import (
 )
 
 // MultiMutex is a handle on several locks taken and released together, all
-// or nothing. Get it from Client.MultiMutex. It has Mutex's rules: a handle
-// is not an owner (each Lock is an owner of its own), ownership goes with
-// the context Lock returns, and that context is the loss signal.
+// or nothing. Get it from Client.MultiMutex. Ownership is Mutex's. Each
+// member is the Mutex of that name, so a MultiMutex excludes and is
+// excluded by plain Mutexes of its names.
 //
-// It keeps nothing in Redis of its own: each member is the Mutex of that
-// name, so a MultiMutex excludes and is excluded by plain Mutexes of its
-// names.
-//
-// Deadlock freedom: the members are acquired in one fixed order (by name),
-// and a MultiMutex never waits for one member while it holds another: when
-// one is busy, it releases those it took, waits for that one, then takes the
-// rest again. So MultiMutexes over overlapping names, in any order and on
-// any number of Cluster masters, cannot deadlock each other (a Lock whose
-// context already holds some of the locks is the caller's ordering).
+// MultiMutexes over overlapping names cannot deadlock each other, on any
+// number of Cluster masters: members are acquired in one order (by name),
+// and a MultiMutex never waits for one while it holds another; when one is
+// busy, it releases those it took, waits for that one, then takes the rest
+// again (a Lock whose context holds some of them already is the caller's
+// ordering).
 type MultiMutex struct {
 	c       *Client
 	names   []string // sorted, without duplicates
@@ -34,11 +30,9 @@ type MultiMutex struct {
 }
 
 // MultiMutex returns a handle on the locks called names, held all together
-// or not at all. Each name is validated as Client.Mutex's is; duplicates are
-// one lock, taken once; the members are always acquired in byte-wise order
-// of their names, whatever order the caller lists them in. Invalid input is
-// reported by every method, before any I/O: an invalid name as
-// ErrInvalidName, no names at all as ErrInvalidArgument.
+// or not at all. Names are Client.Mutex's; duplicates are one lock. Every
+// method reports an invalid name as ErrInvalidName, and no names as
+// ErrInvalidArgument, before any I/O.
 func (c *Client) MultiMutex(names ...string) *MultiMutex {
 	sorted := slices.Compact(slices.Sorted(slices.Values(names)))
 	mm := &MultiMutex{c: c, names: sorted}
@@ -57,8 +51,6 @@ func (c *Client) MultiMutex(names ...string) *MultiMutex {
 			return mm
 		}
 		mm.members = append(mm.members, m)
-		// A key ends with the brace that closes its name, and neither
-		// prefix nor name holds a brace: the concatenation is unambiguous.
 		id.WriteString(m.keys.Lock)
 	}
 	mm.id = id.String()
@@ -69,43 +61,29 @@ func (c *Client) MultiMutex(names ...string) *MultiMutex {
 // order in which they are acquired.
 func (mm *MultiMutex) Names() []string { return slices.Clone(mm.names) }
 
-// Lock blocks until it holds every member lock, or ctx ends; then it holds
-// none of them. It returns a context derived from ctx that carries the hold
-// of every member: with it, a Lock of these names re-enters, and so does a
-// Mutex Lock of any one member, and a member's Mutex.Token and HoldCount
-// work. It is cancelled when the hold ends: by the matching Unlock, with a
-// cause matching ErrLockLost when any member is lost, and with ErrClosed
-// when the client closes.
-//
-// While it waits, Lock never holds a member. Options are as Mutex.Lock's and
-// apply to every member; with WithLease, each member's lease runs from its
-// own acquisition and the returned context's deadline is the earliest one.
+// Lock blocks until it holds every member, or ctx ends; then it holds none.
+// It returns a context that carries the hold of every member: with it, a
+// Lock of these names or a Mutex Lock of one member re-enters, and a
+// member's Mutex.Token and HoldCount work. It is cancelled by the matching
+// Unlock, with a cause matching ErrLockLost when any member is lost, and
+// with ErrClosed when the client closes. Options are Mutex.Lock's, for
+// every member; with WithLease, each member's lease runs from its own
+// acquisition and the context's deadline is the earliest.
 func (mm *MultiMutex) Lock(ctx context.Context, opts ...LockOption) (context.Context, error) {
-	lo, err := mm.check(ctx, opts, false)
-	if err != nil {
-		return nil, err
-	}
-	lctx, _, err := mm.acquire(ctx, lo, time.Time{})
-	return lctx, err
+	return mm.c.lockCall(ctx, mm.err, opts, mm.acquire)
 }
 
-// TryLock is Lock that gives up when a member stays busy: after one round
-// of tries, or after waiting up to WithWait(d) in all. It reports false
-// (with a nil error) when it gave up, and then holds none of the members.
-// As with Mutex.TryLock, another goroutine of this Client holding or
-// waiting for a member counts as busy, and ctx ending first returns ctx's
-// error.
+// TryLock is Lock that gives up, holding no member, when a member stays
+// busy: after one round of tries, or after waiting up to WithWait(d) in
+// all. It reports false with a nil error then, as Mutex.TryLock does.
 func (mm *MultiMutex) TryLock(ctx context.Context, opts ...LockOption) (context.Context, bool, error) {
-	lo, err := mm.check(ctx, opts, true)
-	if err != nil {
-		return nil, false, err
-	}
-	return mm.acquire(ctx, lo, time.Now().Add(lo.wait))
+	return mm.c.tryLockCall(ctx, mm.err, opts, mm.acquire)
 }
 
-// acquire takes every member, all or nothing. A zero deadline waits until
-// ctx ends (Lock); a passed one still makes one round of tries.
-func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time.Time) (context.Context, bool, error) {
+// acquire takes every member, all or nothing, or fails with errBusy. A zero
+// deadline waits until ctx ends (Lock); a passed one still makes one round
+// of tries.
+func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time.Time, _ bool) (context.Context, error) {
 	var leaseOpt []LockOption
 	if lo.leaseSet {
 		leaseOpt = []LockOption{WithLease(lo.lease)}
@@ -124,18 +102,19 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 		var lctx context.Context
 		var ok bool
 		var err error
-		if deadline.IsZero() {
+		wait := max(time.Until(deadline), 0)
+		switch {
+		case deadline.IsZero():
 			lctx, err = mm.members[next].Lock(ctx, leaseOpt...)
-			ok = err == nil
-		} else {
-			wait := max(time.Until(deadline), 0)
-			if wait == 0 && round > 0 {
-				return nil, false, nil // the wait is over, and a round was tried
+		case wait == 0 && round > 0:
+			return nil, errBusy // the wait is over, and a round was tried
+		default:
+			if lctx, ok, err = mm.members[next].TryLock(ctx, append(leaseOpt, WithWait(wait))...); err == nil && !ok {
+				err = errBusy
 			}
-			lctx, ok, err = mm.members[next].TryLock(ctx, append(leaseOpt, WithWait(wait))...)
 		}
-		if err != nil || !ok {
-			return nil, false, err
+		if err != nil {
+			return nil, err
 		}
 		held[next] = lctx
 		busy := -1 // the others, in order, without waiting
@@ -146,7 +125,7 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 			lctx, ok, err := m.TryLock(ctx, leaseOpt...)
 			if err != nil && !transient(ctx, err) {
 				releaseAll()
-				return nil, false, err
+				return nil, err
 			}
 			// A transient failure (undone) counts as busy: the wait retries.
 			if !ok {
@@ -156,21 +135,20 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 			held[i] = lctx
 		}
 		if busy < 0 {
-			return mm.newHold(ctx, held), true, nil
+			return mm.newHold(ctx, held), nil
 		}
 		releaseAll() // never wait while holding
 		next = busy
 	}
 }
 
-// Unlock releases the hold that ctx carries (a context Lock returned, or one
-// derived from it): one level of every member, each with Mutex.Unlock, even
-// when some fail. It returns the failures joined (ErrNotHeld wrapping
-// ErrLockLost for a member that was lost). It returns ErrNotHeld, changing
-// nothing, when ctx carries no hold of these locks or that hold was already
-// unlocked. Like Mutex.Unlock it ignores ctx's cancellation.
+// Unlock releases one level of every member of the hold that ctx carries,
+// with Mutex.Unlock, even when some fail, and returns the failures joined
+// (ErrNotHeld wrapping ErrLockLost for a lost member). It returns
+// ErrNotHeld, changing nothing, when ctx carries no hold of these locks or
+// it was unlocked already. It ignores ctx's cancellation.
 func (mm *MultiMutex) Unlock(ctx context.Context) error {
-	if err := mm.checkCtx(ctx); err != nil {
+	if err := checkCtx(ctx, mm.err); err != nil {
 		return err
 	}
 	mh, _ := ctx.Value(multiKey{mm.c, mm.id}).(*multiHold)
@@ -193,10 +171,9 @@ func (mm *MultiMutex) Unlock(ctx context.Context) error {
 }
 
 // Token returns the fencing token of the member called name in the hold ctx
-// carries, as Mutex.Token does. It returns ErrInvalidName when name is not
-// one of the members.
+// carries, as Mutex.Token does, or ErrInvalidName for a name not a member.
 func (mm *MultiMutex) Token(ctx context.Context, name string) (int64, error) {
-	if err := mm.checkCtx(ctx); err != nil {
+	if err := checkCtx(ctx, mm.err); err != nil {
 		return 0, err
 	}
 	i, found := slices.BinarySearch(mm.names, name)
@@ -204,22 +181,6 @@ func (mm *MultiMutex) Token(ctx context.Context, name string) (int64, error) {
 		return 0, fmt.Errorf("%w: %q is not one of %s", ErrInvalidName, name, mm.label())
 	}
 	return mm.members[i].Token(ctx)
-}
-
-func (mm *MultiMutex) checkCtx(ctx context.Context) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	return mm.err
-}
-
-// check validates a Lock or TryLock call as Mutex.check does; the names
-// were checked at construction, so any member speaks for all of them.
-func (mm *MultiMutex) check(ctx context.Context, opts []LockOption, try bool) (lockOptions, error) {
-	if err := mm.checkCtx(ctx); err != nil {
-		return lockOptions{}, err
-	}
-	return mm.members[0].check(ctx, opts, try)
 }
 
 // label names the MultiMutex in errors.
@@ -231,8 +192,12 @@ func (mm *MultiMutex) label() string {
 	return fmt.Sprintf("multi-lock %q", mm.names)
 }
 
-// multiHold is one Lock's hold of every member.
+// multiHold is one Lock's hold of every member, and the context Lock
+// returns. It also carries each member's level, so a nested Lock of one
+// member re-enters; its deadline is the earliest member's (Extend may move
+// them).
 type multiHold struct {
+	context.Context
 	mm       *MultiMutex
 	members  []context.Context // each member's lock context, in names' order
 	cancel   context.CancelCauseFunc
@@ -246,66 +211,44 @@ type multiKey struct {
 	id string
 }
 
-// newHold makes the context a Lock returns from the member contexts held:
-// derived from parent, ended by Unlock, and ended as soon as any member's
-// context ends, with that member's cause (ErrLockLost, ErrClosed).
+// newHold makes Lock's context from the member contexts held: ended by
+// Unlock, or by the first member's context to end, with its cause.
 func (mm *MultiMutex) newHold(parent context.Context, held []context.Context) context.Context {
-	mh := &multiHold{mm: mm, members: held}
 	ctx, cancel := context.WithCancelCause(parent)
-	mh.cancel = cancel
+	mh := &multiHold{Context: ctx, mm: mm, members: held, cancel: cancel}
 	for i, lctx := range held {
 		mh.stops = append(mh.stops, context.AfterFunc(lctx, func() {
 			cause := context.Cause(lctx)
 			if errors.Is(cause, ErrLockLost) {
-				cause = &memberLostError{name: mm.names[i], err: cause}
+				cause = fmt.Errorf("%w (member %q of a multi-lock)", cause, mm.names[i])
 			}
 			cancel(cause)
 		}))
 	}
-	return multiCtx{Context: ctx, mh: mh}
+	return mh
 }
 
-// memberLostError is a multi context's cause when one member is lost.
-type memberLostError struct {
-	name string
-	err  error
-}
-
-func (e *memberLostError) Error() string {
-	return fmt.Sprintf("%v (member %q of a multi-lock)", e.err, e.name)
-}
-
-func (e *memberLostError) Unwrap() error { return e.err }
-
-// multiCtx is the context a MultiMutex Lock returns. It also carries each
-// member's level, so a nested Lock of one member re-enters. Its deadline is
-// the earliest of the members' (fixed leases, which Extend may move).
-type multiCtx struct {
-	context.Context
-	mh *multiHold
-}
-
-func (c multiCtx) Value(key any) any {
+func (mh *multiHold) Value(key any) any {
 	switch k := key.(type) {
 	case multiKey:
-		if k == (multiKey{c.mh.mm.c, c.mh.mm.id}) {
-			return c.mh
+		if k == (multiKey{mh.mm.c, mh.mm.id}) {
+			return mh
 		}
 	case levelKey:
-		if k.c == c.mh.mm.c {
-			for i, m := range c.mh.mm.members {
+		if k.c == mh.mm.c {
+			for i, m := range mh.mm.members {
 				if m.keys.Lock == k.key {
-					return c.mh.members[i].Value(key)
+					return mh.members[i].Value(key)
 				}
 			}
 		}
 	}
-	return c.Context.Value(key)
+	return mh.Context.Value(key)
 }
 
-func (c multiCtx) Deadline() (time.Time, bool) {
-	d, ok := c.Context.Deadline()
-	for _, lctx := range c.mh.members {
+func (mh *multiHold) Deadline() (time.Time, bool) {
+	d, ok := mh.Context.Deadline()
+	for _, lctx := range mh.members {
 		if md, mok := lctx.Deadline(); mok && (!ok || md.Before(d)) {
 			d, ok = md, true
 		}

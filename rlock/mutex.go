@@ -11,18 +11,13 @@ import (
 // Mutex is a handle on one named, reentrant, distributed lock. Get it from
 // Client.Mutex or Client.SpinMutex.
 //
-// Ownership works as with sync.Mutex: a handle is not an owner, and any
-// number of goroutines may share one; each Lock is a new owner that
-// excludes every other, in this process and elsewhere. A Lock re-enters
-// only when its context carries a hold of the lock: the context an earlier
-// Lock of the same Client returned, or one derived from it. So a function
-// that is passed the lock context can lock again without deadlocking, and
-// each Lock needs its own Unlock; the lock is released at the last.
-//
-// Goroutines started with a context derived from a lock context (an
-// errgroup's, say) are part of that owner: their Locks re-enter instead of
-// excluding each other. Give such goroutines the context you had before
-// Lock if they must exclude each other.
+// Ownership works as with sync.Mutex (see the package doc): any number of
+// goroutines may share a handle, and each Lock is a new owner that excludes
+// every other. A Lock re-enters only when its context carries a hold of the
+// lock, and each Lock needs its own Unlock. Goroutines started with a
+// context derived from a lock context (an errgroup's, say) are part of that
+// owner: give them the context you had before Lock if they must exclude
+// each other.
 type Mutex struct {
 	c    *Client
 	name string
@@ -38,76 +33,54 @@ func (m *Mutex) Name() string { return m.name }
 func (m *Mutex) Key() string { return m.keys.Lock }
 
 // Lock blocks until it holds the lock or ctx ends. It returns a context
-// derived from ctx that carries the hold (pass it to nested calls that may
-// lock again: they re-enter) and is cancelled when this hold ends: normally
-// by the matching Unlock, or with cause ErrLockLost when the lock is lost.
+// derived from ctx that carries the hold (pass it to nested calls: they
+// re-enter) and is cancelled when the hold ends: by the matching Unlock, or
+// with cause ErrLockLost when the lock is lost. If ctx already carries a
+// hold of this lock, Lock re-enters it at once, or fails with ErrLockLost
+// if that hold was lost. A deadline on ctx bounds the hold as well as the
+// wait; to bound only the wait, use TryLock with WithWait.
 //
-// If ctx already carries a hold of this lock, Lock re-enters it at once,
-// without waiting; it fails with ErrLockLost if that hold was lost.
+// Without WithLease the lease is Options.WatchdogTimeout and the watchdog
+// renews it until Unlock. With WithLease(d) it expires d after the acquire
+// was sent, and the context's deadline is a drift margin before that. A
+// re-entry shares the lease of the Lock it re-enters (a WithLease given to
+// it is checked, not applied). Transient Redis errors are retried until
+// ctx ends; errors Redis itself returns end the call.
 //
-// The returned context ends when ctx does, too: a deadline on ctx bounds
-// the hold as well as the wait. To bound only the wait, use TryLock with
-// WithWait.
-//
-// Without WithLease the lock's lease is Options.WatchdogTimeout and the
-// watchdog renews it until Unlock. With WithLease(d) it expires d after the
-// acquire was sent, and the returned context's deadline is a drift margin
-// before that. A re-entry shares the lease (or the watchdog) of the Lock it
-// re-enters: a WithLease given to it is checked but not applied, so code
-// that always passes one works nested too. Transient Redis errors (a
-// dropped connection) are retried until ctx ends; errors Redis itself
-// returns end the call.
-//
-// Keep the returned context until its Unlock. If it becomes unreachable
-// while held (Unlock was given ctx instead, say), latchkey unlocks it
-// after a garbage collection, logs a Warn naming the lock and the Lock
-// call, and counts it in latchkey.lock.leaked: a dropped context must not
-// hold a lock for as long as the process lives.
+// Keep the returned context until its Unlock: if it becomes unreachable
+// while held, latchkey unlocks it after a garbage collection, logs a Warn
+// and counts it in latchkey.lock.leaked.
 func (m *Mutex) Lock(ctx context.Context, opts ...LockOption) (context.Context, error) {
-	lo, err := m.check(ctx, opts, false)
-	if err != nil {
-		return nil, err
-	}
-	return m.sd.lock(ctx, lo, time.Time{}, false)
+	return m.c.lockCall(ctx, m.err, opts, m.sd.lock)
 }
 
 // TryLock is Lock that gives up when the lock is busy: at once, or after
 // waiting up to WithWait(d). It reports false (with a nil error) when the
 // lock stayed busy; another goroutine of this Client holding or waiting for
-// the lock counts as busy. On success the context is as Lock's. ctx still
-// bounds everything: if it ends first, TryLock returns its error. A context
-// that carries a hold re-enters, as with Lock.
+// the lock counts as busy. If ctx ends first, TryLock returns its error.
 func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (context.Context, bool, error) {
-	lo, err := m.check(ctx, opts, true)
-	if err != nil {
-		return nil, false, err
-	}
-	return tried(m.sd.lock(ctx, lo, time.Now().Add(lo.wait), lo.wait == 0))
+	return m.c.tryLockCall(ctx, m.err, opts, m.sd.lock)
 }
 
-// Unlock releases the hold that ctx carries (a context Lock returned, or
-// one derived from it): its innermost level. The lock itself is released,
-// and the next waiter woken, at the last level. Unlock returns ErrNotHeld,
-// changing nothing, when ctx carries no hold of this lock, when that level
-// was already unlocked, or when the hold was lost before.
+// Unlock releases the innermost level of the hold that ctx carries; the
+// lock is released, and the next waiter woken, at the last level. It
+// returns ErrNotHeld, changing nothing, when ctx carries no hold of this
+// lock, that level was unlocked already, or the hold was lost.
 //
-// Unlock ignores ctx's cancellation, so `defer m.Unlock(lctx)` works even
-// when lctx has ended; its Redis call is bounded by Options.ReleaseTimeout
-// instead, and retried while its reply is lost. If the last level's release
-// still fails, the hold ends locally and the lock expires within its lease.
-// If an inner level's fails, the level is gone here and its release is sent
-// again by a retry of this Unlock or before the hold's next Lock or Unlock,
-// so that Redis counts it once whether or not the first call ran.
+// Unlock ignores ctx's cancellation, so `defer m.Unlock(lctx)` works after
+// lctx ended; its Redis call is bounded by Options.ReleaseTimeout and
+// retried while its reply is lost. If the last level's release still
+// fails, the hold ends here and the lock expires within its lease; an inner
+// level's failed release is sent again before the hold's next call.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	return m.c.unlockCarried(ctx, m.err, m.keys.Lock, m.name, "hold")
 }
 
 // Token returns the fencing token of the hold that ctx carries, even when
-// that hold was lost, or ErrNotHeld when it carries none or was unlocked.
-// Tokens rise strictly from grant to grant of one lock, across all clients; re-entries share their grant's token. Pass it with every
-// write to a resource the lock protects, and have the resource reject a
-// token below the highest it has seen: that is what stops a holder that
-// paused past its lease (see docs/safety.md). Token does no I/O.
+// that hold was lost, or ErrNotHeld. Tokens rise strictly from grant to
+// grant of one lock, across all clients; re-entries share their grant's.
+// Pass it with every write to the protected resource, which must reject a
+// token below the highest it has seen (docs/safety.md). No I/O.
 func (m *Mutex) Token(ctx context.Context) (int64, error) {
 	return m.c.tokenCarried(ctx, m.err, m.keys.Lock, m.name, "hold")
 }
@@ -142,8 +115,64 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 	return info.LeaseLeft, err
 }
 
-func (m *Mutex) check(ctx context.Context, opts []LockOption, try bool) (lockOptions, error) {
-	return m.c.checkCall(ctx, m.err, opts, try)
+// Extend pushes out the expiry of the fixed-lease hold that lctx carries
+// to at least lease from when its call was sent; every level's context
+// gets the later deadline. It never shortens a lease. It returns
+// ErrNotHeld when lctx carries no live hold of this lock (a lost one also
+// ends lctx with ErrLockLost), and ErrInvalidArgument for a watchdog hold
+// or a lease out of WithLease's bounds. If the call fails, the hold keeps
+// the lease it had.
+func (m *Mutex) Extend(lctx context.Context, lease time.Duration) error {
+	return m.c.extendCarried(lctx, m.err, m.keys.Lock, m.name, "hold", lease)
+}
+
+// lockFunc is a side's lock, or a primitive's dispatch to one of its sides.
+type lockFunc func(ctx context.Context, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error)
+
+// lockCall is every primitive's Lock: check the call, then wait.
+func (c *Client) lockCall(ctx context.Context, handleErr error, opts []LockOption, lock lockFunc) (context.Context, error) {
+	lo, err := c.checkCall(ctx, handleErr, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return lock(ctx, lo, time.Time{}, false)
+}
+
+// tryLockCall is every primitive's TryLock: wait up to WithWait's d, or
+// try once.
+func (c *Client) tryLockCall(ctx context.Context, handleErr error, opts []LockOption, lock lockFunc) (context.Context, bool, error) {
+	lo, err := c.checkCall(ctx, handleErr, opts, true)
+	if err != nil {
+		return nil, false, err
+	}
+	return tried(lock(ctx, lo, time.Now().Add(lo.wait), lo.wait == 0))
+}
+
+// newSide is a side with its refusal record; the caller adds the scripts.
+func (c *Client) newSide(name, key, inbox, what string, metric lockKind, spin bool) *side {
+	return &side{c: c, last: new(atomic.Pointer[refusal]), name: name, key: key, inbox: inbox, what: what, metric: metric, spin: spin}
+}
+
+// syncIf is the replicas a release waits for: none for an undo.
+func (c *Client) syncIf(sync bool) luascripts.Sync {
+	if sync {
+		return c.opts.sync()
+	}
+	return luascripts.Sync{}
+}
+
+// acquireArgs are a Mutex acquire's arguments (elections' too).
+func (c *Client) acquireArgs(owner string, lease time.Duration, queued bool) luascripts.AcquireArgs {
+	return luascripts.AcquireArgs{Owner: owner, Lease: lease, Client: c.id, Waiter: queued, Sync: c.opts.sync(), About: c.about, Wake: c.wake}
+}
+
+// releaseArgs are a Mutex release's arguments (elections' too).
+func (c *Client) releaseArgs(r release) luascripts.ReleaseArgs {
+	a := luascripts.ReleaseArgs{Owner: r.owner, Count: r.count, Wake: c.wake, Retry: r.retry, Sync: c.syncIf(r.sync)}
+	if r.heir != "" {
+		a.Heir, a.HeirLease, a.HeirAbout = r.heir, r.heirLease, c.about
+	}
+	return a
 }
 
 func (c *Client) newMutex(name string, spin bool) *Mutex {
@@ -151,51 +180,24 @@ func (c *Client) newMutex(name string, spin bool) *Mutex {
 		return c.newRedissonMutex(name, spin)
 	}
 	keys, err := lockKeys(c.opts.Prefix, name)
-	m := &Mutex{c: c, name: name, keys: keys, err: err}
-	m.sd = &side{c: c, last: new(atomic.Pointer[refusal]), name: name, key: keys.Lock, inbox: keys.Inbox(c.id), what: "lock",
-		metric: kindMutex.spinIf(spin), spin: spin, exclusive: true,
-		acquire: func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
-			r, err := luascripts.RunAcquire(ctx, c.rc, keys, luascripts.AcquireArgs{
-				Owner: owner, Lease: lease, Client: c.id, Waiter: queued, Sync: c.opts.sync(), About: c.about, Wake: c.wake,
-			})
-			return replyOf(r, nil), err
-		},
-		reenter: func(ctx context.Context, owner string) (int64, error) {
-			return luascripts.RunReenter(ctx, c.rc, keys, owner)
-		},
-		release: func(ctx context.Context, r release) (released, error) {
-			a := luascripts.ReleaseArgs{Owner: r.owner, Count: r.count, Wake: c.wake, Retry: r.retry}
-			if r.sync {
-				a.Sync = c.opts.sync()
-			}
-			if r.heir != "" {
-				a.Heir, a.HeirLease, a.HeirAbout = r.heir, r.heirLease, c.about
-			}
-			out, err := luascripts.RunRelease(ctx, c.rc, keys, a)
-			return releasedOf(out), err
-		},
-		leave: func(ctx context.Context) error {
-			_, err := luascripts.RunLeave(ctx, c.rc, keys, c.id, c.wake)
-			return err
-		},
-		// The holder record is a field of the lock hash: renewed and
-		// deleted with it.
-		keep: func(string) [][]string { return [][]string{{keys.Lock}} },
+	sd := c.newSide(name, keys.Lock, keys.Inbox(c.id), "lock", kindMutex.spinIf(spin), spin)
+	sd.exclusive = true
+	sd.acquire = func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
+		r, err := luascripts.RunAcquire(ctx, c.rc, keys, c.acquireArgs(owner, lease, queued))
+		return replyOf(r, nil), err
 	}
-	return m
-}
-
-// Extend pushes out the expiry of the fixed-lease hold that lctx carries
-// (a context Lock returned with WithLease, or one derived from it): the
-// lock then lasts at least lease from when Extend's call was sent, and
-// every level's context has the later deadline. It never shortens a lease.
-//
-// It returns ErrNotHeld when lctx carries no hold of this lock, when its
-// level was unlocked, or when the hold was lost (its lease ran out before
-// Extend, or the lock was found gone: then lctx ends with ErrLockLost), and
-// ErrInvalidArgument for a hold kept by the watchdog, which needs no
-// extending, or a lease out of WithLease's bounds. If the call fails on the
-// way (Redis unreachable), the hold keeps the lease it had.
-func (m *Mutex) Extend(lctx context.Context, lease time.Duration) error {
-	return m.c.extendCarried(lctx, m.err, m.keys.Lock, m.name, "hold", lease)
+	sd.reenter = func(ctx context.Context, owner string) (int64, error) {
+		return luascripts.RunReenter(ctx, c.rc, keys, owner)
+	}
+	sd.release = func(ctx context.Context, r release) (released, error) {
+		out, err := luascripts.RunRelease(ctx, c.rc, keys, c.releaseArgs(r))
+		return releasedOf(out), err
+	}
+	sd.leave = func(ctx context.Context) error {
+		_, err := luascripts.RunLeave(ctx, c.rc, keys, c.id, c.wake)
+		return err
+	}
+	// The holder record is a field of the lock hash: renewed with it.
+	sd.keep = func(string) [][]string { return [][]string{{keys.Lock}} }
+	return &Mutex{c: c, name: name, keys: keys, sd: sd, err: err}
 }

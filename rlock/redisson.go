@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -14,8 +13,7 @@ import (
 
 // Protocol selects the format a Client's locks take in Redis: latchkey's
 // own, or Redisson's, so that Java services using Redisson's RLock (or
-// RFencedLock) share the same locks. docs/redisson.md says what is
-// compatible and what is not.
+// RFencedLock) share the same locks (docs/redisson.md).
 type Protocol int
 
 const (
@@ -23,50 +21,38 @@ const (
 	// latchkey's scripts: wait queues, holder records, every primitive.
 	ProtocolLatchkey Protocol = iota
 	// ProtocolRedisson speaks the lock protocol of Redisson 3.24+ and 4.x:
-	// Mutex and SpinMutex keep the hash at the name exactly as given
-	// (braces allowed, no prefix), {"<client id>:<n>" -> hold count}, with
-	// the lease (or WatchdogTimeout) as its expiry; a release that frees
-	// it, and ForceUnlock, publish "0" on "redisson_lock__channel:{name}",
-	// on which Go waiters and Java waiters alike wait. Tokens are
-	// RFencedLock's: the counter "redisson_lock_token:{name}" goes up at
-	// every grant and re-entry, and Token returns the value of the grant a
-	// hold started with, at every level. There is no wait queue in Redis:
-	// Java clients barge in, and only a Client's own goroutines take
-	// turns. RWMutex, Semaphore, CountDownLatch, MultiMutex and List report
-	// ErrInvalidOptions in this mode.
+	// Mutex and SpinMutex keep the hash at the name as given (braces
+	// allowed, no prefix), {"<client id>:<n>" -> hold count}; a release
+	// that frees it publishes on "redisson_lock__channel:{name}", where Go
+	// and Java waiters alike wait. Tokens are RFencedLock's counter
+	// "redisson_lock_token:{name}"; Token returns a hold's grant's value.
+	// There is no wait queue in Redis: Java clients barge in, and only a
+	// Client's own goroutines take turns. RWMutex, Semaphore,
+	// CountDownLatch, MultiMutex and List report ErrInvalidOptions.
 	ProtocolRedisson
 )
 
-// newRedissonMutex is newMutex for ProtocolRedisson: the same engine and
-// hold, with Redisson's scripts as the side, its channel shared by every
-// waiter of the name, and no queue to join or leave.
+// newRedissonMutex is newMutex for ProtocolRedisson: Redisson's scripts as
+// the side, its channel shared by every waiter of the name, and no queue.
 func (c *Client) newRedissonMutex(name string, spin bool) *Mutex {
 	keys := luascripts.NewRedissonKeys(name)
-	err := c.redissonName(name)
-	m := &Mutex{c: c, name: name, keys: luascripts.Keys{Lock: name}, err: err}
-	m.sd = &side{c: c, last: new(atomic.Pointer[refusal]), name: name, key: name, inbox: keys.Channel, what: "lock",
-		metric: kindMutex.spinIf(spin), spin: spin, exclusive: true,
-		acquire: func(ctx context.Context, owner string, lease time.Duration, _ bool) (reply, error) {
-			r, err := luascripts.RunRedissonAcquire(ctx, c.rc, keys, owner, lease, c.opts.sync())
-			return replyOf(r, nil), err
-		},
-		reenter: func(ctx context.Context, owner string) (int64, error) {
-			return luascripts.RunRedissonReenter(ctx, c.rc, keys, owner)
-		},
-		release: func(ctx context.Context, r release) (released, error) {
-			a := luascripts.RedissonReleaseArgs{Owner: r.owner, Count: r.count, Sharded: c.wake.Sharded, Retry: r.retry, Heir: r.heir, HeirLease: r.heirLease}
-			if r.sync {
-				a.Sync = c.opts.sync()
-			}
-			out, err := luascripts.RunRedissonRelease(ctx, c.rc, keys, a)
-			return releasedOf(out), err
-		},
-		// Nothing to leave: waiters only listen on the shared channel.
-		leave: func(context.Context) error { return nil },
-		// Renewed as Redisson renews: the field exists, so PEXPIRE.
-		keep: func(string) [][]string { return [][]string{{name}} },
+	sd := c.newSide(name, name, keys.Channel, "lock", kindMutex.spinIf(spin), spin)
+	sd.exclusive = true
+	sd.acquire = func(ctx context.Context, owner string, lease time.Duration, _ bool) (reply, error) {
+		r, err := luascripts.RunRedissonAcquire(ctx, c.rc, keys, owner, lease, c.opts.sync())
+		return replyOf(r, nil), err
 	}
-	return m
+	sd.reenter = func(ctx context.Context, owner string) (int64, error) {
+		return luascripts.RunRedissonReenter(ctx, c.rc, keys, owner)
+	}
+	sd.release = func(ctx context.Context, r release) (released, error) {
+		out, err := luascripts.RunRedissonRelease(ctx, c.rc, keys, luascripts.RedissonReleaseArgs{
+			Owner: r.owner, Count: r.count, Sharded: c.wake.Sharded, Retry: r.retry, Heir: r.heir, HeirLease: r.heirLease, Sync: c.syncIf(r.sync)})
+		return releasedOf(out), err
+	}
+	sd.leave = func(context.Context) error { return nil } // waiters only listen on the channel
+	sd.keep = func(string) [][]string { return [][]string{{name}} }
+	return &Mutex{c: c, name: name, keys: luascripts.Keys{Lock: name}, sd: sd, err: c.redissonName(name)}
 }
 
 // redissonName checks a lock name for ProtocolRedisson: 1 to MaxNameLen
@@ -80,9 +66,7 @@ func (c *Client) redissonName(name string) error {
 		return fmt.Errorf("%w: empty name", ErrInvalidName)
 	case len(name) > MaxNameLen:
 		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidName, len(name), MaxNameLen)
-	case hashTag(name) != hashTag(keys.Channel):
-		// "a}b", "a{b", "a{}b": Redisson's names of the channel and the
-		// token fall in another slot than the lock's.
+	case hashTag(name) != hashTag(keys.Channel): // "a}b", "a{b", "a{}b"
 		return fmt.Errorf("%w: %q: Redisson's channel %q would hash to another Redis Cluster slot (a brace without its pair, or an empty {})", ErrInvalidName, name, keys.Channel)
 	case c.wake.Sharded && c.rc.Mode() != rueidis.ClientModeCluster:
 		return fmt.Errorf("%w: ProtocolRedisson with PubSubSharded off a Cluster: Redisson publishes with PUBLISH there (leave PubSub at PubSubAuto)", ErrInvalidOptions)
@@ -113,8 +97,7 @@ func (c *Client) latchkeyOnly(kind string) error {
 	return fmt.Errorf("%w: %s is not available with ProtocolRedisson, which shares only Mutex and SpinMutex with Redisson (see docs/redisson.md)", ErrInvalidOptions, kind)
 }
 
-// introOf is the introspection of kind's lock called name, in the
-// Client's protocol.
+// introOf is the introspection of kind's lock called name.
 func (c *Client) introOf(kind Kind, name string) (luascripts.Intro, error) {
 	if c.opts.Protocol == ProtocolRedisson {
 		if kind != KindMutex {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
@@ -16,24 +15,14 @@ import (
 var ErrUpgrade = errors.New("latchkey: cannot upgrade a read hold to the write lock")
 
 // RWMutex is a handle on a named, distributed reader/writer lock: any
-// number of readers, or one writer. Get it from Client.RWMutex. As with
-// Mutex, the handle is not an owner: every RLock and Lock is a new owner,
-// and a call re-enters only through the context an earlier one returned.
-//
-//   - A reader re-enters its read hold (RLock with its context); a writer
-//     re-enters its write hold, and may also take read holds, which it
-//     keeps after Unlock of the write: that is a downgrade.
-//   - Lock with a context that carries only a read hold fails at once with
-//     ErrUpgrade instead of deadlocking.
-//   - Writers come first: once a writer waits, new readers queue behind it,
-//     so a stream of readers cannot starve writers. A write release wakes
-//     every reader queued before the next writer (one message per client,
-//     whose readers then follow one another); the last read release wakes
-//     one writer.
-//   - Each reader's hold has its own lease (watchdog-renewed without
-//     WithLease), so a dead reader's hold lapses without the others'.
-//
-// Writers' holds carry fencing tokens (Token); read holds do not.
+// number of readers, or one writer. Get it from Client.RWMutex. Ownership
+// and re-entry are Mutex's, per side. A writer may also take read holds,
+// which it keeps after the write's Unlock (a downgrade); Lock with only a
+// read hold fails with ErrUpgrade. Writers come first: once a writer
+// waits, new readers queue behind it; a write release wakes the readers
+// queued before the next writer, the last read release one writer. Each
+// reader's hold has its own lease, so a dead reader lapses alone. Write
+// holds carry fencing tokens; read holds do not.
 type RWMutex struct {
 	c           *Client
 	name        string
@@ -43,17 +32,14 @@ type RWMutex struct {
 }
 
 // RWMutex returns a handle on the reader/writer lock called name. Names
-// follow Mutex's rules; an RWMutex and a Mutex of the same name are
-// different locks (their keys share the name's Cluster slot).
+// are Mutex's (a Mutex of the same name is another lock).
 func (c *Client) RWMutex(name string) *RWMutex {
 	return c.newRWMutex(name, false)
 }
 
-// SpinRWMutex returns a handle on the reader/writer lock called name that
-// waits by polling with backoff, as SpinMutex does, instead of pub/sub.
-// It shares RWMutex's scripts and interoperates with it, but it never
-// queues, so it gets none of the ordering: waiting writers do not hold
-// back new readers that poll. It exists to compare against.
+// SpinRWMutex is RWMutex waiting by polling, as SpinMutex does. It
+// interoperates with RWMutex but never queues, so waiting writers do not
+// hold back new readers that poll. It exists to compare against.
 func (c *Client) SpinRWMutex(name string) *RWMutex {
 	return c.newRWMutex(name, true)
 }
@@ -63,8 +49,7 @@ func (c *Client) newRWMutex(name string, spin bool) *RWMutex {
 	if err == nil {
 		err = c.latchkeyOnly("RWMutex")
 	}
-	keys := rwKeys(base)
-	rw := &RWMutex{c: c, name: name, keys: keys, err: err}
+	rw := &RWMutex{c: c, name: name, keys: rwKeys(base), err: err}
 	rw.read, rw.write = rw.newSide(false, spin, ""), rw.newSide(true, spin, "")
 	return rw
 }
@@ -73,31 +58,25 @@ func (c *Client) newRWMutex(name string, spin bool) *RWMutex {
 // write owner whose read hold it takes (a downgrade), or "".
 func (rw *RWMutex) newSide(write, spin bool, writer string) *side {
 	c, keys := rw.c, rw.keys
-	sd := &side{c: c, last: new(atomic.Pointer[refusal]), name: rw.name, key: keys.Readers, inbox: keys.Inbox(c.id, write), what: "read lock",
-		metric: kindRead.spinIf(spin), spin: spin, shared: !write,
-		acquire: func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
-			r, err := luascripts.RunRWAcquire(ctx, c.rc, keys, write, luascripts.RWAcquireArgs{
-				Owner: owner, Lease: lease, Client: c.id, Queued: queued, Writer: writer, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
-			})
-			return replyOf(r, nil), err
-		},
-		reenter: func(ctx context.Context, owner string) (int64, error) {
-			return luascripts.RunRWReenter(ctx, c.rc, keys, owner)
-		},
-		release: func(ctx context.Context, r release) (released, error) {
-			a := luascripts.RWUnlockArgs{Owner: r.owner, Write: write, Count: r.count, Wake: c.wake, Retry: r.retry}
-			if r.sync {
-				a.Sync = c.opts.sync()
-			}
-			out, err := luascripts.RunRWUnlock(ctx, c.rc, keys, a)
-			return releasedOf(out), err
-		},
-		leave: func(ctx context.Context) error { return luascripts.RunRWLeave(ctx, c.rc, keys, c.id, write, c.wake) },
-		// The readers share their keys: each renewal checks and moves the
-		// owner's own lease in the lease set, so a dead reader lapses
-		// alone while the live ones keep the keys.
-		keep: func(string) [][]string { return [][]string{keys.ReadKeep()} },
+	sd := c.newSide(rw.name, keys.Readers, keys.Inbox(c.id, write), "read lock", kindRead.spinIf(spin), spin)
+	sd.shared = !write
+	sd.acquire = func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
+		r, err := luascripts.RunRWAcquire(ctx, c.rc, keys, write, luascripts.RWAcquireArgs{
+			Owner: owner, Lease: lease, Client: c.id, Queued: queued, Writer: writer, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
+		})
+		return replyOf(r, nil), err
 	}
+	sd.reenter = func(ctx context.Context, owner string) (int64, error) {
+		return luascripts.RunRWReenter(ctx, c.rc, keys, owner)
+	}
+	sd.release = func(ctx context.Context, r release) (released, error) {
+		out, err := luascripts.RunRWUnlock(ctx, c.rc, keys, luascripts.RWUnlockArgs{
+			Owner: r.owner, Write: write, Count: r.count, Wake: c.wake, Retry: r.retry, Sync: c.syncIf(r.sync)})
+		return releasedOf(out), err
+	}
+	sd.leave = func(ctx context.Context) error { return luascripts.RunRWLeave(ctx, c.rc, keys, c.id, write, c.wake) }
+	// Each renewal moves the owner's own lease in the readers' lease set.
+	sd.keep = func(string) [][]string { return [][]string{keys.ReadKeep()} }
 	if write {
 		sd.key, sd.what, sd.metric = keys.Write, "write lock", kindWrite.spinIf(spin)
 		sd.reenter = func(ctx context.Context, owner string) (int64, error) {
@@ -111,107 +90,81 @@ func (rw *RWMutex) newSide(write, spin bool, writer string) *side {
 // Name is the lock's name.
 func (rw *RWMutex) Name() string { return rw.name }
 
-// RLock blocks until it holds a read hold or ctx ends, and returns its
-// context: derived from ctx, ended by the matching RUnlock, or with cause
-// ErrLockLost when the hold is lost. A ctx that carries a read hold of
-// this lock re-enters it at once. A ctx that carries its write hold takes
-// a read hold at once (writers may read), whose context does not end with
-// the write Unlock: keep it to downgrade. Options as Mutex.Lock.
+// RLock is Mutex.Lock for a read hold. A ctx that carries the write hold
+// takes a read hold at once (writers may read), whose context does not end
+// with the write Unlock: keep it to downgrade.
 func (rw *RWMutex) RLock(ctx context.Context, opts ...LockOption) (context.Context, error) {
-	return rw.blockingLock(ctx, false, opts)
+	return rw.c.lockCall(ctx, rw.err, opts, rw.lockSide(false))
 }
 
-// TryRLock is RLock that gives up when a writer holds or waits: at once,
-// or after waiting up to WithWait(d). It reports false with a nil error
-// when it gave up.
+// TryRLock is Mutex.TryLock for a read hold: it gives up while a writer
+// holds or waits.
 func (rw *RWMutex) TryRLock(ctx context.Context, opts ...LockOption) (context.Context, bool, error) {
-	return rw.tryLock(ctx, false, opts)
+	return rw.c.tryLockCall(ctx, rw.err, opts, rw.lockSide(false))
 }
 
-// Lock blocks until it holds the write lock or ctx ends; see Mutex.Lock
-// for its context, leases and retries. A ctx that carries the write hold
-// re-enters it; one that carries only a read hold gets ErrUpgrade.
+// Lock is Mutex.Lock for the write hold; a ctx that carries only a read
+// hold gets ErrUpgrade.
 func (rw *RWMutex) Lock(ctx context.Context, opts ...LockOption) (context.Context, error) {
-	return rw.blockingLock(ctx, true, opts)
+	return rw.c.lockCall(ctx, rw.err, opts, rw.lockSide(true))
 }
 
-// TryLock is Lock that gives up when the lock is busy: at once, or after
-// waiting up to WithWait(d). It reports false with a nil error when it
-// gave up.
+// TryLock is Mutex.TryLock for the write hold.
 func (rw *RWMutex) TryLock(ctx context.Context, opts ...LockOption) (context.Context, bool, error) {
-	return rw.tryLock(ctx, true, opts)
+	return rw.c.tryLockCall(ctx, rw.err, opts, rw.lockSide(true))
 }
 
-func (rw *RWMutex) blockingLock(ctx context.Context, write bool, opts []LockOption) (context.Context, error) {
-	lo, err := rw.check(ctx, opts, false)
-	if err != nil {
-		return nil, err
-	}
-	return rw.lock(ctx, write, lo, time.Time{}, false)
-}
-
-func (rw *RWMutex) tryLock(ctx context.Context, write bool, opts []LockOption) (context.Context, bool, error) {
-	lo, err := rw.check(ctx, opts, true)
-	if err != nil {
-		return nil, false, err
-	}
-	return tried(rw.lock(ctx, write, lo, time.Now().Add(lo.wait), lo.wait == 0))
-}
-
-// RUnlock releases the read hold that ctx carries (its innermost level);
-// the read hold itself ends at its last level. Errors as Mutex.Unlock.
+// RUnlock is Mutex.Unlock for a read hold.
 func (rw *RWMutex) RUnlock(ctx context.Context) error {
-	return rw.unlock(ctx, false)
+	return rw.c.unlockCarried(ctx, rw.err, rw.read.key, rw.name, rw.read.what)
 }
 
-// Unlock releases the write hold that ctx carries (its innermost level).
-// Read holds the writer took stay. Errors as Mutex.Unlock.
+// Unlock is Mutex.Unlock for the write hold; read holds the writer took
+// stay.
 func (rw *RWMutex) Unlock(ctx context.Context) error {
-	return rw.unlock(ctx, true)
+	return rw.c.unlockCarried(ctx, rw.err, rw.write.key, rw.name, rw.write.what)
 }
 
-// Token returns the fencing token of the write hold that ctx carries, even
-// when it was lost, or ErrNotHeld: see Mutex.Token. Read holds have none.
+// Token is Mutex.Token for the write hold; read holds have none.
 func (rw *RWMutex) Token(ctx context.Context) (int64, error) {
 	return rw.c.tokenCarried(ctx, rw.err, rw.keys.Write, rw.name, "write hold (read holds have none)")
 }
 
-// Extend pushes out the lease of the fixed-lease write hold that lctx
-// carries: see Mutex.Extend.
+// Extend is Mutex.Extend for the write hold.
 func (rw *RWMutex) Extend(lctx context.Context, lease time.Duration) error {
 	return rw.c.extendCarried(lctx, rw.err, rw.keys.Write, rw.name, "write hold", lease)
 }
 
-// RExtend pushes out the lease of the fixed-lease read hold that lctx
-// carries: see Mutex.Extend.
+// RExtend is Mutex.Extend for a read hold.
 func (rw *RWMutex) RExtend(lctx context.Context, lease time.Duration) error {
 	return rw.c.extendCarried(lctx, rw.err, rw.keys.Readers, rw.name, "read hold", lease)
 }
 
-// lock re-enters a hold that ctx carries, or contends for a new one.
-func (rw *RWMutex) lock(ctx context.Context, write bool, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
-	c := rw.c
-	wl, rl := c.carried(ctx, rw.keys.Write), c.carried(ctx, rw.keys.Readers)
-	writing := wl != nil && wl.h.lostOrDone() == nil
-	switch {
-	case write && wl != nil && (writing || rl == nil || rl.h.lostOrDone() != nil):
-		return wl.h.reenter(ctx, wl)
-	case write && rl != nil && rl.h.lostOrDone() == nil:
-		return nil, fmt.Errorf("%w: %q: RUnlock the read hold first", ErrUpgrade, rw.name)
-	case write:
-		return rw.write.lock(ctx, lo, deadline, noWait)
-	case rl != nil || !writing:
-		return rw.read.lock(ctx, lo, deadline, noWait)
+// lockSide is the write or read side's lock: it re-enters a hold that ctx
+// carries, downgrades, or contends for a new one.
+func (rw *RWMutex) lockSide(write bool) lockFunc {
+	return func(ctx context.Context, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
+		wl, rl := rw.c.carried(ctx, rw.keys.Write), rw.c.carried(ctx, rw.keys.Readers)
+		writing := wl != nil && wl.h.lostOrDone() == nil
+		switch {
+		case write && wl != nil && (writing || rl == nil || rl.h.lostOrDone() != nil):
+			return wl.h.reenter(ctx, wl)
+		case write && rl != nil && rl.h.lostOrDone() == nil:
+			return nil, fmt.Errorf("%w: %q: RUnlock the read hold first", ErrUpgrade, rw.name)
+		case write:
+			return rw.write.lock(ctx, lo, deadline, noWait)
+		case rl != nil || !writing:
+			return rw.read.lock(ctx, lo, deadline, noWait)
+		}
+		return rw.downgrade(ctx, wl.h, lo)
 	}
-	return rw.downgrade(ctx, wl.h, lo)
 }
 
-// downgrade takes a read hold for the writer that holds w: granted at once
-// (a writer may always read), outside the turn, so it never queues behind
-// this client's other readers. Its hold must outlive the write hold's last
-// Unlock: it ends with what the write grant was given, not with any write
-// level's context (a re-entry's parent is an outer level's). A try whose
-// outcome was unknown is undone and retried, as a re-entry is.
+// downgrade takes a read hold for the writer that holds w: granted at once,
+// outside the turn, so it never queues behind this client's readers. It
+// must outlive the write hold's last Unlock, so it ends with the write
+// grant's parent context, not a write level's. A try of unknown outcome is
+// undone and retried, as a re-entry is.
 func (rw *RWMutex) downgrade(ctx context.Context, w *hold, lo lockOptions) (_ context.Context, err error) {
 	c := rw.c
 	sd := rw.newSide(false, rw.read.spin, w.owner)
@@ -228,24 +181,9 @@ func (rw *RWMutex) downgrade(ctx context.Context, w *hold, lo lockOptions) (_ co
 		case transient(ctx, err) && sleep(ctx, c.closing, retry.Next()):
 			continue
 		}
-		// The write hold's context may have ended under the call (its
-		// loss cancels it): say why, not how the call broke off.
+		// The write hold's loss may have cancelled ctx: say why.
 		return nil, ended(ctx, ctx, err)
 	}
-}
-
-func (rw *RWMutex) unlock(ctx context.Context, write bool) error {
-	sd := rw.read
-	if write {
-		sd = rw.write
-	}
-	return rw.c.unlockCarried(ctx, rw.err, sd.key, rw.name, sd.what)
-}
-
-func (rw *RWMutex) checkCtx(ctx context.Context) error { return checkCtx(ctx, rw.err) }
-
-func (rw *RWMutex) check(ctx context.Context, opts []LockOption, try bool) (lockOptions, error) {
-	return rw.c.checkCall(ctx, rw.err, opts, try)
 }
 
 // valuesFrom is a context whose cancellation and deadline are Context's

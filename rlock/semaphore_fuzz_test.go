@@ -37,7 +37,7 @@ func FuzzSemaphoreArgs(f *testing.F) {
 			want = ErrInvalidArgument
 		}
 		if want == nil {
-			if _, err := s.check(ctx, n, []LockOption{WithLease(time.Second)}, try); err != nil {
+			if _, err := s.c.checkCall(ctx, s.errFor(n), []LockOption{WithLease(time.Second)}, try); err != nil {
 				t.Fatalf("%q size %d n %d: valid arguments rejected: %v", name, size, n, err)
 			}
 			checkSemKeys(t, s)

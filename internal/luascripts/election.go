@@ -2,7 +2,6 @@ package luascripts
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"time"
 
@@ -10,10 +9,9 @@ import (
 )
 
 // composed is the script name.lua run after inner.lua, which becomes the
-// Lua function inner(KEYS, ARGV): its parameters shadow the globals, so the
-// inner script reads exactly the keys and arguments it is given and never
-// the outer script's extra ones. An election's scripts are the Mutex's with
-// what an election adds around them, not copies of them.
+// Lua function inner(KEYS, ARGV): its parameters shadow the globals, so it
+// never reads the outer script's extra keys and arguments. An election's
+// scripts wrap the Mutex's instead of copying them.
 func composed(name, inner string, preludes ...string) *Script {
 	var src strings.Builder
 	for _, f := range withClock(preludes) {
@@ -59,13 +57,12 @@ func RunElect(ctx context.Context, c rueidis.Client, k ElectionKeys, a ElectArgs
 		append(k.AcquireArgv(a.AcquireArgs), a.Value, k.Observers), a.Sync)
 }
 
-// RunResign runs the electresign script: the Mutex's release (a.Heir is
-// ignored: leadership is never handed to the leader's own process), whose
-// DEL of the lock drops the value, and which, when nobody takes over,
-// announces that none leads.
+// RunResign runs the electresign script: the Mutex's release, ignoring
+// a.Heir (leadership never stays in the leader's process), which announces
+// that none leads when nobody takes over.
 func RunResign(ctx context.Context, c rueidis.Client, k ElectionKeys, a ReleaseArgs) (ReleaseReply, error) {
 	return runRelease(ctx, c, ElectResign, k.releaseKeys(),
-		[]string{a.Owner, strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry), k.Observers}, a.Sync)
+		[]string{a.Owner, itoa(a.Count), a.Wake.spec(), flag(a.Retry), k.Observers}, a.Sync)
 }
 
 // Leader is an election's state as electread reports it.

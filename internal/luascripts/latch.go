@@ -7,9 +7,8 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// LatchKeys are the Redis key and channel of one count-down latch. Both
-// carry the latch's hash tag, so on Redis Cluster they share one slot, as
-// latchcountdown (which publishes from the script) needs.
+// LatchKeys are the Redis key and channel of one count-down latch, in one
+// Cluster slot, as latchcountdown (which publishes) needs.
 type LatchKeys struct {
 	Latch   string // hash {count -> n, round -> id}, no expiry; absent at zero
 	Channel string // where reaching zero is broadcast, shared by every client
@@ -21,11 +20,10 @@ func NewLatchKeys(base string) LatchKeys {
 	return LatchKeys{Latch: base + ":latch", Channel: base + ":latch:ch"}
 }
 
-// RunLatchSet runs the latchset script: it gives the latch count n (> 0,
-// which the caller checks) and round id round, unless the latch has a
-// count already. It reports whether it set the count.
+// RunLatchSet runs the latchset script: it gives the latch count n (> 0)
+// and round id round unless it has a count already, and reports whether.
 func RunLatchSet(ctx context.Context, c rueidis.Client, k LatchKeys, n int64, round string) (bool, error) {
-	v, err := LatchSet.Exec(ctx, c, []string{k.Latch}, []string{strconv.FormatInt(n, 10), round}).AsInt64()
+	v, err := LatchSet.Exec(ctx, c, []string{k.Latch}, []string{itoa(n), round}).AsInt64()
 	switch {
 	case err != nil:
 		return false, err
@@ -47,9 +45,8 @@ const (
 )
 
 // RunLatchCountDown runs the latchcountdown script, which publishes payload
-// on the latch's channel (SPUBLISH when sharded) when the count reaches zero.
-// The publish's receiver count says whether the zero woke anyone
-// (CountDownWoke): cheap, and what the wake-up metric needs.
+// on the latch's channel (SPUBLISH when sharded) when the count reaches
+// zero; CountDownWoke when that reached a subscriber.
 func RunLatchCountDown(ctx context.Context, c rueidis.Client, k LatchKeys, sharded bool, payload string) (CountDownStatus, error) {
 	mode := "p"
 	if sharded {

@@ -2,18 +2,11 @@ package luascripts
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
 )
-
-// Redisson's RLock wire format (Redisson 3.24+ and 4.x), which the
-// redisson*.lua scripts speak so that latchkey and Java clients can share
-// a lock: the lock is a hash at the name itself, {"<uuid>:<n>" -> hold
-// count}, with the lease as its expiry; a release that frees it publishes
-// "0" on the lock's channel; RFencedLock's token is a counter beside it.
 
 // RedissonKeys are the Redis names of one Redisson lock.
 type RedissonKeys struct {
@@ -37,18 +30,8 @@ func RedissonPrefixed(prefix, name string) string {
 	return prefix + ":{" + name + "}"
 }
 
-// RedissonPublish is the command a Redisson client subscribes for: sharded
-// pub/sub on a Redis 7 Cluster (its default there), classic elsewhere.
-func RedissonPublish(sharded bool) string {
-	if sharded {
-		return "spublish"
-	}
-	return "publish"
-}
-
 // RunRedissonAcquire runs redissonacquire.lua for a new owner: granted
-// with the new token, or refused with the holder's PTTL. A grant y's
-// replicas did not acknowledge comes with a *NotReplicatedError.
+// with the new token, or refused with the holder's PTTL; see RunAcquire.
 func RunRedissonAcquire(ctx context.Context, c rueidis.Client, k RedissonKeys, owner string, lease time.Duration, y Sync) (AcquireReply, error) {
 	return runAcquire(ctx, c, RedissonAcquire, []string{k.Lock, k.Token}, []string{Millis(lease), owner}, y)
 }
@@ -73,7 +56,11 @@ type RedissonReleaseArgs struct {
 // RunRedissonRelease runs redissonrelease.lua; its reply reads as
 // RunRelease's (Woken: the subscribers the unlock message reached).
 func RunRedissonRelease(ctx context.Context, c rueidis.Client, k RedissonKeys, a RedissonReleaseArgs) (ReleaseReply, error) {
-	args := []string{a.Owner, strconv.FormatInt(a.Count, 10), RedissonPublish(a.Sharded), flag(a.Retry)}
+	publish := "publish" // what Redisson subscribes for: sharded pub/sub on a Redis 7 Cluster
+	if a.Sharded {
+		publish = "spublish"
+	}
+	args := []string{a.Owner, itoa(a.Count), publish, flag(a.Retry)}
 	if a.Heir != "" {
 		args = append(args, a.Heir, Millis(a.HeirLease))
 	}

@@ -2,7 +2,6 @@ package luascripts
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -35,9 +34,7 @@ func (k RWKeys) scripts() []string {
 	return []string{k.Write, k.Readers, k.ReadLeases, k.ReadRecords, k.QueueR, k.QueueRDesc, k.QueueW, k.QueueWDesc}
 }
 
-// ReadKeep is the group of keys a read hold keeps alive: the readers, in
-// which its owner has a field, their lease set, which holds its lease, and
-// their records (renew.lua).
+// ReadKeep is the group of keys a read hold keeps alive (see SemKeys.Keep).
 func (k RWKeys) ReadKeep() []string {
 	return []string{k.Readers, LeaseSet(k.ReadLeases), k.ReadRecords}
 }
@@ -45,10 +42,7 @@ func (k RWKeys) ReadKeep() []string {
 // Inbox is the channel on which client's waiting readers (write false) or
 // writers (write true) are woken.
 func (k RWKeys) Inbox(client string, write bool) string {
-	if write {
-		return k.Base + ":ch:w:" + client
-	}
-	return k.Base + ":ch:r:" + client
+	return k.Base + ":ch:" + side(write) + ":" + client
 }
 
 // RWAcquireArgs are the arguments of RWRead and RWWrite.
@@ -63,9 +57,7 @@ type RWAcquireArgs struct {
 	About  string // the caller's client description, for the grant's record
 }
 
-// RunRWAcquire runs RWWrite when write, else RWRead. A grant that a.Sync's
-// replicas did not acknowledge is returned with a *NotReplicatedError
-// beside it.
+// RunRWAcquire runs RWWrite when write, else RWRead; see RunAcquire.
 func RunRWAcquire(ctx context.Context, c rueidis.Client, k RWKeys, write bool, a RWAcquireArgs) (AcquireReply, error) {
 	if write {
 		return runAcquire(ctx, c, RWWrite, append(k.scripts(), k.Fence),
@@ -91,12 +83,10 @@ type RWUnlockArgs struct {
 	Sync  Sync // replicas to acknowledge the release
 }
 
-// RunRWUnlock runs RWUnlock (see ReleaseReply; it hands over to nobody).
-// A release a.Sync's replicas did not acknowledge is returned with a
-// *NotReplicatedError beside it: it ran.
+// RunRWUnlock runs RWUnlock; see RunRelease (it hands over to nobody).
 func RunRWUnlock(ctx context.Context, c rueidis.Client, k RWKeys, a RWUnlockArgs) (ReleaseReply, error) {
 	return runRelease(ctx, c, RWUnlock, k.scripts(),
-		[]string{k.Base, a.Owner, side(a.Write), strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry)}, a.Sync)
+		[]string{k.Base, a.Owner, side(a.Write), itoa(a.Count), a.Wake.spec(), flag(a.Retry)}, a.Sync)
 }
 
 // side is the rw scripts' argument for the write side ("w") or the read side ("r").

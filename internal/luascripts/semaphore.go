@@ -25,9 +25,8 @@ func NewSemKeys(base string) SemKeys {
 		Queue: base + ":q", QueueDesc: base + ":q:d", Wants: base + ":qn"}
 }
 
-// Keep is the group of keys a hold keeps alive: the holders, in which its
-// owner has a field, their lease set, which holds its lease, and their
-// records (renew.lua).
+// Keep is the group of keys a hold keeps alive (renew.lua): the holders,
+// in which its owner has a field, their lease set and their records.
 func (k SemKeys) Keep() []string { return []string{k.Holders, LeaseSet(k.Leases), k.Records} }
 
 // Inbox is the channel on which client's waiters are woken.
@@ -53,9 +52,8 @@ type SemAcquireArgs struct {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// RunSemAcquire runs SemAcquire (see AcquireReply: its Size reports a
-// semaphore in use with another size). A grant that a.Sync's replicas did
-// not acknowledge is returned with a *NotReplicatedError beside it.
+// RunSemAcquire runs SemAcquire; see RunAcquire (the reply's Size reports a
+// semaphore in use with another size).
 func RunSemAcquire(ctx context.Context, c rueidis.Client, k SemKeys, a SemAcquireArgs) (AcquireReply, error) {
 	return runAcquire(ctx, c, SemAcquire, k.all(), []string{k.Base, a.Owner, itoa(a.Permits), itoa(a.Size),
 		Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.spec(), recordAbout(a.About)}, a.Sync)
@@ -70,10 +68,8 @@ type SemReleaseArgs struct {
 	Sync  Sync // replicas to acknowledge the release
 }
 
-// RunSemRelease runs SemRelease (see ReleaseReply: Left is 0 when
-// released, -1 when the owner held no permits). A release a.Sync's
-// replicas did not acknowledge is returned with a *NotReplicatedError
-// beside it: it ran.
+// RunSemRelease runs SemRelease; see RunRelease (Left is 0 when released,
+// -1 when the owner held no permits).
 func RunSemRelease(ctx context.Context, c rueidis.Client, k SemKeys, a SemReleaseArgs) (ReleaseReply, error) {
 	return runRelease(ctx, c, SemRelease, k.all(), []string{k.Base, a.Owner, itoa(a.Size), a.Wake.spec(), flag(a.Retry)}, a.Sync)
 }
