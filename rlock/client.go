@@ -67,10 +67,6 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("latchkey: generating the client id: %w", err)
 	}
-	about, err := describeClient(id.String(), opts.ClientName)
-	if err != nil {
-		return nil, err
-	}
 	obs, err := newObserver(opts)
 	if err != nil {
 		return nil, err
@@ -93,7 +89,7 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 		rc:      rc,
 		opts:    opts,
 		id:      id.String(),
-		about:   about,
+		about:   describeClient(id.String(), opts.ClientName),
 		obs:     obs,
 		wake:    luascripts.Wake{Sharded: mode == notify.Sharded, Window: opts.HandoffWindow},
 		hub:     notify.NewHub(rc, notify.Options{Mode: mode, Logger: opts.Logger, Meter: obs.notifyMeter()}),
