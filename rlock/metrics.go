@@ -320,8 +320,9 @@ func lossCause(cause error) variant {
 	return lostOther
 }
 
-// notifyMeter is the meter the hub records on; nil when metrics are off.
-func (ob *observer) notifyMeter() metric.Meter {
+// subMeter is the meter the watchdog and the hub record on; nil when
+// metrics are off.
+func (ob *observer) subMeter() metric.Meter {
 	if ob == nil {
 		return nil
 	}

@@ -226,8 +226,8 @@ func (o Options) sync() luascripts.Sync {
 	return luascripts.Sync{Replicas: int64(o.SyncReplicas.Replicas), Timeout: o.SyncReplicas.Timeout}
 }
 
-func (o Options) watchdogOptions() watchdog.Options {
-	return watchdog.Options{Timeout: o.WatchdogTimeout, Interval: o.WatchdogInterval, BatchSize: o.RenewBatchSize, Sync: watchdog.Sync(o.SyncReplicas), Logger: o.Logger}
+func (o Options) watchdogOptions(meter metric.Meter) watchdog.Options {
+	return watchdog.Options{Timeout: o.WatchdogTimeout, Interval: o.WatchdogInterval, BatchSize: o.RenewBatchSize, Sync: watchdog.Sync(o.SyncReplicas), Logger: o.Logger, Meter: meter}
 }
 
 // LockOption adjusts one Lock or TryLock call.
