@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -257,12 +258,9 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	if pattern == "" {
 		pattern = "*"
 	}
-	var err error
+	err := c.latchkeyOnly("List") // it cannot tell a Redisson lock from any hash
 	if len(pattern) > MaxNameLen || containsBrace(pattern) {
 		err = fmt.Errorf("%w: pattern %q must not contain braces (or be over %d bytes)", ErrInvalidName, pattern, MaxNameLen)
-	}
-	if err == nil {
-		err = c.latchkeyOnly("List") // it cannot tell a Redisson lock from any hash
 	}
 	if err := ready(ctx, err); err != nil {
 		return nil, err
@@ -317,11 +315,7 @@ func (c *Client) scan(ctx context.Context, match string) (map[Kind][]string, err
 	if err != nil {
 		return nil, err
 	}
-	type lock struct {
-		kind Kind
-		name string
-	}
-	seen := make(map[lock]bool)
+	out := make(map[Kind][]string)
 	base := len(c.opts.Prefix) + len(":{")
 	for addr, node := range nodes {
 		for cursor := uint64(0); ; {
@@ -333,7 +327,7 @@ func (c *Client) scan(ctx context.Context, match string) (map[Kind][]string, err
 				// Names hold no brace, so the first '}' ends the name.
 				end := strings.IndexByte(key[base:], '}')
 				if kind, ok := kindSuffixes[key[base+end+1:]]; ok && end >= 0 {
-					seen[lock{kind, key[base : base+end]}] = true
+					out[kind] = append(out[kind], key[base:base+end])
 				}
 			}
 			if cursor = e.Cursor; cursor == 0 {
@@ -341,12 +335,9 @@ func (c *Client) scan(ctx context.Context, match string) (map[Kind][]string, err
 			}
 		}
 	}
-	out := make(map[Kind][]string)
-	for l := range seen {
-		out[l.kind] = append(out[l.kind], l.name)
-	}
-	for _, names := range out {
-		sort.Strings(names)
+	for kind, names := range out {
+		slices.Sort(names)
+		out[kind] = slices.Compact(names) // an RWMutex has two hashes; nodes may repeat keys
 	}
 	return out, nil
 }
