@@ -1,6 +1,7 @@
 package rlock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -36,7 +37,7 @@ const (
 	MaxClientNameLen = 256
 	// MaxLease is the longest explicit lease, WatchdogTimeout and
 	// SpinBackoffMax: longer is almost always a unit mistake, and far enough
-	// out it overflows (milliseconds for Redis, doubling backoffs).
+	// out it overflows (a negative PEXPIRE, a doubling backoff).
 	MaxLease = 365 * 24 * time.Hour
 	MinLease = time.Millisecond // the shortest explicit lease: Redis counts in ms
 	// MaxPrefixLen is the longest Options.Prefix, in bytes: it starts every
@@ -164,21 +165,11 @@ type SyncReplicas struct {
 }
 
 func (o Options) withDefaults() (Options, error) {
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
-	}
-	if o.SpinBackoffMin == 0 {
-		o.SpinBackoffMin = DefaultSpinBackoffMin
-	}
-	if o.SpinBackoffMax == 0 {
-		o.SpinBackoffMax = DefaultSpinBackoffMax
-	}
-	if o.ReleaseTimeout == 0 {
-		o.ReleaseTimeout = DefaultReleaseTimeout
-	}
-	if o.MaxLocalHandovers == 0 {
-		o.MaxLocalHandovers = DefaultMaxLocalHandovers
-	}
+	o.Prefix = cmp.Or(o.Prefix, DefaultPrefix)
+	o.SpinBackoffMin = cmp.Or(o.SpinBackoffMin, DefaultSpinBackoffMin)
+	o.SpinBackoffMax = cmp.Or(o.SpinBackoffMax, DefaultSpinBackoffMax)
+	o.ReleaseTimeout = cmp.Or(o.ReleaseTimeout, DefaultReleaseTimeout)
+	o.MaxLocalHandovers = cmp.Or(o.MaxLocalHandovers, DefaultMaxLocalHandovers)
 	switch {
 	case o.HandoffWindow == 0:
 		o.HandoffWindow = DefaultHandoffWindow
@@ -195,14 +186,10 @@ func (o Options) withDefaults() (Options, error) {
 	case o.WatchdogTimeout < 0 || o.WatchdogInterval < 0 || o.RenewBatchSize < 0:
 		return o, fmt.Errorf("%w: watchdog settings must not be negative", ErrInvalidOptions)
 	case o.WatchdogTimeout > MaxLease:
-		// Sent to Redis in milliseconds, a longer timeout can overflow into a
-		// negative PEXPIRE, which deletes the lock or leaves it without expiry.
 		return o, fmt.Errorf("%w: WatchdogTimeout %v exceeds MaxLease (%v)", ErrInvalidOptions, o.WatchdogTimeout, MaxLease)
 	case o.SpinBackoffMin < 0 || o.SpinBackoffMax < o.SpinBackoffMin:
 		return o, fmt.Errorf("%w: need 0 < SpinBackoffMin (%v) <= SpinBackoffMax (%v)", ErrInvalidOptions, o.SpinBackoffMin, o.SpinBackoffMax)
 	case o.SpinBackoffMax > MaxLease:
-		// The backoff doubles up to this bound; near MaxInt64 the doubling
-		// overflows to a negative sleep and the jitter panics.
 		return o, fmt.Errorf("%w: SpinBackoffMax %v exceeds MaxLease (%v)", ErrInvalidOptions, o.SpinBackoffMax, MaxLease)
 	case o.ReleaseTimeout < MinReleaseTimeout:
 		return o, fmt.Errorf("%w: ReleaseTimeout %v is below MinReleaseTimeout (%v)", ErrInvalidOptions, o.ReleaseTimeout, MinReleaseTimeout)
