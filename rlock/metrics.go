@@ -32,9 +32,8 @@ const (
 	attrLock    = attribute.Key("latchkey.lock")
 )
 
-// lockKind is a primitive's latchkey.kind. Each spin variant follows its
-// pub/sub kind; a CountDownLatch has none. An enum rather than a string
-// built per call, so that naming the kind costs nothing when metrics are off.
+// lockKind is a primitive's latchkey.kind, each spin variant after its
+// pub/sub kind: an enum, so that naming it costs nothing with metrics off.
 type lockKind uint8
 
 const (
@@ -60,8 +59,6 @@ func (k lockKind) spinIf(spin bool) lockKind {
 	}
 	return k
 }
-
-func (m *Mutex) metricKind() lockKind { return m.sd.metric }
 
 // variant is what a measurement adds to the lock's attributes: nothing, an
 // outcome, whether it re-entered, or why a hold was lost.
