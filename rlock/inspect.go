@@ -17,9 +17,6 @@ import (
 	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
-// Introspection: Inspect*, List and ForceUnlock*. Where each grant's and
-// each waiter's record lives is in docs/design.md, "Introspection".
-
 // MaxInspectWaiters is the most queued clients Inspect and List return per
 // lock (per queue, for an RWMutex); LockInfo.WaitersTotal counts them all.
 const MaxInspectWaiters = 100
@@ -102,10 +99,8 @@ type LockInfo struct {
 	// the free lock is kept; "" for none.
 	ReservedFor string
 	// Damaged says what of the lock's state is not latchkey's and could not
-	// be read (a non-integer hold count, a foreign record, a key of another
-	// type), "" when nothing; the rest is described. List lists a damaged
-	// lock even when free. ForceUnlock clears one whose keys have the right
-	// types.
+	// be read, "" when nothing; the rest is described. List lists a damaged
+	// lock even when free; ForceUnlock clears it unless a key has another type.
 	Damaged string
 }
 
@@ -356,10 +351,8 @@ func scanError(addr string, err error) error {
 }
 
 // scanNodes returns the nodes List scans, by address: the one server, or a
-// Cluster's masters (a replica would only add work, and fail the List when
-// down or syncing). rueidis knows the nodes but not their roles, so the
-// masters come from CLUSTER SLOTS; if one is not among rueidis' nodes,
-// every node is scanned instead.
+// Cluster's masters from CLUSTER SLOTS (a replica only adds work, or fails
+// when down or syncing); every node when a master is not among rueidis'.
 func (c *Client) scanNodes(ctx context.Context) (map[string]rueidis.Client, error) {
 	if c.rc.Mode() != rueidis.ClientModeCluster {
 		return map[string]rueidis.Client{"": c.rc}, nil

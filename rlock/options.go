@@ -55,14 +55,11 @@ const (
 type PubSubMode int
 
 const (
-	// PubSubAuto uses sharded pub/sub on a Cluster client, classic
-	// otherwise.
-	PubSubAuto PubSubMode = iota
+	PubSubAuto PubSubMode = iota // sharded pub/sub on a Cluster client, classic otherwise
 	// PubSubClassic uses PUBLISH/SUBSCRIBE; standalone Redis only (on a
 	// Redis 6 Cluster, which has no sharded pub/sub, use SpinMutex).
 	PubSubClassic
-	// PubSubSharded uses SPUBLISH/SSUBSCRIBE (Redis 7+).
-	PubSubSharded
+	PubSubSharded // SPUBLISH/SSUBSCRIBE (Redis 7+)
 )
 
 // Options configures a Client. The zero value is ready to use.
@@ -110,9 +107,8 @@ type Options struct {
 	// of unknown outcome, each retried while Redis cannot be reached. Both
 	// ignore the caller's cancellation (`defer m.Unlock(lctx)` releases
 	// after lctx ended), so a Lock whose ctx ended mid-call may return up to
-	// twice ReleaseTimeout later. Leaving a wait queue is
-	// bounded by the smaller of it and one second. Default 5s; at least
-	// MinReleaseTimeout.
+	// twice ReleaseTimeout later. Leaving a wait queue is bounded by the
+	// smaller of it and one second. Default 5s; at least MinReleaseTimeout.
 	ReleaseTimeout time.Duration
 
 	// SyncReplicas, when its Replicas is above 0, makes every grant, renewal
