@@ -30,7 +30,7 @@ type Client struct {
 	wd    *watchdog.Watchdog
 	seq   atomic.Uint64 // owner ids
 
-	closing context.Context // ends (cause ErrClosed) at Close; every wait watches it
+	closing context.Context // ends (cause ErrClosed) at Close: waits and contenders' calls watch it
 	close   context.CancelCauseFunc
 	// contenders hold a turn's baton without the lock: Close waits for them
 	// to take the client off the queues.
