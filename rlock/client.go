@@ -30,12 +30,10 @@ type Client struct {
 	wd    *watchdog.Watchdog
 	seq   atomic.Uint64 // owner ids
 
-	// closing ends (cause ErrClosed) at Close: every wait and every
-	// contender's Redis call watches it.
-	closing context.Context
+	closing context.Context // ends (cause ErrClosed) at Close: waits and contenders' calls watch it
 	close   context.CancelCauseFunc
-	// contenders: goroutines holding a turn's baton without the lock, whom
-	// Close waits for to take the client off the queues.
+	// contenders hold a turn's baton without the lock: Close waits for them
+	// to take the client off the queues.
 	contenders sync.WaitGroup
 	leaks      sync.WaitGroup // running unlocks of dropped lock contexts (hold.go's leaked)
 
@@ -62,24 +60,15 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 		// so a release could not tell a listening client from a gone one.
 		return nil, fmt.Errorf("%w: PubSubClassic cannot wake waiters correctly on Redis Cluster; use PubSubSharded (Redis 7+), or SpinMutex on Redis 6", ErrInvalidOptions)
 	}
-	// A random (version 4) UUID: no two clients anywhere share owner ids.
-	id, err := uuid.NewRandom()
+	id, err := uuid.NewRandom() // random: no two clients anywhere share owner ids
 	if err != nil {
 		return nil, fmt.Errorf("latchkey: generating the client id: %w", err)
-	}
-	about, err := describeClient(id.String(), opts.ClientName)
-	if err != nil {
-		return nil, err
 	}
 	obs, err := newObserver(opts)
 	if err != nil {
 		return nil, err
 	}
-	wdOpts := opts.watchdogOptions()
-	if obs != nil {
-		wdOpts.Meter = obs.meter
-	}
-	wd, err := watchdog.New(rc, wdOpts)
+	wd, err := watchdog.New(rc, opts.watchdogOptions(obs.subMeter()))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
@@ -93,10 +82,10 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 		rc:      rc,
 		opts:    opts,
 		id:      id.String(),
-		about:   about,
+		about:   describeClient(id.String(), opts.ClientName),
 		obs:     obs,
 		wake:    luascripts.Wake{Sharded: mode == notify.Sharded, Window: opts.HandoffWindow},
-		hub:     notify.NewHub(rc, notify.Options{Mode: mode, Logger: opts.Logger, Meter: obs.notifyMeter()}),
+		hub:     notify.NewHub(rc, notify.Options{Mode: mode, Logger: opts.Logger, Meter: obs.subMeter()}),
 		wd:      wd,
 		closing: closing,
 		close:   cancel,
@@ -149,23 +138,19 @@ func (c *Client) Close() error {
 // for concurrent use: like a sync.Mutex, one handle can be shared by any
 // number of goroutines, and they exclude each other.
 //
-// A name is 1 to MaxNameLen bytes, any bytes but '{' and '}' (they would
-// change the Redis Cluster hash tag; with ProtocolRedisson the name is the
-// key itself, and braces are allowed as Redisson allows them), used
-// verbatim: NUL bytes, invalid UTF-8 and glob characters such as *?[] are
-// kept as they are. An invalid name is reported by the handle's methods as
+// A name is 1 to MaxNameLen bytes, used verbatim, any bytes but '{' and '}'
+// (they would change the Redis Cluster hash tag; ProtocolRedisson allows
+// them, as Redisson does). The handle's methods report an invalid name as
 // ErrInvalidName, before any I/O.
 func (c *Client) Mutex(name string) *Mutex {
 	return c.newMutex(name, false)
 }
 
 // SpinMutex returns a handle on the lock called name that waits by polling
-// with exponential backoff and jitter (Options.SpinBackoffMin doubling to
-// SpinBackoffMax) instead of pub/sub. It has the same semantics and scripts
-// as Mutex and interoperates with it on the same name. It exists to compare
-// against, and for setups without pub/sub. Its waiters sleep through
-// releases, so whoever asks right after a release takes the lock: waits
-// have a long tail and a waiter can starve (make demo shows both).
+// (Options.SpinBackoffMin doubling to SpinBackoffMax, with jitter) instead
+// of pub/sub; it shares Mutex's semantics, scripts and keys. It is for
+// comparison and for setups without pub/sub: its waiters sleep through
+// releases, so waits have a long tail and a waiter can starve.
 func (c *Client) SpinMutex(name string) *Mutex {
 	return c.newMutex(name, true)
 }

@@ -9,44 +9,33 @@ import (
 // Errors returned by this package. Match them with errors.Is: most are
 // wrapped with the lock's name and the underlying cause.
 var (
-	// ErrNotHeld: Unlock was called by an owner that does not hold the lock.
-	// Nothing was changed on the server. If you did hold it, it was lost
-	// before the Unlock (see ErrLockLost) and may now belong to someone else.
+	// ErrNotHeld: Unlock by an owner that does not hold the lock; nothing was
+	// changed. If it did hold it, it lost it (ErrLockLost) before the Unlock.
 	ErrNotHeld = errors.New("latchkey: lock not held by this owner")
-
 	// ErrLockLost is the cause of a lock context's cancellation when the
-	// lock is no longer held: a watchdog renewal found it gone, renewals
-	// failed until its lease ran out on the local clock, an explicit lease
-	// ran out, or the lock was found taken over. Stop writing to the
-	// protected resource; check with errors.Is(context.Cause(ctx), ErrLockLost).
+	// lock is no longer held (found gone, renewals failed until its lease
+	// ran out, an explicit lease ran out, or it was taken over): stop
+	// writing. Check with errors.Is(context.Cause(ctx), ErrLockLost).
 	ErrLockLost = errors.New("latchkey: lock lost")
-
 	// ErrClosed: the Client was closed. Waiters return it promptly; held
 	// locks' contexts are cancelled with it as cause.
 	ErrClosed = errors.New("latchkey: client closed")
-
-	// ErrInvalidName: the lock name is empty, too long, or has a brace
-	// (braces would change the Redis Cluster hash tag). Returned before any I/O.
+	// ErrInvalidName: the lock name is empty, too long, or has a brace.
+	// Returned before any I/O.
 	ErrInvalidName = errors.New("latchkey: invalid lock name")
-
-	// ErrInvalidArgument: a nil context or a bad LockOption (negative or
-	// out-of-range duration, WithWait on Lock). Returned before any I/O.
+	// ErrInvalidArgument: a nil context or a bad LockOption (an out-of-range
+	// duration, WithWait on Lock). Returned before any I/O.
 	ErrInvalidArgument = errors.New("latchkey: invalid argument")
-
 	// ErrInvalidOptions: NewClient got a nil rueidis client or bad Options.
 	ErrInvalidOptions = errors.New("latchkey: invalid options")
-
-	// ErrWrongType: a key where latchkey keeps a lock's state holds
-	// another type, so it is not a latchkey lock of that kind: check the
-	// name, the kind and Options.Prefix (--prefix). ForceUnlock refuses
+	// ErrWrongType: a key where latchkey keeps a lock's state holds another
+	// type: check the name, the kind and Options.Prefix. ForceUnlock refuses
 	// with it and deletes nothing.
 	ErrWrongType = errors.New("latchkey: a key of the lock holds another type")
-
-	// ErrNotReplicated: with Options.SyncReplicas, fewer replicas than asked
-	// acknowledged a change in time. From an acquire, the grant was
-	// released and nothing is held: retry, or check the replicas' health
-	// and lag. From a release, the lock was released on the master, but a
-	// failover now could bring it back until its lease ends.
+	// ErrNotReplicated: with Options.SyncReplicas, too few replicas
+	// acknowledged a change in time. From an acquire, nothing is held; from
+	// a release, the lock was released, but a failover could bring it back
+	// until its lease ends.
 	ErrNotReplicated = errors.New("latchkey: not acknowledged by enough replicas")
 )
 

@@ -10,18 +10,15 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// evictCheckTimeout bounds the CONFIG GET calls NewClient makes: a Redis
-// that is slow or unreachable must not hold up the start of a program for
-// a warning.
+// evictCheckTimeout bounds NewClient's CONFIG GET calls: a slow Redis must
+// not delay a program's start for a warning.
 const evictCheckTimeout = 500 * time.Millisecond
 
 // warnIfEvicting logs a Warn for every maxmemory-policy of rc's nodes other
-// than noeviction. Every lock key has a TTL, so a volatile-* policy evicts
-// locks first (two holders), and an allkeys-* policy may evict the fence
-// counters, which have none (tokens start again). It reads the policy only
-// when there is a logger to tell, and ignores every error: a user without
-// CONFIG (the minimal ACL user), a managed Redis that renames it, or a
-// Redis that is down is not worth failing or delaying NewClient for.
+// than noeviction (evictionRisk says why). It reads the policy only when
+// there is a logger to tell, and ignores every error: a user without
+// CONFIG, a managed Redis that renames it, or a Redis that is down is not
+// worth failing NewClient for.
 func warnIfEvicting(rc rueidis.Client, log *slog.Logger) {
 	if log == nil {
 		return

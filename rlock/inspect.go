@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,18 +17,8 @@ import (
 	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
-// Introspection: who holds a lock, who waits for it (Inspect,
-// InspectRWMutex, InspectSemaphore), and which locks exist (List). Each
-// grant records its holder's ClientInfo, token and request time beside the
-// hold, and each queued client its ClientInfo beside its queue entry: a
-// Mutex's record is the field "#rec" of the lock hash, a writer's the same
-// field of its write hold; a reader's or a permit holder's is its owner's
-// field in its side's records hash, which goes with the owner's lease.
-// Records go with what they describe (see docs/design.md, "Introspection").
-
 // MaxInspectWaiters is the most queued clients Inspect and List return per
-// lock (per queue, for an RWMutex's readers and writers); LockInfo.WaitersTotal
-// counts them all.
+// lock (per queue, for an RWMutex); LockInfo.WaitersTotal counts them all.
 const MaxInspectWaiters = 100
 
 // Kind is the kind of lock a LockInfo describes.
@@ -51,32 +42,25 @@ type ClientInfo struct {
 }
 
 // describeClient is the ClientInfo a client records with its grants, as
-// JSON (compact: it is stored with every grant).
-func describeClient(id, name string) (string, error) {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "" // recorded as unknown rather than refusing to lock
-	}
-	b, err := json.Marshal(ClientInfo{ID: id, Name: name, Host: host, PID: os.Getpid()})
-	if err != nil {
-		return "", fmt.Errorf("latchkey: describing the client: %w", err)
-	}
-	return string(b), nil
+// compact JSON.
+func describeClient(id, name string) string {
+	host, _ := os.Hostname() // "" (unknown) rather than refusing to lock
+	// A struct of strings and an int always marshals.
+	b, _ := json.Marshal(ClientInfo{ID: id, Name: name, Host: host, PID: os.Getpid()})
+	return string(b)
 }
 
 // Holder is a hold on a lock.
 type Holder struct {
-	Owner string // the hold's owner id
-	// Mode is an RWMutex hold's: ModeRead or ModeWrite; "" for other kinds.
-	Mode  string
-	Count int64 // its hold count (re-entries included); 1 for a Semaphore's
-	// Permits is a Semaphore holder's number of permits, else 0.
-	Permits int64
+	Owner   string // the hold's owner id
+	Mode    string // an RWMutex hold's: ModeRead or ModeWrite; else ""
+	Count   int64  // its hold count (re-entries included); 1 for a Semaphore's
+	Permits int64  // a Semaphore holder's permits, else 0
 	// LeaseLeft is this hold's remaining lease; -1 when it has no expiry.
 	LeaseLeft time.Duration
-	// Token, Since and Client come from the grant's record; they are zero
-	// when the hold has none (one written by something else). Only a Mutex
-	// and an RWMutex's write hold have a Token.
+	// Token, Since and Client come from the grant's record, zero when there
+	// is none (a hold written by something else). Only a Mutex and an
+	// RWMutex's write hold have a Token.
 	Token  int64      // the grant's fencing token
 	Since  time.Time  // when the grant was asked for, by the holder's clock
 	Client ClientInfo // who was granted it
@@ -91,18 +75,13 @@ const (
 // Waiter is a client queued for a lock (one per client and mode, however
 // many of its goroutines wait).
 type Waiter struct {
-	// Client is the waiting Client: its ID always, the rest when it
-	// recorded them (latchkey clients of this version do).
-	Client ClientInfo
-	Since  time.Time // when it queued, by Redis' clock; zero once woken
-	// Woken is when the wake window of a client that was woken (told that
-	// the lock can admit it) ends, by Redis' clock; zero when it was not.
-	// It keeps its place until then (docs/design.md, "Fairness").
-	Woken time.Time
-	// Mode is an RWMutex waiter's: ModeRead or ModeWrite; "" otherwise.
-	Mode string
-	// Permits is what a Semaphore waiter waits for, else 0.
-	Permits int64
+	Client ClientInfo // its ID always, the rest when it recorded them
+	Since  time.Time  // when it queued, by Redis' clock; zero once woken
+	// Woken is when the wake window of a woken client ends, by Redis'
+	// clock (it keeps its place until then); zero when it was not woken.
+	Woken   time.Time
+	Mode    string // an RWMutex waiter's: ModeRead or ModeWrite; else ""
+	Permits int64  // what a Semaphore waiter waits for, else 0
 }
 
 // LockInfo is what Inspect found of a lock.
@@ -110,25 +89,18 @@ type LockInfo struct {
 	Name    string
 	Kind    Kind
 	Holders []Holder // empty when the lock is free; a Mutex has one at most
-	// LeaseLeft is how long the lock stays held without a release: the
-	// longest of its holders' leases; 0 when free, -1 when a hold has no
-	// expiry.
-	LeaseLeft time.Duration
-	// Size is a Semaphore's number of permits (0 when nobody holds or
-	// waits), else 0.
-	Size         int64
+	// LeaseLeft is the longest of the holders' leases: 0 when free, -1 when
+	// a hold has no expiry.
+	LeaseLeft    time.Duration
+	Size         int64    // a Semaphore's permits (0 when nobody holds or waits), else 0
 	Waiters      []Waiter // oldest first, at most MaxInspectWaiters (per mode)
 	WaitersTotal int      // how many clients are queued
-	// ReservedFor is a woken client whose wake window is open: the lock,
-	// when free, is kept for it (and any other woken) until it comes or the
-	// window ends; "" for none.
+	// ReservedFor is a woken client whose wake window is open, for which
+	// the free lock is kept; "" for none.
 	ReservedFor string
-	// Damaged says what of the lock's state in Redis is not latchkey's and
-	// could not be read (a hold count that is not an integer, a holder
-	// record of another shape, a key of another type), "" when nothing.
-	// The rest is described as usual; List lists a damaged lock even when
-	// nobody holds it, so that one bad key hides nothing else. ForceUnlock
-	// clears a lock whose keys have the right types.
+	// Damaged says what of the lock's state is not latchkey's and could not
+	// be read, "" when nothing; the rest is described. List lists a damaged
+	// lock even when free; ForceUnlock clears it unless a key has another type.
 	Damaged string
 }
 
@@ -143,16 +115,14 @@ func (c *Client) Inspect(ctx context.Context, name string) (LockInfo, error) {
 	return c.inspect(ctx, KindMutex, name)
 }
 
-// InspectRWMutex is Inspect for the RWMutex called name: its write hold
-// or its live read holds, and its queued readers and writers, oldest
-// first, each with its Mode.
+// InspectRWMutex is Inspect for an RWMutex: its write or read holds and
+// its queued readers and writers, each with its Mode.
 func (c *Client) InspectRWMutex(ctx context.Context, name string) (LockInfo, error) {
 	return c.inspect(ctx, KindRWMutex, name)
 }
 
-// InspectSemaphore is Inspect for the Semaphore called name: its live
-// holders with their permits, its size, and its queued clients, oldest
-// first, with the permits each waits for.
+// InspectSemaphore is Inspect for a Semaphore: its holders with their
+// permits, its Size, and its queued clients with the permits they want.
 func (c *Client) InspectSemaphore(ctx context.Context, name string) (LockInfo, error) {
 	return c.inspect(ctx, KindSemaphore, name)
 }
@@ -170,27 +140,24 @@ func (c *Client) inspect(ctx context.Context, kind Kind, name string) (LockInfo,
 	return info, nil
 }
 
-// ForceUnlock deletes the Mutex called name whoever holds it, drops the
-// queued client a release woke that has not come (it may never), and
-// wakes the next waiter as a release would. It reports whether
-// there was anything to delete. When a key of the lock holds another type
-// (not a latchkey lock: a wrong name or prefix) it returns ErrWrongType
-// and deletes nothing. The former holder learns of it at its next watchdog
-// renewal (ErrLockLost), or not at all if it holds a fixed lease: use it
-// for recovery, not for normal release.
+// ForceUnlock deletes the Mutex called name whoever holds it, drops a
+// woken client that has not come, and wakes the next waiter as a release
+// would. It reports whether there was anything to delete. When a key of
+// the lock holds another type it returns ErrWrongType and deletes nothing.
+// The former holder learns of it at its next watchdog renewal
+// (ErrLockLost), or not at all with a fixed lease: it is for recovery.
 func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	return c.forceUnlock(ctx, KindMutex, name)
 }
 
-// ForceUnlockRWMutex is ForceUnlock for the RWMutex called name: it
-// deletes its write hold and every read hold, and wakes the clients a
-// free lock admits.
+// ForceUnlockRWMutex is ForceUnlock for an RWMutex: it deletes the write
+// hold and every read hold.
 func (c *Client) ForceUnlockRWMutex(ctx context.Context, name string) (bool, error) {
 	return c.forceUnlock(ctx, KindRWMutex, name)
 }
 
-// ForceUnlockSemaphore is ForceUnlock for the Semaphore called name: it
-// deletes every holder's permits and wakes the clients they can serve.
+// ForceUnlockSemaphore is ForceUnlock for a Semaphore: it deletes every
+// holder's permits.
 func (c *Client) ForceUnlockSemaphore(ctx context.Context, name string) (bool, error) {
 	return c.forceUnlock(ctx, KindSemaphore, name)
 }
@@ -208,22 +175,14 @@ func (c *Client) forceUnlock(ctx context.Context, kind Kind, name string) (bool,
 		return false, fmt.Errorf("latchkey: force-unlock %s %q: %w: %q is not latchkey's, nothing was deleted (check the name, the kind and the prefix)",
 			kind, name, ErrWrongType, foreign)
 	case ok:
-		c.obs.forceUnlocked(kind.metric(), name)
+		c.obs.forceUnlocked(kindMetrics[kind], name)
 	}
 	return ok, nil
 }
 
-// metric is the kind's metric attribute for what ends every hold of it
-// (an RWMutex's write side).
-func (k Kind) metric() lockKind {
-	switch k {
-	case KindRWMutex:
-		return kindWrite
-	case KindSemaphore:
-		return kindSemaphore
-	}
-	return kindMutex
-}
+// kindMetrics is each kind's metric attribute for what ends every hold of
+// it (an RWMutex's write side).
+var kindMetrics = map[Kind]lockKind{KindMutex: kindMutex, KindRWMutex: kindWrite, KindSemaphore: kindSemaphore}
 
 // intro is the introspection of kind's lock whose Mutex keys are keys.
 func intro(kind Kind, keys luascripts.Keys) luascripts.Intro {
@@ -284,23 +243,19 @@ func leaseLeft(pttl time.Duration) time.Duration {
 	return pttl
 }
 
-// List finds the locks of every kind whose names match pattern (Redis glob
-// syntax; "" means "*") that are held now, and inspects each, sorted by
-// name, then kind. It SCANs the server, or every Cluster master, for the
-// hashes under "<prefix>:{<pattern>}" (never KEYS), so its cost grows with
-// the number of keys in Redis, not with the locks found; use it for
-// operations, not on a hot path. A lock released between the SCAN and its
-// inspection is left out. Patterns must not contain braces.
+// List inspects every held (or damaged) lock of every kind whose name
+// matches pattern (Redis glob syntax; "" means "*"), sorted by name, then
+// kind. It SCANs the server, or every Cluster master, so its cost grows
+// with the number of keys in Redis: use it for operations, not on a hot
+// path. A lock released between the SCAN and its inspection is left out.
+// Patterns must not contain braces.
 func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	if pattern == "" {
 		pattern = "*"
 	}
-	var err error
+	err := c.latchkeyOnly("List") // it cannot tell a Redisson lock from any hash
 	if len(pattern) > MaxNameLen || containsBrace(pattern) {
 		err = fmt.Errorf("%w: pattern %q must not contain braces (or be over %d bytes)", ErrInvalidName, pattern, MaxNameLen)
-	}
-	if err == nil {
-		err = c.latchkeyOnly("List") // it cannot tell a Redisson lock from any hash
 	}
 	if err := ready(ctx, err); err != nil {
 		return nil, err
@@ -330,9 +285,8 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 	return out, nil
 }
 
-// describedInfo reads one describe reply of kind's script. A server's
-// WRONGTYPE (a key of the lock holds something latchkey did not write) is
-// damage to report, not a failure: it concerns this lock alone.
+// describedInfo reads one describe reply. A WRONGTYPE is damage to report,
+// not a failure: it concerns this lock alone.
 func describedInfo(kind Kind, name string, res rueidis.RedisResult) (LockInfo, error) {
 	v, err := res.ToArray()
 	if rerr, ok := rueidis.IsRedisErr(err); ok && strings.Contains(rerr.Error(), "WRONGTYPE") {
@@ -349,18 +303,14 @@ func describedInfo(kind Kind, name string, res rueidis.RedisResult) (LockInfo, e
 // the key of a hash that exists while the lock is held.
 var kindSuffixes = map[string]Kind{"": KindMutex, ":rw:w": KindRWMutex, ":rw:rd": KindRWMutex, ":sem:h": KindSemaphore}
 
-// scan returns the names of the locks whose hashes match match on the
-// nodes of scanNodes, by kind, sorted, each once.
+// scan returns the names of the locks whose hashes match match, by kind,
+// sorted, each once.
 func (c *Client) scan(ctx context.Context, match string) (map[Kind][]string, error) {
 	nodes, err := c.scanNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	type lock struct {
-		kind Kind
-		name string
-	}
-	seen := make(map[lock]bool)
+	out := make(map[Kind][]string)
 	base := len(c.opts.Prefix) + len(":{")
 	for addr, node := range nodes {
 		for cursor := uint64(0); ; {
@@ -372,7 +322,7 @@ func (c *Client) scan(ctx context.Context, match string) (map[Kind][]string, err
 				// Names hold no brace, so the first '}' ends the name.
 				end := strings.IndexByte(key[base:], '}')
 				if kind, ok := kindSuffixes[key[base+end+1:]]; ok && end >= 0 {
-					seen[lock{kind, key[base : base+end]}] = true
+					out[kind] = append(out[kind], key[base:base+end])
 				}
 			}
 			if cursor = e.Cursor; cursor == 0 {
@@ -380,12 +330,9 @@ func (c *Client) scan(ctx context.Context, match string) (map[Kind][]string, err
 			}
 		}
 	}
-	out := make(map[Kind][]string)
-	for l := range seen {
-		out[l.kind] = append(out[l.kind], l.name)
-	}
-	for _, names := range out {
-		sort.Strings(names)
+	for kind, names := range out {
+		slices.Sort(names)
+		out[kind] = slices.Compact(names) // an RWMutex has two hashes; nodes may repeat keys
 	}
 	return out, nil
 }
@@ -403,13 +350,9 @@ func scanError(addr string, err error) error {
 	return fmt.Errorf("latchkey: list: %s: %w", where, err)
 }
 
-// scanNodes returns the nodes List scans, by address: the client's one
-// server, or a Cluster's masters. A replica's keys are its master's, so
-// scanning it would only add work, and a replica that is down or still
-// syncing would fail the List. rueidis knows the nodes but not their roles,
-// so the masters come from CLUSTER SLOTS (which rueidis needs too); when
-// one of them is not among rueidis' nodes under the same address, every
-// node is scanned instead.
+// scanNodes returns the nodes List scans, by address: the one server, or a
+// Cluster's masters from CLUSTER SLOTS (a replica only adds work, or fails
+// when down or syncing); every node when a master is not among rueidis'.
 func (c *Client) scanNodes(ctx context.Context) (map[string]rueidis.Client, error) {
 	if c.rc.Mode() != rueidis.ClientModeCluster {
 		return map[string]rueidis.Client{"": c.rc}, nil
@@ -442,12 +385,9 @@ func slotsMaster(r rueidis.RedisMessage) (string, bool) {
 	if err != nil || len(node) < 2 {
 		return "", false
 	}
-	host, err := node[0].ToString()
-	if err != nil || host == "" || host == "?" { // the node does not know its address
-		return "", false
-	}
+	host, _ := node[0].ToString()
 	port, err := node[1].AsInt64()
-	if err != nil {
+	if err != nil || host == "" || host == "?" { // "?": the node does not know its address
 		return "", false
 	}
 	return net.JoinHostPort(host, strconv.FormatInt(port, 10)), true

@@ -8,9 +8,8 @@ import (
 )
 
 // lockKeys validates name and builds the keys of its lock. Every key starts
-// with "<prefix>:{<name>}", and since neither prefix nor name may hold a
-// brace, Redis Cluster hashes them all on exactly <name>: they share the
-// slot that the scripts, which touch several of them at once, require.
+// with "<prefix>:{<name>}", and neither may hold a brace, so all of them
+// share the Cluster slot of <name>, as the scripts require.
 func lockKeys(prefix, name string) (luascripts.Keys, error) {
 	if err := validateName(name); err != nil {
 		return luascripts.Keys{}, err

@@ -18,21 +18,17 @@ type Lockable interface {
 	Unlock(ctx context.Context) error
 }
 
-// Locker returns l as a sync.Locker, for code that takes one (a cache, a
-// connection pool, sync.Cond). Its Lock blocks until it holds the lock,
-// retrying failures (Redis unreachable, say) with a backoff of up to a
-// second; its Unlock releases. Like sync.Mutex, it is not reentrant, and
-// any goroutine may Unlock what another locked.
-//
-// A sync.Locker cannot report errors, so the limits are these:
-//   - Lock panics if ctx is nil or ends or the client is closed before it
-//     holds the lock, and if the lock's name is invalid, with an error that
-//     wraps the cause: give it a context that lives as long as the code
-//     that uses the Locker.
+// Locker returns l as a sync.Locker, for code that takes one (sync.Cond, a
+// pool). Its Lock blocks until it holds the lock, retrying failures with a
+// backoff of up to a second. Like sync.Mutex it is not reentrant, and any
+// goroutine may Unlock what another locked. A sync.Locker cannot report
+// errors, so:
+//   - Lock panics, with an error wrapping the cause, if ctx is nil or ends,
+//     the client is closed or the name is invalid: give it a context that
+//     lives as long as the Locker's users.
 //   - Unlock panics if the Locker is not locked, as sync.Mutex does.
-//   - There is no loss signal: a lock lost while held goes unnoticed, and
-//     Unlock ignores the failed release. Where that matters, use the lock
-//     and the context its Lock returns.
+//   - A lock lost while held goes unnoticed, and Unlock ignores a failed
+//     release: where that matters, use the lock and its Lock's context.
 //   - Without WithLease in opts, the watchdog keeps each hold.
 //   - ctx must not carry a hold of the lock: Lock would re-enter it.
 func Locker(ctx context.Context, l Lockable, opts ...LockOption) sync.Locker {
@@ -40,9 +36,8 @@ func Locker(ctx context.Context, l Lockable, opts ...LockOption) sync.Locker {
 }
 
 // RLocker returns the read side of rw as a sync.Locker, as
-// sync.RWMutex.RLocker does: its Lock is rw.RLock, its Unlock rw.RUnlock,
-// with Locker's retries and limits. Any number of goroutines may share it
-// and read at once: each Lock is a reader of its own, and an Unlock
+// sync.RWMutex.RLocker does, with Locker's retries and limits. Goroutines
+// sharing it read at once: each Lock is a reader of its own, and an Unlock
 // releases one of the read holds its Locks took.
 func RLocker(ctx context.Context, rw *RWMutex, opts ...LockOption) sync.Locker {
 	return &locker{ctx: ctx, l: readSide{rw}, opts: opts}
@@ -84,9 +79,8 @@ func (l *locker) Lock() {
 			l.mu.Unlock()
 			return
 		}
-		// l.ctx is checked after the error: Lock refuses a nil one with
-		// ErrInvalidArgument. The panics are errors, for errors.Is after a
-		// recover.
+		// l.ctx is checked after the error: Lock refuses a nil one. The
+		// panics are errors, for errors.Is after a recover.
 		if errors.Is(err, ErrInvalidArgument) || l.ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidName) {
 			panic(fmt.Errorf("latchkey: Locker.Lock of %q cannot succeed: %w", l.name(), err))
 		}

@@ -32,9 +32,8 @@ const (
 	attrLock    = attribute.Key("latchkey.lock")
 )
 
-// lockKind is a primitive's latchkey.kind. Each spin variant follows its
-// pub/sub kind; a CountDownLatch has none. An enum rather than a string
-// built per call, so that naming the kind costs nothing when metrics are off.
+// lockKind is a primitive's latchkey.kind, each spin variant after its
+// pub/sub kind: an enum, so that naming it costs nothing with metrics off.
 type lockKind uint8
 
 const (
@@ -60,8 +59,6 @@ func (k lockKind) spinIf(spin bool) lockKind {
 	}
 	return k
 }
-
-func (m *Mutex) metricKind() lockKind { return m.sd.metric }
 
 // variant is what a measurement adds to the lock's attributes: nothing, an
 // outcome, whether it re-entered, or why a hold was lost.
@@ -95,22 +92,39 @@ var variantAttrs = [numVariants]attribute.KeyValue{
 	lostOther:    attrCause.String("other"),
 }
 
+// counter is one of the observer's counters.
+type counter uint8
+
+const (
+	acquisitions counter = iota
+	contentions
+	losses
+	wakeups
+	forceUnlocks
+	leaks
+	numCounters
+)
+
+var counterSpecs = [numCounters]struct{ name, unit, desc string }{
+	acquisitions: {"latchkey.lock.acquisitions", "{acquisition}", "Locks acquired, re-entries (latchkey.reentry=true) included."},
+	contentions:  {"latchkey.lock.contended", "{acquisition}", "Lock and TryLock calls that had to wait (the lock was busy at their first try), and Awaits that did (the latch was set), whatever their outcome."},
+	losses:       {"latchkey.lock.lost", "{hold}", "Holds lost before their Unlock, by cause: gone (deleted or expired in Redis), renewal_failed, lease_ended, other."},
+	wakeups:      {"latchkey.lock.wakeups.sent", "{message}", "Releases that woke a queued client, and latch count-downs whose zero reached a subscribed client (one message each); local handovers send none."},
+	forceUnlocks: {"latchkey.lock.force_unlocks", "{lock}", "Locks this client deleted with ForceUnlock; their holders count them as lost (gone)."},
+	leaks:        {"latchkey.lock.leaked", "{level}", "Lock contexts of live holds that became unreachable without their Unlock; latchkey unlocked them."},
+}
+
 // observer records one client's lock instruments and wait spans.
 type observer struct {
 	nameAttr bool
 	// sets holds every attribute set a measurement can have when the lock
 	// name is not one of them: built once, so a measurement allocates none.
-	sets      [numKinds][numVariants]metric.MeasurementOption
-	wait      metric.Float64Histogram
-	hold      metric.Float64Histogram
-	acquired  metric.Int64Counter
-	contended metric.Int64Counter
-	lost      metric.Int64Counter
-	wakeups   metric.Int64Counter
-	forced    metric.Int64Counter
-	leaked    metric.Int64Counter
-	tracer    trace.Tracer // nil: no spans
-	meter     metric.Meter // nil: no metrics (passed to watchdog and notify)
+	sets     [numKinds][numVariants]metric.MeasurementOption
+	wait     metric.Float64Histogram
+	hold     metric.Float64Histogram
+	counters [numCounters]metric.Int64Counter
+	tracer   trace.Tracer // nil: no spans
+	meter    metric.Meter // nil: no metrics (passed to watchdog and notify)
 }
 
 // newObserver returns nil when o asks for neither metrics nor traces.
@@ -129,26 +143,17 @@ func newObserver(o Options) (*observer, error) {
 		mp = noop.NewMeterProvider()
 	}
 	m := mp.Meter(instrumentation)
-	var errs []error
-	histogram := func(dst *metric.Float64Histogram, name, desc string, bounds ...float64) {
-		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(bounds...))
-		*dst, errs = h, append(errs, err)
+	var errs [2 + numCounters]error
+	ob.wait, errs[0] = m.Float64Histogram("latchkey.lock.wait.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from Lock or TryLock (not re-entries), or a latch's Await, to its outcome: acquired (for Await: the count reached zero), timeout (TryLock's wait or the context's deadline ran out), cancelled (context cancelled, client closed), error."),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+	ob.hold, errs[1] = m.Float64Histogram("latchkey.lock.hold.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time from a grant to its last Unlock, or to its loss."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600))
+	for i, c := range counterSpecs {
+		ob.counters[i], errs[2+i] = m.Int64Counter(c.name, metric.WithUnit(c.unit), metric.WithDescription(c.desc))
 	}
-	counter := func(dst *metric.Int64Counter, name, unit, desc string) {
-		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		*dst, errs = c, append(errs, err)
-	}
-	histogram(&ob.wait, "latchkey.lock.wait.duration", "Time from Lock or TryLock (not re-entries), or a latch's Await, to its outcome: acquired (for Await: the count reached zero), timeout (TryLock's wait or the context's deadline ran out), cancelled (context cancelled, client closed), error.",
-		0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
-	histogram(&ob.hold, "latchkey.lock.hold.duration", "Time from a grant to its last Unlock, or to its loss.",
-		0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
-	counter(&ob.acquired, "latchkey.lock.acquisitions", "{acquisition}", "Locks acquired, re-entries (latchkey.reentry=true) included.")
-	counter(&ob.contended, "latchkey.lock.contended", "{acquisition}", "Lock and TryLock calls that had to wait (the lock was busy at their first try), and Awaits that did (the latch was set), whatever their outcome.")
-	counter(&ob.lost, "latchkey.lock.lost", "{hold}", "Holds lost before their Unlock, by cause: gone (deleted or expired in Redis), renewal_failed, lease_ended, other.")
-	counter(&ob.wakeups, "latchkey.lock.wakeups.sent", "{message}", "Releases that woke a queued client, and latch count-downs whose zero reached a subscribed client (one message each); local handovers send none.")
-	counter(&ob.forced, "latchkey.lock.force_unlocks", "{lock}", "Locks this client deleted with ForceUnlock; their holders count them as lost (gone).")
-	counter(&ob.leaked, "latchkey.lock.leaked", "{level}", "Lock contexts of live holds that became unreachable without their Unlock; latchkey unlocked them.")
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("%w: creating latchkey's instruments: %w", ErrInvalidOptions, err)
 	}
 	if !ob.nameAttr {
@@ -238,7 +243,7 @@ func (a *acquireObs) end(ctx context.Context, err error) {
 		return
 	}
 	if err == nil {
-		a.ob.acquired.Add(context.Background(), 1, a.ob.attrs(a.kind, a.name, firstEntry))
+		a.ob.add(acquisitions, a.kind, a.name, 1, firstEntry)
 	}
 	a.endWait(ctx, err)
 }
@@ -253,7 +258,7 @@ func (a *acquireObs) endWait(ctx context.Context, err error) {
 	ob := a.ob
 	ob.wait.Record(context.Background(), time.Since(a.start).Seconds(), ob.attrs(a.kind, a.name, out))
 	if a.waited {
-		ob.contended.Add(context.Background(), 1, ob.attrs(a.kind, a.name, plain))
+		ob.add(contentions, a.kind, a.name, 1, plain)
 	}
 	if a.span != nil {
 		a.span.SetAttributes(variantAttrs[out])
@@ -264,39 +269,27 @@ func (a *acquireObs) endWait(ctx context.Context, err error) {
 	}
 }
 
+// add counts n on c for the lock name of kind k, with v; nothing when ob
+// is nil (metrics and traces off) or n is not positive.
+func (ob *observer) add(c counter, k lockKind, name string, n int64, v variant) {
+	if ob != nil && n > 0 {
+		ob.counters[c].Add(context.Background(), n, ob.attrs(k, name, v))
+	}
+}
+
 // woke records n queued clients woken (one message each) by a release, or
 // by a latch's zero that reached a subscribed client.
-func (ob *observer) woke(k lockKind, name string, n int64) {
-	if ob == nil || n <= 0 {
-		return
-	}
-	ob.wakeups.Add(context.Background(), n, ob.attrs(k, name, plain))
-}
+func (ob *observer) woke(k lockKind, name string, n int64) { ob.add(wakeups, k, name, n, plain) }
 
 // forceUnlocked records a ForceUnlock that deleted a lock of kind k (an
 // RWMutex's counts as its write side: every hold of it ended).
-func (ob *observer) forceUnlocked(k lockKind, name string) {
-	if ob == nil {
-		return
-	}
-	ob.forced.Add(context.Background(), 1, ob.attrs(k, name, plain))
-}
+func (ob *observer) forceUnlocked(k lockKind, name string) { ob.add(forceUnlocks, k, name, 1, plain) }
 
 // leakedLevel records a lock context dropped without its Unlock.
-func (ob *observer) leakedLevel(k lockKind, name string) {
-	if ob == nil {
-		return
-	}
-	ob.leaked.Add(context.Background(), 1, ob.attrs(k, name, plain))
-}
+func (ob *observer) leakedLevel(k lockKind, name string) { ob.add(leaks, k, name, 1, plain) }
 
 // reentered records a re-entry that succeeded.
-func (ob *observer) reentered(k lockKind, name string) {
-	if ob == nil {
-		return
-	}
-	ob.acquired.Add(context.Background(), 1, ob.attrs(k, name, reentry))
-}
+func (ob *observer) reentered(k lockKind, name string) { ob.add(acquisitions, k, name, 1, reentry) }
 
 // ended records a hold's end: its duration, and its loss when cause is
 // not nil.
@@ -306,7 +299,7 @@ func (ob *observer) ended(k lockKind, name string, granted time.Time, cause erro
 	}
 	ob.hold.Record(context.Background(), time.Since(granted).Seconds(), ob.attrs(k, name, plain))
 	if cause != nil {
-		ob.lost.Add(context.Background(), 1, ob.attrs(k, name, lossCause(cause)))
+		ob.add(losses, k, name, 1, lossCause(cause))
 	}
 }
 
@@ -324,8 +317,9 @@ func lossCause(cause error) variant {
 	return lostOther
 }
 
-// notifyMeter is the meter the hub records on; nil when metrics are off.
-func (ob *observer) notifyMeter() metric.Meter {
+// subMeter is the meter the watchdog and the hub record on; nil when
+// metrics are off.
+func (ob *observer) subMeter() metric.Meter {
 	if ob == nil {
 		return nil
 	}

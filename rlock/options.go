@@ -1,6 +1,7 @@
 package rlock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,41 +17,37 @@ import (
 
 // Defaults for Options' zero values.
 const (
-	DefaultPrefix         = "latchkey"
-	DefaultSpinBackoffMin = time.Millisecond
-	DefaultSpinBackoffMax = 128 * time.Millisecond
-	DefaultReleaseTimeout = 5 * time.Second
-	DefaultHandoffWindow  = 50 * time.Millisecond
-	// DefaultMaxLocalHandovers bounds a client's handovers in a row.
-	DefaultMaxLocalHandovers = 8
-	// DefaultNoExpiryWait bounds a wait on a lock that has no expiry (a key
-	// written by something other than latchkey), which gives no TTL to wait for.
+	DefaultPrefix            = "latchkey"
+	DefaultSpinBackoffMin    = time.Millisecond
+	DefaultSpinBackoffMax    = 128 * time.Millisecond
+	DefaultReleaseTimeout    = 5 * time.Second
+	DefaultHandoffWindow     = 50 * time.Millisecond
+	DefaultMaxLocalHandovers = 8 // a client's handovers in a row
+	// DefaultNoExpiryWait bounds a wait on a lock with no expiry (a key
+	// written by something other than latchkey): there is no TTL to wait for.
 	DefaultNoExpiryWait = time.Second
+	DefaultSyncTimeout  = time.Second // SyncReplicas.Timeout's
 )
 
 // Limits on names and durations, checked before any I/O.
 const (
-	// MaxNameLen is the longest lock name accepted, in bytes.
-	MaxNameLen = 1024
-	// MaxClientNameLen is the longest Options.ClientName accepted, in
-	// bytes: it is stored with every grant.
+	MaxNameLen = 1024 // the longest lock name, in bytes
+	// MaxClientNameLen is the longest Options.ClientName, in bytes: it is
+	// stored with every grant.
 	MaxClientNameLen = 256
-	// MaxLease is the longest explicit lease accepted, and the longest
-	// WatchdogTimeout and SpinBackoffMax. Longer durations are almost always
-	// a unit mistake, and far enough out they overflow the arithmetic done on
-	// them (milliseconds for Redis, doubling backoffs).
+	// MaxLease is the longest explicit lease, WatchdogTimeout and
+	// SpinBackoffMax: longer is almost always a unit mistake, and far enough
+	// out it overflows (a negative PEXPIRE, a doubling backoff).
 	MaxLease = 365 * 24 * time.Hour
-	// MinLease is the shortest explicit lease accepted: Redis counts
-	// expiries in milliseconds.
-	MinLease = time.Millisecond
-	// MaxPrefixLen is the longest Options.Prefix accepted, in bytes: it
-	// starts every key and channel.
+	MinLease = time.Millisecond // the shortest explicit lease: Redis counts in ms
+	// MaxPrefixLen is the longest Options.Prefix, in bytes: it starts every
+	// key and channel.
 	MaxPrefixLen = 256
-	// MinReleaseTimeout is the shortest ReleaseTimeout accepted: below it
-	// a release cannot get its round trip in, and every Unlock fails.
+	// MinReleaseTimeout is the shortest ReleaseTimeout: below it a release
+	// cannot get its round trip in.
 	MinReleaseTimeout = 10 * time.Millisecond
-	// MaxHandoffWindow is the longest HandoffWindow accepted: a woken
-	// client that stops keeps the free lock from everyone else that long.
+	// MaxHandoffWindow is the longest HandoffWindow: a woken client that
+	// stopped keeps the free lock from everyone else that long.
 	MaxHandoffWindow = 5 * time.Second
 )
 
@@ -58,166 +55,117 @@ const (
 type PubSubMode int
 
 const (
-	// PubSubAuto uses sharded pub/sub on a Cluster client and classic pub/sub
-	// otherwise.
-	PubSubAuto PubSubMode = iota
-	// PubSubClassic uses PUBLISH/SUBSCRIBE. Standalone Redis only: on a
-	// Cluster, PUBLISH cannot tell whether the woken client listens (use
-	// SpinMutex on a Redis 6 Cluster, which has no sharded pub/sub).
+	PubSubAuto PubSubMode = iota // sharded pub/sub on a Cluster client, classic otherwise
+	// PubSubClassic uses PUBLISH/SUBSCRIBE; standalone Redis only (on a
+	// Redis 6 Cluster, which has no sharded pub/sub, use SpinMutex).
 	PubSubClassic
-	// PubSubSharded uses SPUBLISH/SSUBSCRIBE (Redis 7+).
-	PubSubSharded
+	PubSubSharded // SPUBLISH/SSUBSCRIBE (Redis 7+)
 )
 
 // Options configures a Client. The zero value is ready to use.
 type Options struct {
-	// Prefix starts every key and channel: "<Prefix>:{<name>}" is the lock
-	// and "<Prefix>:{<name>}:ch" its channel. Default "latchkey". It must
-	// be valid UTF-8 without braces, at most MaxPrefixLen bytes.
+	// Prefix starts every key and channel ("<Prefix>:{<name>}" is the
+	// lock). Default "latchkey"; valid UTF-8 without braces, at most
+	// MaxPrefixLen bytes.
 	Prefix string
 
-	// WatchdogTimeout is the lease of a lock taken without WithLease, renewed
-	// for as long as it is held. Default 30s; at most MaxLease.
+	// WatchdogTimeout is the lease of a lock taken without WithLease,
+	// renewed while it is held. Default 30s; at most MaxLease.
 	WatchdogTimeout time.Duration
-	// WatchdogInterval is the renewal period. Default WatchdogTimeout/3. It
-	// must be at least watchdog.MinInterval and shorter than WatchdogTimeout
-	// less watchdog.DriftMargin(WatchdogTimeout), the local deadline by
-	// which a renewal must have succeeded.
+	// WatchdogInterval is the renewal period. Default WatchdogTimeout/3; at
+	// least watchdog.MinInterval and shorter than WatchdogTimeout less
+	// watchdog.DriftMargin(WatchdogTimeout).
 	WatchdogInterval time.Duration
 	// RenewBatchSize is the most locks one renewal call carries. Default
 	// 100; at most watchdog.MaxBatchSize.
 	RenewBatchSize int
 
-	// PubSub selects the pub/sub flavour. Default PubSubAuto. PubSubClassic
-	// is refused on a Cluster client (ErrInvalidOptions).
+	// PubSub selects the pub/sub flavour. Default PubSubAuto; PubSubClassic
+	// on a Cluster client is ErrInvalidOptions.
 	PubSub PubSubMode
 
-	// SpinBackoffMin and SpinBackoffMax bound the spin variant's exponential
-	// backoff (with jitter). Defaults 1ms and 128ms; SpinBackoffMax is at
-	// most MaxLease.
+	// SpinBackoffMin and SpinBackoffMax bound the spin variants' jittered
+	// exponential backoff. Defaults 1ms and 128ms; the max is at most
+	// MaxLease.
 	SpinBackoffMin time.Duration
 	SpinBackoffMax time.Duration
 
-	// HandoffWindow is the wake window of every kind: how long a queued
-	// client that was woken (a release, or the lock's admission rule, let
-	// it in) keeps its place without coming. Clients queued behind it, and
-	// newcomers (typically the goroutine that just released, asking again
-	// at once), are refused meanwhile, so the wake-up has time to arrive:
-	// pub/sub waiters are served first come, first served across clients. A
-	// woken client that does not come within the window (a process that
-	// stopped while still subscribed) loses its place to the next.
-	// Default 50ms, at most MaxHandoffWindow; a negative value gives woken
-	// clients no window: they keep their place until they come or leave.
+	// HandoffWindow is how long a woken client keeps its place without
+	// coming; others are refused meanwhile so the wake-up can arrive
+	// (docs/design.md, "Fairness"). Default 50ms, at most MaxHandoffWindow;
+	// negative means no window: woken clients keep their place until they
+	// come or leave.
 	HandoffWindow time.Duration
 
-	// MaxLocalHandovers bounds how many times in a row a release may hand
-	// the lock straight to the next waiting goroutine of the same Client
-	// (one round trip: no message, no acquire); then the lock goes back to
-	// Redis, which wakes the oldest queued client, and the local waiter
-	// queues behind it. Handovers make a contended lock cheaper and faster;
-	// the bound keeps other processes from starving. Default 8; negative
-	// turns handovers off (every turn goes through Redis, first come, first
-	// served across clients).
+	// MaxLocalHandovers bounds how many times in a row a release hands the
+	// lock straight to a waiting goroutine of the same Client before it goes
+	// back to Redis and the oldest queued client. Default 8; negative turns
+	// handovers off.
 	MaxLocalHandovers int
 
 	// ReleaseTimeout bounds Unlock's release and the undo of an acquisition
-	// whose outcome is unknown; each is retried while its reply is lost or
-	// Redis cannot be reached. Both ignore the caller's cancellation, so
-	// that `defer m.Unlock(lctx)` releases even after lctx ended, and a Lock
-	// whose ctx ended mid-call awaits that call's reply (lest the undo
-	// overtake it) and may return up to twice ReleaseTimeout later when
-	// Redis does not answer. Taking a client that stops waiting off the wait queue (a
-	// waiter giving up, Close) is bounded by the smaller of ReleaseTimeout
-	// and one second. Default 5s; at least MinReleaseTimeout.
+	// of unknown outcome, each retried while Redis cannot be reached. Both
+	// ignore the caller's cancellation (`defer m.Unlock(lctx)` releases
+	// after lctx ended), so a Lock whose ctx ended mid-call may return up to
+	// twice ReleaseTimeout later. Leaving a wait queue is bounded by the
+	// smaller of it and one second. Default 5s; at least MinReleaseTimeout.
 	ReleaseTimeout time.Duration
 
-	// SyncReplicas, when its Replicas is above 0, makes every grant,
-	// watchdog renewal and release wait until that many replicas have
-	// acknowledged it (WAIT, on the same connection, for at most its
-	// Timeout). A grant not acknowledged in time is released and its
-	// acquire fails with ErrNotReplicated; a renewal not acknowledged counts
-	// as a failed renewal; a release not acknowledged still released, and
-	// its Unlock reports ErrNotReplicated. Off by default. See
-	// docs/safety.md for what it does and does not guarantee.
+	// SyncReplicas, when its Replicas is above 0, makes every grant, renewal
+	// and release WAIT for that many replicas. An acquire not acknowledged
+	// in time fails with ErrNotReplicated (and is released), as does an
+	// Unlock (which did release); a renewal counts as failed. Off by
+	// default; see docs/safety.md.
 	SyncReplicas SyncReplicas
 
-	// Logger, when set, hears what a user must know about and cannot see
-	// in a returned error: watchdog renewals that failed (Warn, retried)
-	// and leases given up (Error), pub/sub subscriptions lost under
-	// waiters and made again (Warn), calls of unknown outcome undone (Warn)
-	// or not (Error). Nil, the default, is silent.
+	// Logger, when set, hears what no returned error tells (failed renewals,
+	// lost subscriptions, undone calls: docs/operations.md). Nil, the
+	// default, is silent.
 	Logger *slog.Logger
 
-	// MeterProvider, when set, receives latchkey's metrics: lock waits and
-	// CountDownLatch Awaits by outcome, hold times, acquisitions and re-entries, contention, locks
-	// lost by cause, force-unlocks, watchdog renewals, failures and batch
-	// sizes, wake-ups sent, received and unclaimed, subscriptions open
-	// (docs/operations.md lists them). Nil, the default, records nothing
-	// and costs nothing.
+	// MeterProvider, when set, receives latchkey's metrics
+	// (docs/operations.md lists them). Nil, the default, costs nothing.
 	MeterProvider metric.MeterProvider
 	// TracerProvider, when set, makes every Lock, TryLock or Await that
-	// waits a span ("latchkey.lock.wait", from the call to its outcome). Nil, the
-	// default, traces nothing.
+	// waits a span "latchkey.lock.wait". Nil, the default, traces nothing.
 	TracerProvider trace.TracerProvider
-	// MetricsLockName adds the lock's name to the metrics' attributes.
-	// Off by default: names are often unbounded (one per order, per
-	// user), and each name would be a time series of its own.
+	// MetricsLockName adds the lock's name to the metrics' attributes. Off
+	// by default: each name would be a time series of its own.
 	MetricsLockName bool
 
-	// ClientName names this client in what each grant records about its
-	// holder, and each queue entry about its waiter (ClientInfo, read by
-	// Inspect, List and `latchkey status`), beside the host name and the
-	// process id. Default "": none. At most MaxClientNameLen bytes.
+	// ClientName names this client in its grants' and waits' ClientInfo.
+	// Default "": none. At most MaxClientNameLen bytes.
 	ClientName string
 
-	// Protocol is the format of the locks in Redis: ProtocolLatchkey (the
-	// default) or ProtocolRedisson, to share Mutex locks with Java
-	// services that use Redisson (see Protocol and docs/redisson.md).
+	// Protocol is the locks' format in Redis: ProtocolLatchkey (default) or
+	// ProtocolRedisson, to share Mutex locks with Redisson (docs/redisson.md).
 	// Prefix and HandoffWindow do not apply to ProtocolRedisson.
 	Protocol Protocol
 
 	// OnAttempt, when set, is called after every run of the acquire script
-	// with the lock's name and whether it acquired. It is for metrics and
-	// tests; it runs on the caller's goroutine and must be fast.
+	// with the lock's name and whether it acquired; OnWait each time a
+	// waiter (or a latch's Await) goes to sleep. For metrics and tests: they
+	// run on the caller's goroutine and must be fast.
 	OnAttempt func(name string, acquired bool)
-	// OnWait, when set, is called each time a waiter goes to sleep until a
-	// wake-up, the holder's TTL or its next poll, with the lock's name, and
-	// each time a CountDownLatch's Await goes to sleep, with the latch's
-	// name. Like OnAttempt it is for metrics and tests, runs on the caller's
-	// goroutine and must be fast.
-	OnWait func(name string)
+	OnWait    func(name string)
 }
 
 // SyncReplicas is Options.SyncReplicas.
 type SyncReplicas struct {
-	// Replicas is how many replicas must acknowledge each change; 0 turns
-	// syncing off. Ask for every replica that may be promoted.
+	// Replicas is how many replicas must acknowledge each change (0: off).
+	// Ask for every replica that may be promoted.
 	Replicas int
 	// Timeout bounds each WAIT. Default DefaultSyncTimeout; it must be
-	// shorter than the watchdog's interval, since a renewal tick waits for
-	// it.
+	// shorter than the watchdog's interval.
 	Timeout time.Duration
 }
 
-// DefaultSyncTimeout is SyncReplicas.Timeout's default.
-const DefaultSyncTimeout = time.Second
-
 func (o Options) withDefaults() (Options, error) {
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
-	}
-	if o.SpinBackoffMin == 0 {
-		o.SpinBackoffMin = DefaultSpinBackoffMin
-	}
-	if o.SpinBackoffMax == 0 {
-		o.SpinBackoffMax = DefaultSpinBackoffMax
-	}
-	if o.ReleaseTimeout == 0 {
-		o.ReleaseTimeout = DefaultReleaseTimeout
-	}
-	if o.MaxLocalHandovers == 0 {
-		o.MaxLocalHandovers = DefaultMaxLocalHandovers
-	}
+	o.Prefix = cmp.Or(o.Prefix, DefaultPrefix)
+	o.SpinBackoffMin = cmp.Or(o.SpinBackoffMin, DefaultSpinBackoffMin)
+	o.SpinBackoffMax = cmp.Or(o.SpinBackoffMax, DefaultSpinBackoffMax)
+	o.ReleaseTimeout = cmp.Or(o.ReleaseTimeout, DefaultReleaseTimeout)
+	o.MaxLocalHandovers = cmp.Or(o.MaxLocalHandovers, DefaultMaxLocalHandovers)
 	switch {
 	case o.HandoffWindow == 0:
 		o.HandoffWindow = DefaultHandoffWindow
@@ -234,14 +182,10 @@ func (o Options) withDefaults() (Options, error) {
 	case o.WatchdogTimeout < 0 || o.WatchdogInterval < 0 || o.RenewBatchSize < 0:
 		return o, fmt.Errorf("%w: watchdog settings must not be negative", ErrInvalidOptions)
 	case o.WatchdogTimeout > MaxLease:
-		// Sent to Redis in milliseconds, a longer timeout can overflow into a
-		// negative PEXPIRE, which deletes the lock or leaves it without expiry.
 		return o, fmt.Errorf("%w: WatchdogTimeout %v exceeds MaxLease (%v)", ErrInvalidOptions, o.WatchdogTimeout, MaxLease)
 	case o.SpinBackoffMin < 0 || o.SpinBackoffMax < o.SpinBackoffMin:
 		return o, fmt.Errorf("%w: need 0 < SpinBackoffMin (%v) <= SpinBackoffMax (%v)", ErrInvalidOptions, o.SpinBackoffMin, o.SpinBackoffMax)
 	case o.SpinBackoffMax > MaxLease:
-		// The backoff doubles up to this bound; near MaxInt64 the doubling
-		// overflows to a negative sleep and the jitter panics.
 		return o, fmt.Errorf("%w: SpinBackoffMax %v exceeds MaxLease (%v)", ErrInvalidOptions, o.SpinBackoffMax, MaxLease)
 	case o.ReleaseTimeout < MinReleaseTimeout:
 		return o, fmt.Errorf("%w: ReleaseTimeout %v is below MinReleaseTimeout (%v)", ErrInvalidOptions, o.ReleaseTimeout, MinReleaseTimeout)
@@ -265,8 +209,8 @@ func (o Options) sync() luascripts.Sync {
 	return luascripts.Sync{Replicas: int64(o.SyncReplicas.Replicas), Timeout: o.SyncReplicas.Timeout}
 }
 
-func (o Options) watchdogOptions() watchdog.Options {
-	return watchdog.Options{Timeout: o.WatchdogTimeout, Interval: o.WatchdogInterval, BatchSize: o.RenewBatchSize, Sync: watchdog.Sync(o.SyncReplicas), Logger: o.Logger}
+func (o Options) watchdogOptions(meter metric.Meter) watchdog.Options {
+	return watchdog.Options{Timeout: o.WatchdogTimeout, Interval: o.WatchdogInterval, BatchSize: o.RenewBatchSize, Sync: watchdog.Sync(o.SyncReplicas), Logger: o.Logger, Meter: meter}
 }
 
 // LockOption adjusts one Lock or TryLock call.
@@ -280,14 +224,12 @@ type lockOptions struct {
 	obs      *acquireObs // metrics and the wait span; nil when off
 }
 
-// WithLease gives the lock a fixed lease: it expires lease after the acquire
-// was sent unless unlocked first, and no watchdog renews it. The lock's
-// context is cancelled with ErrLockLost watchdog.DriftMargin(lease) before
-// the lease runs out (that is also its deadline), so that the holder is
-// told before a clock running fast or a late timer could let someone else
-// in. Without WithLease the watchdog keeps the lock for as long as it is
-// held. A re-entry keeps the lease of the Lock it re-enters: WithLease
-// given to it is checked but not applied.
+// WithLease gives the lock a fixed lease instead of the watchdog's: it
+// expires lease after the acquire was sent unless unlocked first. Its
+// context ends with ErrLockLost watchdog.DriftMargin(lease) earlier (its
+// deadline), before a fast clock or a late timer could let another in. A
+// re-entry keeps the lease of the Lock it re-enters: WithLease given to it
+// is checked but not applied.
 func WithLease(lease time.Duration) LockOption {
 	return func(o *lockOptions) { o.lease = lease; o.leaseSet = true }
 }

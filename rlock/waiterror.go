@@ -8,18 +8,17 @@ import (
 )
 
 // WaitError is the error of a Lock (RLock, Acquire, ...) whose context
-// ended while it waited: it says who blocked it. It wraps the context's
-// error, so errors.Is(err, context.DeadlineExceeded) still holds. What it
-// knows comes from the last refused try's reply, at no extra round trip.
+// ended while it waited, with who blocked it as the last refused try saw
+// it. It wraps the context's error (errors.Is(err,
+// context.DeadlineExceeded) holds).
 type WaitError struct {
 	Name   string        // the lock's name
 	Waited time.Duration // from the call to its end
-	// Holder is the holder seen at the last refused try (its client, since
-	// when, its lease left then); nil when unknown: no try was refused, or
-	// the lock was free but kept for clients woken before this one.
+	// Holder is the holder at the last refused try; nil when unknown (no
+	// try was refused, or the free lock was kept for clients woken earlier).
 	Holder *Holder
-	// Position is this Client's place in the lock's wait queue at the last
-	// refused try, 1 = next; 0 when unknown or not queued.
+	// Position is this Client's place in the wait queue then, 1 = next; 0
+	// when unknown or not queued.
 	Position int
 	Err      error // the context's error, with what else ended the wait
 }

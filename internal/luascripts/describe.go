@@ -15,14 +15,11 @@ import (
 // (describe.lua, rwdescribe.lua, semdescribe.lua): one shape for every
 // kind, which describe_reply in queue.lua documents.
 type Described struct {
-	Holds  []Held
-	Queues []QueueHead
-	Size   int64  // a Semaphore's (0 when nobody holds or waits), else 0
-	Woken  string // a woken client whose wake window is open, or ""
-	// Damaged lists what of the lock's state is not latchkey's and could
-	// not be read (a hold count that is not an integer, a holder record of
-	// another shape); the rest was read.
-	Damaged []string
+	Holds   []Held
+	Queues  []QueueHead
+	Size    int64    // a Semaphore's (0 when nobody holds or waits), else 0
+	Woken   string   // a woken client whose wake window is open, or ""
+	Damaged []string // what of the lock's state is not latchkey's; the rest was read
 }
 
 // Held is one hold.
@@ -84,8 +81,7 @@ func (in Intro) Describe(maxQueue int) (*Script, Call) {
 }
 
 // ForceUnlock runs the force-unlock script: whether it deleted anything,
-// or else the key it found of another type than latchkey keeps there (then
-// it deleted nothing).
+// or else the key it found of a foreign type (then it deleted nothing).
 func (in Intro) ForceUnlock(ctx context.Context, c rueidis.Client, w Wake) (deleted bool, foreign string, err error) {
 	m, err := in.forceUnlock.Exec(ctx, c, in.keys, []string{in.base, w.spec()}).ToMessage()
 	if err != nil {
@@ -102,9 +98,8 @@ func (in Intro) ForceUnlock(ctx context.Context, c rueidis.Client, w Wake) (dele
 	return n == 1, "", err
 }
 
-// ParseDescribe reads the reply of any describe script. A reply of another
-// shape is an error; values inside it that are not latchkey's are listed
-// in Damaged.
+// ParseDescribe reads the reply of any describe script: a reply of another
+// shape is an error, values in it that are not latchkey's go to Damaged.
 func ParseDescribe(v []rueidis.RedisMessage) (Described, error) {
 	var d Described
 	if len(v) != 4 {
@@ -115,12 +110,11 @@ func ParseDescribe(v []rueidis.RedisMessage) (Described, error) {
 		return d, unexpected("describe", fmt.Sprintf("holds %d values (%v)", len(holds), err))
 	}
 	for i := 0; i < len(holds); i += 5 {
-		h := Held{Mode: str(holds[i]), Owner: str(holds[i+1])}
 		ms, err := holds[i+3].AsInt64()
 		if err != nil {
 			return d, unexpected("describe", err)
 		}
-		h.PTTL = pttl(ms)
+		h := Held{Mode: str(holds[i]), Owner: str(holds[i+1]), PTTL: pttl(ms)}
 		if h.Count, err = holds[i+2].AsInt64(); err != nil {
 			d.Damaged = append(d.Damaged, fmt.Sprintf("the hold count of %q is %q, not an integer", h.Owner, str(holds[i+2])))
 		}
