@@ -236,30 +236,22 @@ func uncut(ctx context.Context, d time.Duration) (uctx context.Context, stop fun
 }
 
 // contend makes tries until one grants, ctx ends or deadline passes
-// (errBusy), after a first plain try (first, firstErr) or none. Pub/sub
-// waits for a wake-up: subscribed, it takes the mark, tries as a queued
-// waiter and waits for a message, a new subscription since the mark, or
-// the TTL (docs/design.md, "Waiting without losing a wake-up"). The spin
-// variants never queue: they sleep with exponential backoff and equal
-// jitter (SpinBackoffMin doubling to SpinBackoffMax), never past the
-// holder's TTL.
+// (errBusy), after a first plain try (first, firstErr) or none. Between
+// tries it waits as the side's waitStrategy says.
 func (sd *side) contend(ctx context.Context, tn *turn, lo lockOptions, deadline time.Time, t try, err error) (try, error) {
-	c := sd.c
-	var mark notify.Mark
+	var ws waitStrategy = &polling{Backoff: luascripts.Backoff{Min: sd.c.opts.SpinBackoffMin, Max: sd.c.opts.SpinBackoffMax}}
 	if !sd.spin {
-		if tn.sub == nil {
-			sub, err := c.subscribe(ctx, sd.inbox, deadline)
-			if err != nil {
-				return try{}, err
-			}
-			tn.sub = sub
-		}
-		mark = tn.sub.Mark()
+		ws = &notified{tn: tn}
+	}
+	queued, serr := ws.ready(ctx, sd, deadline)
+	if serr != nil {
+		return try{}, serr
+	}
+	if queued {
 		t, err = sd.attempt(ctx, lo, true)
 	}
 	var lastErr error
 	retry := retryBackoff()
-	spin := luascripts.Backoff{Min: c.opts.SpinBackoffMin, Max: c.opts.SpinBackoffMax}
 	for {
 		var wait time.Duration
 		switch {
@@ -275,29 +267,78 @@ func (sd *side) contend(ctx context.Context, tn *turn, lo lockOptions, deadline 
 		default:
 			return t, err
 		}
-		if sd.spin {
-			wait = jitter(spin.Next())
-			if lastErr == nil {
-				wait = min(wait, ttlBound(t.pttl))
-			}
-		}
 		var open bool
-		if wait, open = boundWait(wait, deadline); !open {
+		if wait, open = boundWait(ws.delay(wait, lastErr != nil), deadline); !open {
 			return t, busyOr(lastErr)
 		}
 		sd.onWait(lo)
-		if sd.spin {
-			if !luascripts.Sleep(ctx, wait) {
-				return t, withLast(context.Cause(ctx), lastErr)
-			}
-		} else {
-			if _, err := tn.sub.Wait(ctx, mark, wait); err != nil {
-				return t, withLast(err, lastErr)
-			}
-			mark = tn.sub.Mark()
+		if err := ws.pause(ctx, wait); err != nil {
+			return t, withLast(err, lastErr)
 		}
-		t, err = sd.attempt(ctx, lo, !sd.spin)
+		t, err = sd.attempt(ctx, lo, queued)
 	}
+}
+
+// waitStrategy is what a contender does between refused tries.
+type waitStrategy interface {
+	// ready prepares the wait; queued says the tries queue the client, and
+	// that the first is made at once.
+	ready(ctx context.Context, sd *side, deadline time.Time) (queued bool, err error)
+	// delay is the pause before the next try, given the one the last try
+	// asks for: the holder's TTL or, after a failed try, a short backoff.
+	delay(wait time.Duration, failed bool) time.Duration
+	// pause waits d, or less when woken.
+	pause(ctx context.Context, d time.Duration) error
+}
+
+// notified waits for a wake-up: subscribed, it takes the mark, tries as a
+// queued waiter and waits for a message, a new subscription since the mark,
+// or the TTL (docs/design.md, "Waiting without losing a wake-up").
+type notified struct {
+	tn   *turn
+	mark notify.Mark
+}
+
+func (n *notified) ready(ctx context.Context, sd *side, deadline time.Time) (bool, error) {
+	if n.tn.sub == nil {
+		sub, err := sd.c.subscribe(ctx, sd.inbox, deadline)
+		if err != nil {
+			return false, err
+		}
+		n.tn.sub = sub
+	}
+	n.mark = n.tn.sub.Mark()
+	return true, nil
+}
+
+func (n *notified) delay(wait time.Duration, _ bool) time.Duration { return wait }
+
+func (n *notified) pause(ctx context.Context, d time.Duration) error {
+	_, err := n.tn.sub.Wait(ctx, n.mark, d)
+	n.mark = n.tn.sub.Mark()
+	return err
+}
+
+// polling, the spin variants' strategy, never queues: it sleeps with
+// exponential backoff and equal jitter (SpinBackoffMin doubling to
+// SpinBackoffMax), never past the holder's TTL.
+type polling struct{ luascripts.Backoff }
+
+func (p *polling) ready(context.Context, *side, time.Time) (bool, error) { return false, nil }
+
+func (p *polling) delay(wait time.Duration, failed bool) time.Duration {
+	d := jitter(p.Next())
+	if !failed {
+		d = min(d, wait)
+	}
+	return d
+}
+
+func (p *polling) pause(ctx context.Context, d time.Duration) error {
+	if !luascripts.Sleep(ctx, d) {
+		return context.Cause(ctx)
+	}
+	return nil
 }
 
 // subscribe subscribes to channel, giving up at deadline (errBusy).
