@@ -43,7 +43,9 @@ end
 
 -- release_lock is release.lua's and Redisson's release: one hold less; at
 -- the last the hash goes, or passes to heir. It returns the reply ({left,
--- 0} or {-3, token}), or nil when the lock was freed (the caller wakes).
+-- 0} or {-3, token}), or nil when the lock was freed (the caller wakes),
+-- and whether the heir's lease ends before the TTL waiters were told: then
+-- the caller tells them, for no release may come when that lease ends.
 local function release_lock(lock, fence, owner, n, retry, heir, lease, about)
   local left, earlier = release_count(lock, owner, n, retry, true)
   if earlier and left == 0 and heir ~= '' and redis.call('hexists', lock, heir) == 1 then
@@ -52,9 +54,10 @@ local function release_lock(lock, fence, owner, n, retry, heir, lease, about)
   if left ~= 0 or earlier then
     return {left, 0}
   end
+  local told = heir ~= '' and redis.call('pttl', lock)
   redis.call('del', lock)
   if heir ~= '' then
-    return {-3, grant(lock, fence, heir, lease, about)}
+    return {-3, grant(lock, fence, heir, lease, about)}, told == -1 or told > tonumber(lease)
   end
   return nil
 end

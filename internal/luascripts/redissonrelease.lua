@@ -8,7 +8,10 @@
 -- Returns release.lua's reply; freed, it publishes Redisson's unlock "0"
 -- and w is the subscribers reached. Retries go by the count (release_lock),
 -- not Redisson's unlock-latch key.
-local reply = release_lock(KEYS[1], KEYS[3], ARGV[1], tonumber(ARGV[2]), ARGV[4] == '1', ARGV[5] or '', ARGV[6], false)
+local reply, shorter = release_lock(KEYS[1], KEYS[3], ARGV[1], tonumber(ARGV[2]), ARGV[4] == '1', ARGV[5] or '', ARGV[6], false)
+if shorter then
+  redis.call(ARGV[3], KEYS[2], '0') -- the heir's lease ends first: ask again
+end
 if reply then
   return reply
 end

@@ -11,9 +11,15 @@
 -- Returns {n, 0}, n >= 1 holds left; {0, w} freed, w 1 when a client was
 -- woken or in its window, else (and for a retry) 0; {-1, 0} not held with
 -- that count (nothing changed); {-3, token} handed to the heir.
-local reply = release_lock(KEYS[1], KEYS[3], ARGV[1], tonumber(ARGV[2]), ARGV[4] == '1', ARGV[5] or '', ARGV[6], ARGV[7])
+local Q = {key = KEYS[4], desc = KEYS[5], ch = KEYS[2] .. ':'}
+local reply, shorter = release_lock(KEYS[1], KEYS[3], ARGV[1], tonumber(ARGV[2]), ARGV[4] == '1', ARGV[5] or '', ARGV[6], ARGV[7])
+if shorter then
+  -- The heir's lease ends first: the first client queued, told windowless,
+  -- asks again and learns it (one probe; it wakes the rest as it releases).
+  wake(Q, ARGV[3], 0, one, nil, true)
+end
 if reply then
   return reply
 end
-local woken = wake({key = KEYS[4], desc = KEYS[5], ch = KEYS[2] .. ':'}, ARGV[3], 1, one)
+local woken = wake(Q, ARGV[3], 1, one)
 return {0, woken}

@@ -778,15 +778,30 @@ func TestRelease(t *testing.T) {
 			t.Run("Heir", func(t *testing.T) {
 				k, w1, w2 := held(t, 1)
 				before := snapshot(t, c, k)
-				r := release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Heir: "A2", HeirLease: 7 * time.Second, Wake: wake})
+				r := release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Heir: "A2", HeirLease: 2 * lease, Wake: wake})
 				assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 2}, r)
 				assert.Equal(t, map[string]string{"A2": "1"}, owners(t, c, k.Lock))
-				between(t, pttl(t, c, k.Lock), 5*time.Second, 7*time.Second, "the heir's lease")
+				between(t, pttl(t, c, k.Lock), lease, 2*lease, "the heir's lease")
 				assert.Equal(t, "2", get(t, c, k.Fence))
 				assert.Equal(t, before.Queue, snapshot(t, c, k).Queue, "nobody woken")
 				w1.quiet(t)
 				w2.quiet(t)
 				assert.Equal(t, int64(2), reenter(t, c, k, "A2"), "the heir holds it")
+			})
+
+			// A heir whose lease ends before the TTL the queue was told
+			// probes the first listening client, windowless: the waiters
+			// would otherwise sleep past a lease that no release may end.
+			t.Run("HeirShorterLease", func(t *testing.T) {
+				k, w1, w2 := held(t, 1)
+				r := release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Heir: "A2", HeirLease: 7 * time.Second, Wake: wake})
+				assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 2}, r)
+				between(t, pttl(t, c, k.Lock), 5*time.Second, 7*time.Second, "the heir's lease")
+				w1.woken(t)
+				w2.quiet(t)
+				ok, _ := wokenEnd(t, c, k.Queue, "w1")
+				assert.False(t, ok, "a probe gives no window")
+				assert.Equal(t, []string{"w1", "w2"}, queued(t, c, k), "w0, not listening, dropped")
 			})
 
 			// A heir is used only at the last hold.
