@@ -54,7 +54,7 @@ func (c *Client) Election(name string) *Election {
 	// RunResign drops the heir: the oldest campaigner queued in Redis is next.
 	sd.release = func(ctx context.Context, r release) (released, error) {
 		out, err := luascripts.RunResign(ctx, c.rc, keys, c.releaseArgs(r))
-		return releasedOf(out), err
+		return out, err
 	}
 	return &Election{c: c, name: name, keys: keys, sd: &sd, err: err}
 }

@@ -535,6 +535,3 @@ func sleep(ctx context.Context, closing context.Context, d time.Duration) bool {
 func replyOf(r luascripts.AcquireReply, fail error) reply {
 	return reply{granted: r.Acquired, token: r.Token, pttl: r.PTTL, fail: fail, place: r.Place, holder: r.Holder}
 }
-
-// releasedOf is the engine's view of a release script's reply: the same.
-func releasedOf(r luascripts.ReleaseReply) released { return r }

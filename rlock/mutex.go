@@ -191,7 +191,7 @@ func (c *Client) newMutex(name string, spin bool) *Mutex {
 	}
 	sd.release = func(ctx context.Context, r release) (released, error) {
 		out, err := luascripts.RunRelease(ctx, c.rc, keys, c.releaseArgs(r))
-		return releasedOf(out), err
+		return out, err
 	}
 	sd.leave = func(ctx context.Context) error {
 		_, err := luascripts.RunLeave(ctx, c.rc, keys, c.id, c.wake)

@@ -72,7 +72,7 @@ func (rw *RWMutex) newSide(write, spin bool, writer string) *side {
 	sd.release = func(ctx context.Context, r release) (released, error) {
 		out, err := luascripts.RunRWUnlock(ctx, c.rc, keys, luascripts.RWUnlockArgs{
 			Owner: r.owner, Write: write, Count: r.count, Wake: c.wake, Retry: r.retry, Sync: c.syncIf(r.sync)})
-		return releasedOf(out), err
+		return out, err
 	}
 	sd.leave = func(ctx context.Context) error { return luascripts.RunRWLeave(ctx, c.rc, keys, c.id, write, c.wake) }
 	// Each renewal moves the owner's own lease in the readers' lease set.

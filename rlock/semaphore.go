@@ -133,7 +133,7 @@ func (s *Semaphore) side(n int64) *side {
 	sd.release = func(ctx context.Context, r release) (released, error) {
 		out, err := luascripts.RunSemRelease(ctx, c.rc, keys, luascripts.SemReleaseArgs{
 			Owner: r.owner, Size: s.size, Wake: c.wake, Retry: r.retry, Sync: c.syncIf(r.sync)})
-		return releasedOf(out), err
+		return out, err
 	}
 	sd.leave = func(ctx context.Context) error {
 		_, err := luascripts.RunSemLeave(ctx, c.rc, keys, c.id, s.size, c.wake)
