@@ -21,17 +21,28 @@ import (
 func TestRegressShortLeaseHandoverWakesQueue(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, tp topology) {
 		for _, proto := range []rlock.Protocol{rlock.ProtocolLatchkey, rlock.ProtocolRedisson} {
-			t.Run(protoName(proto), func(t *testing.T) { shortLeaseHandover(t, tp, proto) })
+			t.Run(protoName(proto), func(t *testing.T) { shortLeaseHandover(t, tp, proto, false) })
+			// The holder's lease was as short as the heir's, but Extend made
+			// the lock's TTL longer: the release must still read it.
+			t.Run(protoName(proto)+"/extended", func(t *testing.T) { shortLeaseHandover(t, tp, proto, true) })
 		}
 	})
 }
 
-func shortLeaseHandover(t *testing.T, tp topology, proto rlock.Protocol) {
+func shortLeaseHandover(t *testing.T, tp topology, proto rlock.Protocol, extend bool) {
 	ctx := context.Background()
 	name := lockName(t)
 	att := newAttempts()
 	c := lockClient(t, tp, att.options(rlock.Options{Protocol: proto}))
-	hctx := mustLock(t, ctx, c.Mutex(name), rlock.WithLease(time.Minute))
+	heirLease := 300 * time.Millisecond
+	var hctx context.Context
+	if extend {
+		heirLease = time.Second
+		hctx = mustLock(t, ctx, c.Mutex(name), rlock.WithLease(heirLease))
+		require.NoError(t, c.Mutex(name).Extend(hctx, time.Minute))
+	} else {
+		hctx = mustLock(t, ctx, c.Mutex(name), rlock.WithLease(time.Minute))
+	}
 
 	datt := newAttempts()
 	d := lockClient(t, tp, datt.options(rlock.Options{Protocol: proto}))
@@ -41,7 +52,7 @@ func shortLeaseHandover(t *testing.T, tp topology, proto rlock.Protocol) {
 	heirCtx := make(chan context.Context, 1)
 	var wg sync.WaitGroup
 	blockWaiters(t, att, name, 1, &wg, func() {
-		lctx, err := heir.Lock(ctx, rlock.WithLease(300*time.Millisecond))
+		lctx, err := heir.Lock(ctx, rlock.WithLease(heirLease))
 		if err != nil {
 			t.Error(err)
 		}

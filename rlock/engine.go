@@ -61,6 +61,7 @@ type release struct {
 	sync      bool   // wait for SyncReplicas (not for undos)
 	heir      string // a new owner id to hand an exclusive lock to at the last hold
 	heirLease time.Duration
+	heirCheck bool // the lock's TTL may exceed heirLease (hold.ttl)
 }
 
 // released is one release call's answer.

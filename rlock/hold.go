@@ -24,6 +24,9 @@ type hold struct {
 	owner   string          // never reused: each new owner gets a fresh id
 	token   int64           // the grant's fencing token; re-entries share it
 	lease   bool            // kept by a fixed lease rather than the watchdog
+	// ttl is the longest lease set on the hold's keys, which PEXPIRE GT
+	// never shortens: their TTL is at most that. Guarded by io.
+	ttl time.Duration
 	granted time.Time       // for the hold-time metric
 	base    context.Context // the grant's parent: a writer's read hold derives from it
 
@@ -74,7 +77,7 @@ func (c *Client) carried(ctx context.Context, key string) *level {
 
 // adopt registers grant t as a hold of count one, with tn's baton if any.
 func (c *Client) adopt(sd *side, tn *turn, t try, lo lockOptions) *hold {
-	h := &hold{sd: sd, t: tn, owner: t.owner, token: t.token, lease: lo.leaseSet, count: 1, baton: tn != nil}
+	h := &hold{sd: sd, t: tn, owner: t.owner, token: t.token, lease: lo.leaseSet, ttl: c.lease(lo), count: 1, baton: tn != nil}
 	if c.obs != nil {
 		h.granted = time.Now()
 	}
@@ -393,6 +396,9 @@ func (h *hold) releaseLast() error {
 	if hasBaton {
 		if w = c.chooseHeir(h.t); w != nil {
 			req.heir, req.heirLease = c.newOwner(), c.lease(w.lo)
+			// Only an heir whose lease may end first needs the TTL read
+			// (waiters were told at most h.ttl).
+			req.heirCheck = h.ttl > req.heirLease
 		}
 	}
 	sent := time.Now()
@@ -538,6 +544,7 @@ func (h *hold) extend(lv *level, lease time.Duration) error {
 		h.lose(-1, h.expiredCause.Load())
 		return fmt.Errorf("%w: %w", ErrNotHeld, h.expiredCause.Load())
 	}
+	h.ttl = max(h.ttl, lease) // counted before the call: it may run unseen
 	// Past the current deadline the hold is lost whatever the reply says.
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()

@@ -170,7 +170,7 @@ func (c *Client) acquireArgs(owner string, lease time.Duration, queued bool) lua
 func (c *Client) releaseArgs(r release) luascripts.ReleaseArgs {
 	a := luascripts.ReleaseArgs{Owner: r.owner, Count: r.count, Wake: c.wake, Retry: r.retry, Sync: c.syncIf(r.sync)}
 	if r.heir != "" {
-		a.Heir, a.HeirLease, a.HeirAbout = r.heir, r.heirLease, c.about
+		a.Heir, a.HeirLease, a.HeirAbout, a.HeirCheck = r.heir, r.heirLease, c.about, r.heirCheck
 	}
 	return a
 }

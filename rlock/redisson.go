@@ -47,7 +47,7 @@ func (c *Client) newRedissonMutex(name string, spin bool) *Mutex {
 	}
 	sd.release = func(ctx context.Context, r release) (released, error) {
 		out, err := luascripts.RunRedissonRelease(ctx, c.rc, keys, luascripts.RedissonReleaseArgs{
-			Owner: r.owner, Count: r.count, Sharded: c.wake.Sharded, Retry: r.retry, Heir: r.heir, HeirLease: r.heirLease, Sync: c.syncIf(r.sync)})
+			Owner: r.owner, Count: r.count, Sharded: c.wake.Sharded, Retry: r.retry, Heir: r.heir, HeirLease: r.heirLease, HeirCheck: r.heirCheck, Sync: c.syncIf(r.sync)})
 		return out, err
 	}
 	sd.leave = func(context.Context) error { return nil } // waiters only listen on the channel

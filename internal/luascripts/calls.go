@@ -106,6 +106,9 @@ type ReleaseArgs struct {
 	Heir      string        // a new owner id to hand the lock to at the last hold, or ""
 	HeirLease time.Duration // the heir's lease
 	HeirAbout string        // the heir's client description, for the holder record
+	// HeirCheck: the lock's TTL may exceed HeirLease, so the script reads it
+	// and, if so, probes the queue (waiters may have been told that TTL).
+	HeirCheck bool
 	Wake      Wake
 	Retry     bool // an earlier call with these arguments may have run
 	Sync      Sync // replicas to acknowledge the release
@@ -115,7 +118,7 @@ type ReleaseArgs struct {
 func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (ReleaseReply, error) {
 	args := []string{a.Owner, strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry)}
 	if a.Heir != "" {
-		args = append(args, a.Heir, Millis(a.HeirLease), recordAbout(a.HeirAbout))
+		args = append(args, a.Heir, Millis(a.HeirLease), recordAbout(a.HeirAbout), flag(a.HeirCheck))
 	}
 	return runRelease(ctx, c, Release, k.releaseKeys(), args, a.Sync)
 }

@@ -46,7 +46,8 @@ end
 -- 0} or {-3, token}), or nil when the lock was freed (the caller wakes),
 -- and whether the heir's lease ends before the TTL waiters were told: then
 -- the caller tells them, for no release may come when that lease ends.
-local function release_lock(lock, fence, owner, n, retry, heir, lease, about)
+-- check: the caller cannot rule that out (else no PTTL is read).
+local function release_lock(lock, fence, owner, n, retry, heir, lease, about, check)
   local left, earlier = release_count(lock, owner, n, retry, true)
   if earlier and left == 0 and heir ~= '' and redis.call('hexists', lock, heir) == 1 then
     return {-3, tonumber(redis.call('get', fence)) or 0}
@@ -54,10 +55,10 @@ local function release_lock(lock, fence, owner, n, retry, heir, lease, about)
   if left ~= 0 or earlier then
     return {left, 0}
   end
-  local told = heir ~= '' and redis.call('pttl', lock)
+  local told = heir ~= '' and check and redis.call('pttl', lock)
   redis.call('del', lock)
   if heir ~= '' then
-    return {-3, grant(lock, fence, heir, lease, about)}, told == -1 or told > tonumber(lease)
+    return {-3, grant(lock, fence, heir, lease, about)}, told and (told == -1 or told > tonumber(lease))
   end
   return nil
 end

@@ -50,6 +50,7 @@ type RedissonReleaseArgs struct {
 	Retry     bool  // an earlier call with these arguments may have run
 	Heir      string
 	HeirLease time.Duration
+	HeirCheck bool // ReleaseArgs.HeirCheck
 	Sync      Sync
 }
 
@@ -62,7 +63,7 @@ func RunRedissonRelease(ctx context.Context, c rueidis.Client, k RedissonKeys, a
 	}
 	args := []string{a.Owner, itoa(a.Count), publish, flag(a.Retry)}
 	if a.Heir != "" {
-		args = append(args, a.Heir, Millis(a.HeirLease))
+		args = append(args, a.Heir, Millis(a.HeirLease), flag(a.HeirCheck))
 	}
 	return runRelease(ctx, c, RedissonRelease, []string{k.Lock, k.Channel, k.Token}, args, a.Sync)
 }

@@ -100,11 +100,16 @@ func testRedissonLock(t *testing.T, c rueidis.Client, addrs []string, sharded bo
 	heir.Retry = true
 	assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 4}, release(heir), "a retry finds the handover done")
 	assert.Equal(t, map[string]string{"u:4": "1"}, hgetall(t, c, k.Lock))
+	// A heir whose lease may end first: the Java waiters are told to ask again.
+	short := luascripts.RedissonReleaseArgs{Owner: "u:4", Count: 1, Heir: "u:5", HeirLease: lease / 2, HeirCheck: true}
+	assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 5}, release(short))
+	expectMessages(t, msgs, "0")
+	assert.Equal(t, map[string]string{"u:5": "1"}, hgetall(t, c, k.Lock))
 
 	// Inspect's view: holders without records.
 	d := describe(t, c, k.Intro(), 10)
 	require.Len(t, d.Holds, 1)
-	assert.Equal(t, "u:4", d.Holds[0].Owner)
+	assert.Equal(t, "u:5", d.Holds[0].Owner)
 	assert.Equal(t, int64(1), d.Holds[0].Count)
 	assert.Empty(t, d.Queues)
 	assert.Empty(t, d.Damaged)

@@ -794,7 +794,7 @@ func TestRelease(t *testing.T) {
 			// would otherwise sleep past a lease that no release may end.
 			t.Run("HeirShorterLease", func(t *testing.T) {
 				k, w1, w2 := held(t, 1)
-				r := release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Heir: "A2", HeirLease: 7 * time.Second, Wake: wake})
+				r := release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Heir: "A2", HeirLease: 7 * time.Second, HeirCheck: true, Wake: wake})
 				assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 2}, r)
 				between(t, pttl(t, c, k.Lock), 5*time.Second, 7*time.Second, "the heir's lease")
 				w1.woken(t)
@@ -802,6 +802,18 @@ func TestRelease(t *testing.T) {
 				ok, _ := wokenEnd(t, c, k.Queue, "w1")
 				assert.False(t, ok, "a probe gives no window")
 				assert.Equal(t, []string{"w1", "w2"}, queued(t, c, k), "w0, not listening, dropped")
+			})
+
+			// Without HeirCheck the caller vouches that the lock's TTL is no
+			// longer than the heir's lease: no PTTL is read, nobody probed.
+			t.Run("HeirUnchecked", func(t *testing.T) {
+				k, w1, w2 := held(t, 1)
+				before := snapshot(t, c, k)
+				r := release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Heir: "A2", HeirLease: 7 * time.Second, Wake: wake})
+				assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 2}, r)
+				assert.Equal(t, before.Queue, snapshot(t, c, k).Queue, "nobody woken")
+				w1.quiet(t)
+				w2.quiet(t)
 			})
 
 			// A heir is used only at the last hold.
