@@ -163,8 +163,8 @@ func writeFleet(b *bytes.Buffer, f *results.File, link *chartLink) {
 		"Throughput is also given as a share of 1/cs (%s acquisitions/s: holds back to back, with no time between them). "+
 		"Tries are the attempts to take the lock per acquisition, counted by each worker, tries of the acquires the run's end cut off included; "+
 		"\"–\" for a library whose API does not show them. SUBSCRIBE counts SSUBSCRIBE too, UNSUBSCRIBE SUNSUBSCRIBE (INFO commandstats). "+
-		"Runs of %gs, %s.\n\n",
-		fleetHeading(fl), fmtNum(1e6/sc.CSUS), fl.DurS, repsClause(fl.Reps))
+		"Runs of %gs, %s.%s\n\n",
+		fleetHeading(fl), fmtNum(1e6/sc.CSUS), fl.DurS, repsClause(fl.Reps), rampClause(fl.RampS))
 	if link != nil {
 		fmt.Fprintf(b, "![%s](%s)\n\n", link.title, link.path)
 	}
@@ -212,4 +212,12 @@ func commandNames(names []string) string {
 		upper[i] = strings.ToUpper(n)
 	}
 	return joinNames(upper)
+}
+
+// rampClause says what the fleet's ramp leaves out, if it ran one.
+func rampClause(rampS float64) string {
+	if rampS <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Each run first ramps up for %gs, left out of every figure: the fleet starts with every process asking at once, and each one's first wait subscribes, a cost of the start of a busy period rather than of its steady state. Redis is read over the measured duration only, so the UNSUBSCRIBE of each process at its Close is left out too.", rampS)
 }

@@ -26,7 +26,11 @@ const (
 	// DefaultFleetDur and DefaultFleetReps are scenario (g)'s: fewer
 	// repetitions than the others', since a fleet of 64 worker processes
 	// takes seconds to start (see the Makefile's budget).
-	DefaultFleetDur  = 2 * time.Second
+	DefaultFleetDur = 2 * time.Second
+	// DefaultFleetRamp is (g)'s ramp: the fleet starts with every process
+	// asking at once, each one's first wait subscribing (a busy period's
+	// start); a second takes every fleet size past one turn of each.
+	DefaultFleetRamp = time.Second
 	DefaultFleetReps = 1
 	DefaultLease     = locks.DefaultLease
 	DefaultTimeout   = 10 * time.Second
@@ -57,6 +61,7 @@ type config struct {
 	idleDur    time.Duration
 	fleet      []int // scenario (g)'s fleet sizes, ascending
 	fleetDur   time.Duration
+	fleetRamp  time.Duration
 	fleetReps  int
 	parts      []string // the suite's parts to run
 	jsonOut    bool
@@ -89,6 +94,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.idleDur, "idledur", DefaultIdleDur, "-suite: measured duration of each run of scenario f (idle waiting, holds of 2s)")
 	fs.StringVar(&fleet, "fleet", DefaultFleet, "-suite: scenario g's fleet sizes, in processes of one goroutine each")
 	fs.DurationVar(&cfg.fleetDur, "fleetdur", DefaultFleetDur, "-suite: measured duration of each run of scenario g (the fleet)")
+	fs.DurationVar(&cfg.fleetRamp, "fleetramp", DefaultFleetRamp, "-suite: how long scenario g runs before its measured duration, left out of every figure (0: none)")
 	fs.IntVar(&cfg.fleetReps, "fleetreps", DefaultFleetReps, "-suite: repetitions of scenario g (the fleet); -reps is the other scenarios'")
 	fs.StringVar(&parts, "scenarios", suiteParts, "-suite: the parts of the suite to run")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print one JSON object per library per scenario instead of a table")
@@ -146,7 +152,7 @@ func (c config) validate() error {
 		return fmt.Errorf("%w: -suite already includes -watchdog; give one of them", ErrUsage)
 	case c.backoff < 0 || c.suite && c.backoff != 0:
 		return fmt.Errorf("%w: -backoff must not be negative, and -suite runs the defaults and sweeps the rest", ErrUsage)
-	case c.sweepDur <= 0 || c.idleDur <= 0 || c.fleetDur <= 0:
+	case c.sweepDur <= 0 || c.idleDur <= 0 || c.fleetDur <= 0 || c.fleetRamp < 0:
 		return fmt.Errorf("%w: -sweepdur, -idledur and -fleetdur must be positive", ErrUsage)
 	case c.fleetReps < 1:
 		return fmt.Errorf("%w: -fleetreps must be at least 1", ErrUsage)

@@ -30,10 +30,10 @@ func fleetScenario(procs int) results.Scenario {
 // times: within a repetition every library at its default setting,
 // interleaved.
 func (b *bench) fleet(ctx context.Context) (*results.Fleet, error) {
-	out := &results.Fleet{Reps: b.cfg.fleetReps, DurS: b.cfg.fleetDur.Seconds()}
+	out := &results.Fleet{Reps: b.cfg.fleetReps, DurS: b.cfg.fleetDur.Seconds(), RampS: b.cfg.fleetRamp.Seconds()}
 	runs := make([]runSpec, len(b.cfg.libs))
 	for i, lib := range b.cfg.libs {
-		runs[i] = runSpec{lib: lib, dur: b.cfg.fleetDur}
+		runs[i] = runSpec{lib: lib, dur: b.cfg.fleetDur, ramp: b.cfg.fleetRamp}
 	}
 	for _, n := range b.cfg.fleet {
 		sc := fleetScenario(n)

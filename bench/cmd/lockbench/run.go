@@ -53,7 +53,7 @@ type sample struct {
 // counters once they have all exited. An idle run also reads them every
 // sampleEvery while it lasts.
 func (b *bench) runOnce(ctx context.Context, run runSpec, sc results.Scenario) (*sample, error) {
-	ctx, cancel := context.WithTimeout(ctx, run.dur+runSlack)
+	ctx, cancel := context.WithTimeout(ctx, run.ramp+run.dur+runSlack)
 	defer cancel()
 	if err := benchredis.Flush(ctx, b.admin); err != nil {
 		return nil, err
@@ -62,7 +62,7 @@ func (b *bench) runOnce(ctx context.Context, run runSpec, sc results.Scenario) (
 	for i := range params {
 		params[i] = workerParams{
 			Lib: run.lib, Addr: b.addr, Proc: i, G: sc.G, Keys: sc.Keys, CS: durOfUS(sc.CSUS),
-			Dur: run.dur, Lease: b.cfg.lease, Timeout: run.timeout(b.cfg.timeout),
+			Dur: run.dur, Ramp: run.ramp, Lease: b.cfg.lease, Timeout: run.timeout(b.cfg.timeout),
 			Backoff: run.backoff, Events: run.idle,
 		}
 	}
@@ -74,13 +74,39 @@ func (b *bench) runOnce(ctx context.Context, run runSpec, sc results.Scenario) (
 	if err := ws.awaitReady(); err != nil {
 		return nil, err
 	}
-	win, err := benchredis.OpenWindow(ctx, b.admin)
-	if err != nil {
-		return nil, err
+	var win *benchredis.Window
+	open := func() (err error) {
+		win, err = benchredis.OpenWindow(ctx, b.admin)
+		return err
+	}
+	if run.ramp == 0 {
+		if err := open(); err != nil {
+			return nil, err
+		}
 	}
 	start := time.Now().Add(startMargin)
 	if err := ws.release(start); err != nil {
 		return nil, err
+	}
+	var cpuSeconds float64
+	var calls map[string]int64
+	if run.ramp > 0 {
+		// Redis is read over the measured duration only: the ramp's rush
+		// and the workers' wind-down (an UNSUBSCRIBE each at Close) are
+		// left out, as the workers leave out the ramp's grants.
+		from := start.Add(run.ramp)
+		if err := sleepUntil(ctx, from); err != nil {
+			return nil, err
+		}
+		if err := open(); err != nil {
+			return nil, err
+		}
+		if err := sleepUntil(ctx, from.Add(run.dur)); err != nil {
+			return nil, err
+		}
+		if cpuSeconds, calls, err = win.Close(ctx); err != nil {
+			return nil, err
+		}
 	}
 	var smp *sampler
 	if run.idle {
@@ -97,9 +123,10 @@ func (b *bench) runOnce(ctx context.Context, run runSpec, sc results.Scenario) (
 			return nil, err
 		}
 	}
-	cpuSeconds, calls, err := win.Close(ctx)
-	if err != nil {
-		return nil, err
+	if run.ramp == 0 {
+		if cpuSeconds, calls, err = win.Close(ctx); err != nil {
+			return nil, err
+		}
 	}
 	s := merge(reports)
 	s.dur = run.dur
@@ -127,4 +154,16 @@ func merge(reports []report) *sample {
 func (s *sample) describe() string {
 	return fmt.Sprintf("%8.0f acq/s  p99 %s  %d violations, %d errors", float64(s.acquisitions)/s.dur.Seconds(),
 		s.waits.Quantile(99).Round(time.Microsecond), s.Violations, s.Errors)
+}
+
+// sleepUntil waits until t, or returns ctx's error.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -44,8 +44,8 @@ func printTables(out io.Writer, f *results.File) error {
 	}
 	if fl := f.Fleet; fl != nil && len(fl.Scenarios) > 0 {
 		sc := fl.Scenarios[0]
-		fmt.Fprintf(tw, "\nscenario %s (%s): %s processes × %d goroutine, %d keys, cs %gµs; median of %d × %gs\n",
-			sc.Name, sc.Label, fleetSizes(fl), sc.G, sc.Keys, sc.CSUS, fl.Reps, fl.DurS)
+		fmt.Fprintf(tw, "\nscenario %s (%s): %s processes × %d goroutine, %d keys, cs %gµs; median of %d × %gs after a ramp of %gs\n",
+			sc.Name, sc.Label, fleetSizes(fl), sc.G, sc.Keys, sc.CSUS, fl.Reps, fl.DurS, fl.RampS)
 		fmt.Fprintln(tw, "procs\tlib\tacq/s\t% of 1/cs\tCPU µs/acq\tcmds/acq\tsub/acq\tunsub/acq\tattempts/acq\tmean wait µs\tmax µs\tviolations\terrors\ttimeouts\t")
 		for _, r := range fl.Results {
 			attempts := "-"

@@ -36,6 +36,7 @@ type workerParams struct {
 	Keys    int           `json:"keys"`
 	CS      time.Duration `json:"cs"`
 	Dur     time.Duration `json:"dur"`
+	Ramp    time.Duration `json:"ramp,omitempty"` // runs before Dur, counted in nothing
 	Lease   time.Duration `json:"lease"`
 	Timeout time.Duration `json:"timeout"`
 	Backoff time.Duration `json:"backoff,omitempty"` // locks.Options.Backoff
@@ -139,7 +140,13 @@ func work(p workerParams, in io.Reader, out io.Writer) error {
 
 	start := time.Unix(0, ns)
 	time.Sleep(time.Until(start))
-	rep := hammerAll(ctx, lib, p, start.Add(p.Dur))
+	from := start.Add(p.Ramp)
+	if p.Ramp > 0 {
+		// The tries of the ramp are not the run's either (one in flight
+		// at from may count: an edge effect of one try per process).
+		defer time.AfterFunc(time.Until(from), func() { attempts.Store(0) }).Stop()
+	}
+	rep := hammerAll(ctx, lib, p, from, from.Add(p.Dur))
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
@@ -189,15 +196,16 @@ func warmUp(lib locks.Lib, p workerParams) error {
 	return errors.Join(errs...)
 }
 
-// hammerAll runs p.G goroutines until end and merges what they saw.
-func hammerAll(ctx context.Context, lib locks.Lib, p workerParams, end time.Time) report {
+// hammerAll runs p.G goroutines until end and merges what they saw from
+// from on (hammer).
+func hammerAll(ctx context.Context, lib locks.Lib, p workerParams, from, end time.Time) report {
 	inside := make([]atomic.Int32, p.Keys) // holders in this process, per key
 	tallies := make([]tally, p.G)
 	var wg sync.WaitGroup
 	for j := range p.G {
 		k := (p.Proc*p.G + j) % p.Keys
 		l := lib.Locker(keyName(k))
-		wg.Go(func() { hammer(ctx, l, p, end, &inside[k], &tallies[j]) })
+		wg.Go(func() { hammer(ctx, l, p, from, end, &inside[k], &tallies[j]) })
 	}
 	wg.Wait()
 	var rep report
@@ -225,7 +233,9 @@ type tally struct {
 // and the end of the run), hold for p.CS, Unlock. inside counts this
 // process's holders of the key: a second one at once is a violation. It
 // costs no Redis command, and catches overlaps within a process only.
-func hammer(ctx context.Context, l locks.Locker, p workerParams, end time.Time, inside *atomic.Int32, t *tally) {
+// A grant before from (the ramp) counts only for violations and errors;
+// one from on counts with its whole wait, the ramp's part included.
+func hammer(ctx context.Context, l locks.Locker, p workerParams, from, end time.Time, inside *atomic.Int32, t *tally) {
 	for {
 		t0 := time.Now()
 		if !t0.Before(end) || ctx.Err() != nil {
@@ -269,10 +279,12 @@ func hammer(ctx context.Context, l locks.Locker, p workerParams, end time.Time, 
 			t.events = append(t.events, got.UnixNano(), time.Now().UnixNano())
 		}
 		cancel() // only now: some libraries end the hold with actx
-		if got.Before(end) {
+		switch {
+		case got.Before(from):
+		case got.Before(end):
 			t.acquired++
 			t.waits.Record(got.Sub(t0))
-		} else {
+		default:
 			t.waits.Record(end.Sub(t0)) // granted after the end: as if still waiting
 		}
 	}

@@ -27,7 +27,7 @@ func TestHammerCountsWaitersAtTheEnd(t *testing.T) {
 	var tl tally
 	start := time.Now()
 	end := start.Add(50 * time.Millisecond)
-	hammer(t.Context(), blockedLocker{}, p, end, &inside, &tl)
+	hammer(t.Context(), blockedLocker{}, p, start, end, &inside, &tl)
 	if tl.acquired != 0 || tl.Timeouts != 0 || tl.Errors != 0 {
 		t.Fatalf("acquired %d, timeouts %d, errors %d; want all 0", tl.acquired, tl.Timeouts, tl.Errors)
 	}
@@ -74,5 +74,47 @@ func TestWarmUpRetries(t *testing.T) {
 	broken := &flakyLib{err: errors.New("refused")}
 	if err := warmUp(broken, workerParams{G: 1}); err == nil || broken.tries.Load() != 1 {
 		t.Errorf("warm-up with a failing library: %v after %d tries, want its error after 1", err, broken.tries.Load())
+	}
+}
+
+// scriptedLocker grants at once, then once at second, then blocks.
+type scriptedLocker struct {
+	second time.Time
+	calls  int
+}
+
+func (l *scriptedLocker) Lock(ctx context.Context) (func() error, error) {
+	l.calls++
+	switch l.calls {
+	case 1:
+	case 2:
+		time.Sleep(time.Until(l.second))
+	default:
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return func() error { return nil }, nil
+}
+
+// TestHammerLeavesOutTheRamp checks that a grant before from (the ramp's
+// end) is no acquisition and leaves no wait sample, while one after it
+// counts with its whole wait.
+func TestHammerLeavesOutTheRamp(t *testing.T) {
+	p := workerParams{Timeout: time.Minute}
+	var inside atomic.Int32
+	var tl tally
+	start := time.Now()
+	from := start.Add(40 * time.Millisecond)
+	end := from.Add(60 * time.Millisecond)
+	l := &scriptedLocker{second: from.Add(10 * time.Millisecond)}
+	hammer(t.Context(), l, p, from, end, &inside, &tl)
+	if tl.acquired != 1 {
+		t.Fatalf("acquired %d, want 1: the grant in the ramp left out", tl.acquired)
+	}
+	if n := tl.waits.Count(); n != 2 {
+		t.Fatalf("%d wait samples, want 2: the grant after the ramp and the acquire cut off by the end", n)
+	}
+	if w := tl.waits.Max(); w < from.Sub(start) {
+		t.Errorf("longest wait %v: the wait that began in the ramp should count whole", w)
 	}
 }
