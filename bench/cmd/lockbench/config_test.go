@@ -37,8 +37,8 @@ func TestParseFlags(t *testing.T) {
 	if !cfg.runs("f") || !cfg.runs("g") || !cfg.runs("watchdog") {
 		t.Errorf("the suite's parts by default: %v, want all", cfg.parts)
 	}
-	if !slices.Equal(cfg.fleet, []int{4, 16, 64}) || cfg.fleetDur != DefaultFleetDur || cfg.fleetReps != DefaultFleetReps {
-		t.Errorf("defaults: fleet %v over %v, %d repetitions", cfg.fleet, cfg.fleetDur, cfg.fleetReps)
+	if !slices.Equal(cfg.fleet, []int{4, 16, 64}) || cfg.fleetDur != DefaultFleetDur || cfg.fleetRamp != DefaultFleetRamp || cfg.fleetReps != DefaultFleetReps {
+		t.Errorf("defaults: fleet %v over %v after %v, %d repetitions", cfg.fleet, cfg.fleetDur, cfg.fleetRamp, cfg.fleetReps)
 	}
 	cfg, err = parseFlags([]string{"-suite", "-scenarios", "c, f", "-sweep", "4ms,,1s,4ms", "-sweepdur", "1s", "-idledur", "3s"})
 	if err != nil {
@@ -131,6 +131,7 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-suite", "-fleet", "four"},
 		{"-suite", "-fleet", ","},
 		{"-suite", "-fleetdur", "0s"},
+		{"-suite", "-fleetramp", "-1s"},
 		{"-suite", "-fleetreps", "0"},
 		{"-suite", "-scenarios", ","},
 		{"-suite", "-idledur", "0s"},
