@@ -61,5 +61,6 @@ func ready(ctx context.Context, handleErr error) error {
 	return nil
 }
 
-// errFoundGone is why a hold is lost when a re-entry finds its lock gone.
-var errFoundGone = errors.New("was found gone at a re-entry")
+// errFoundGone is why a hold is lost when a call finds its lock gone
+// (foundGone): the metrics count it as "gone", as the watchdog's ErrGone.
+var errFoundGone = errors.New("was found gone")

@@ -287,7 +287,7 @@ func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) 
 		}
 		switch {
 		case err == nil && n == 0:
-			h.lose(-1, fmt.Errorf("%q: the %s %w", sd.name, sd.what, errFoundGone))
+			h.lose(-1, h.foundGone("a re-entry"))
 			return nil, h.lostOrDone()
 		case err == nil && ctx.Err() != nil:
 			// Re-entered after the caller gave up: given back; a failed
@@ -355,7 +355,7 @@ func (h *hold) unlock(lv *level) error {
 		h.pending = lv
 		return fmt.Errorf("%w; it is completed by a retry of this Unlock or by the hold's next Lock or Unlock", err)
 	case r.Left < 0:
-		h.lose(-1, fmt.Errorf("%q: the %s was found gone at its release", sd.name, sd.what))
+		h.lose(-1, h.foundGone("its release"))
 		return fmt.Errorf("%w: %q: the %s was lost before its release", ErrNotHeld, sd.name, sd.what)
 	}
 	h.count = r.Left
@@ -375,7 +375,7 @@ func (h *hold) settle() (*level, error) {
 	case err != nil && !errors.Is(err, ErrNotReplicated):
 		return nil, err
 	case r.Left < 0:
-		h.lose(-1, fmt.Errorf("%q: the %s was found gone at its release", sd.name, sd.what))
+		h.lose(-1, h.foundGone("its release"))
 		return nil, fmt.Errorf("%w: %w", ErrNotHeld, h.lostOrDone())
 	}
 	h.pending = nil
@@ -418,11 +418,16 @@ func (h *hold) releaseLast() error {
 	case hasBaton:
 		c.leaveTurn(h.t, sd, false, false)
 	}
-	if err != nil && !errors.Is(err, ErrNotReplicated) {
-		return err
-	}
 	if r.Left < 0 {
-		return fmt.Errorf("%w: %w: %q: the %s was found gone at its release", ErrNotHeld, ErrLockLost, sd.name, sd.what)
+		// Lost before this Unlock, though no watchdog or timer saw it.
+		lost = fmt.Errorf("%w: %w", ErrLockLost, h.foundGone("its release"))
+	}
+	c.obs.ended(sd.metric, sd.name, h.granted, lost) // a hold lost earlier was counted by lose
+	switch {
+	case err != nil && !errors.Is(err, ErrNotReplicated):
+		return err
+	case lost != nil:
+		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
 	}
 	return err
 }
@@ -451,10 +456,12 @@ func (h *hold) end() (baton bool, lost error) {
 	h.done = true
 	delete(c.holds, h)
 	baton, h.baton = h.baton, false
-	if h.lost == nil {
-		c.obs.ended(h.sd.metric, h.sd.name, h.granted, nil) // a lost hold was counted when lost
-	}
 	return baton, h.lost
+}
+
+// foundGone is the loss cause of a hold that a call (at) found gone.
+func (h *hold) foundGone(at string) error {
+	return fmt.Errorf("%q: the %s %w at %s", h.sd.name, h.sd.what, errFoundGone, at)
 }
 
 // lose ends h, no longer held: its keeper stops, its levels' contexts end
@@ -559,7 +566,7 @@ func (h *hold) extend(lv *level, lease time.Duration) error {
 		// If it ran, Redis keeps the hold longer than we count on: safe.
 		return fmt.Errorf("latchkey: extend %q: %w (the lease stands as it was)", sd.name, err)
 	case !held:
-		h.lose(-1, fmt.Errorf("%q: the %s was found gone at Extend", sd.name, sd.what))
+		h.lose(-1, h.foundGone("Extend"))
 		return fmt.Errorf("%w: %q: the %s was lost before Extend", ErrNotHeld, sd.name, sd.what)
 	}
 	later := sent.Add(lease - watchdog.DriftMargin(lease))
