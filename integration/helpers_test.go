@@ -364,16 +364,25 @@ func requireLost(t *testing.T, lctx context.Context, d time.Duration, what strin
 // was closed, must have left it.
 func requireNotQueued(t testing.TB, rc rueidis.Client, key, id string) {
 	t.Helper()
-	_, err := rc.Do(context.Background(), rc.B().Zscore().Key(key+":q").Member(id).Build()).AsFloat64()
-	require.True(t, rueidis.IsRedisNil(err), "client %s is still in the wait queue of %s (err %v)", id, key, err)
+	require.NotContains(t, queuedIDs(t, rc, key), id, "client %s is still in the wait queue of %s", id, key)
 }
 
 // requireQueued fails the test unless the client with id is in the wait
 // queue of the lock at key.
 func requireQueued(t testing.TB, rc rueidis.Client, key, id string) {
 	t.Helper()
-	_, err := rc.Do(context.Background(), rc.B().Zscore().Key(key+":q").Member(id).Build()).AsFloat64()
-	require.NoError(t, err, "client %s is not in the wait queue of %s", id, key)
+	require.Contains(t, queuedIDs(t, rc, key), id, "client %s is not in the wait queue of %s", id, key)
+}
+
+// queuedIDs are the ids of the clients in the wait queue of the lock at
+// key, oldest first: each entry is "<client id>|<description>".
+func queuedIDs(t testing.TB, rc rueidis.Client, key string) []string {
+	t.Helper()
+	ids := queueMembers(t, rc, key)
+	for i, e := range ids {
+		ids[i], _, _ = strings.Cut(e, "|")
+	}
+	return ids
 }
 
 // recvErr returns the error that arrives on ch, failing the test if none

@@ -77,7 +77,6 @@ func testAbandonedAcquire(t *testing.T, granted, byClose bool) {
 	split.wait() // the diverted acquire has run on the server: nothing can land later
 
 	require.False(t, exists(t, rc, key+":q"), "the wait queue outlived the client: %v", queueMembers(t, rc, key))
-	require.False(t, exists(t, rc, key+":q:d"), "the queue's descriptions outlived the client")
 	if granted {
 		require.False(t, exists(t, rc, key), "a hold nobody knows: %v", hgetall(t, rc, key))
 		return

@@ -25,7 +25,7 @@ func cleanupIfFailed(t *testing.T, rc rueidis.Client, key string) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		for _, k := range []string{key, key + ":q", key + ":q:d"} {
+		for _, k := range []string{key, key + ":q"} {
 			_ = rc.Do(ctx, rc.B().Del().Key(k).Build()).Error()
 		}
 	})

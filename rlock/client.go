@@ -24,6 +24,7 @@ type Client struct {
 	opts  Options
 	id    string
 	about string    // the JSON ClientInfo that each grant records
+	entry string    // how it stands in wait queues (luascripts.QueueEntry)
 	obs   *observer // metrics and traces; nil when off
 	wake  luascripts.Wake
 	hub   *notify.Hub
@@ -78,11 +79,13 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 	}
 	warnIfEvicting(rc, opts.Logger)
 	closing, cancel := context.WithCancelCause(context.Background())
+	about := describeClient(id.String(), opts.ClientName)
 	return &Client{
 		rc:      rc,
 		opts:    opts,
 		id:      id.String(),
-		about:   describeClient(id.String(), opts.ClientName),
+		about:   about,
+		entry:   luascripts.QueueEntry(id.String(), about),
 		obs:     obs,
 		wake:    luascripts.Wake{Sharded: mode == notify.Sharded, Window: opts.HandoffWindow},
 		hub:     notify.NewHub(rc, notify.Options{Mode: mode, Logger: opts.Logger, Meter: obs.subMeter()}),

@@ -50,7 +50,7 @@ func FuzzLockKeys(f *testing.F) {
 		want := crc16(name) % clusterSlots
 		rw := (&Client{opts: opts}).RWMutex(name).keys
 		all := []string{keys.Lock, keys.Channel, keys.Fence, keys.Queue, keys.Inbox("client"),
-			rw.Write, rw.Readers, rw.ReadLeases, rw.ReadRecords, rw.QueueR, rw.QueueRDesc, rw.QueueW, rw.QueueWDesc, rw.Fence,
+			rw.Write, rw.Readers, rw.ReadLeases, rw.ReadRecords, rw.QueueR, rw.QueueW, rw.Fence,
 			rw.Inbox("client", false), rw.Inbox("client", true)}
 		if len(slices.Compact(slices.Sorted(slices.Values(all)))) != len(all) {
 			t.Fatalf("two of the lock's keys coincide: %q", all)

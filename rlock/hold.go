@@ -19,14 +19,14 @@ import (
 // field in Redis. Each Lock of the owner adds a level with a context of its
 // own; each Unlock ends one, and the last releases the hold.
 type hold struct {
-	sd      *side
-	t       *turn           // the turn an exclusive hold keeps; nil for other sides
-	owner   string          // never reused: each new owner gets a fresh id
-	token   int64           // the grant's fencing token; re-entries share it
-	lease   bool            // kept by a fixed lease rather than the watchdog
+	sd    *side
+	t     *turn  // the turn an exclusive hold keeps; nil for other sides
+	owner string // never reused: each new owner gets a fresh id
+	token int64  // the grant's fencing token; re-entries share it
+	lease bool   // kept by a fixed lease rather than the watchdog
 	// ttl is the longest lease set on the hold's keys, which PEXPIRE GT
 	// never shortens: their TTL is at most that. Guarded by io.
-	ttl time.Duration
+	ttl     time.Duration
 	granted time.Time       // for the hold-time metric
 	base    context.Context // the grant's parent: a writer's read hold derives from it
 

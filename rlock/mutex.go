@@ -163,7 +163,7 @@ func (c *Client) syncIf(sync bool) luascripts.Sync {
 
 // acquireArgs are a Mutex acquire's arguments (elections' too).
 func (c *Client) acquireArgs(owner string, lease time.Duration, queued bool) luascripts.AcquireArgs {
-	return luascripts.AcquireArgs{Owner: owner, Lease: lease, Client: c.id, Waiter: queued, Sync: c.opts.sync(), About: c.about, Wake: c.wake}
+	return luascripts.AcquireArgs{Owner: owner, Lease: lease, Client: c.entry, Waiter: queued, Sync: c.opts.sync(), About: c.about, Wake: c.wake}
 }
 
 // releaseArgs are a Mutex release's arguments (elections' too).
@@ -194,7 +194,7 @@ func (c *Client) newMutex(name string, spin bool) *Mutex {
 		return out, err
 	}
 	sd.leave = func(ctx context.Context) error {
-		_, err := luascripts.RunLeave(ctx, c.rc, keys, c.id, c.wake)
+		_, err := luascripts.RunLeave(ctx, c.rc, keys, c.entry, c.wake)
 		return err
 	}
 	// The holder record is a field of the lock hash: renewed with it.

@@ -62,7 +62,7 @@ func (rw *RWMutex) newSide(write, spin bool, writer string) *side {
 	sd.shared = !write
 	sd.acquire = func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
 		r, err := luascripts.RunRWAcquire(ctx, c.rc, keys, write, luascripts.RWAcquireArgs{
-			Owner: owner, Lease: lease, Client: c.id, Queued: queued, Writer: writer, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
+			Owner: owner, Lease: lease, Client: c.entry, Queued: queued, Writer: writer, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
 		})
 		return replyOf(r, nil), err
 	}
@@ -74,7 +74,7 @@ func (rw *RWMutex) newSide(write, spin bool, writer string) *side {
 			Owner: r.owner, Write: write, Count: r.count, Wake: c.wake, Retry: r.retry, Sync: c.syncIf(r.sync)})
 		return out, err
 	}
-	sd.leave = func(ctx context.Context) error { return luascripts.RunRWLeave(ctx, c.rc, keys, c.id, write, c.wake) }
+	sd.leave = func(ctx context.Context) error { return luascripts.RunRWLeave(ctx, c.rc, keys, c.entry, write, c.wake) }
 	// Each renewal moves the owner's own lease in the readers' lease set.
 	sd.keep = func(string) [][]string { return [][]string{keys.ReadKeep()} }
 	if write {

@@ -122,7 +122,7 @@ func (s *Semaphore) side(n int64) *side {
 	sd := c.newSide(s.name, keys.Holders, keys.Inbox(c.id), "permits", kindSemaphore.spinIf(s.spin), s.spin)
 	sd.acquire = func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
 		r, err := luascripts.RunSemAcquire(ctx, c.rc, keys, luascripts.SemAcquireArgs{
-			Owner: owner, Permits: n, Size: s.size, Lease: lease, Client: c.id, Queued: queued, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
+			Owner: owner, Permits: n, Size: s.size, Lease: lease, Client: c.entry, Queued: queued, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
 		})
 		var fail error
 		if r.Size != 0 {
@@ -136,7 +136,7 @@ func (s *Semaphore) side(n int64) *side {
 		return out, err
 	}
 	sd.leave = func(ctx context.Context) error {
-		_, err := luascripts.RunSemLeave(ctx, c.rc, keys, c.id, s.size, c.wake)
+		_, err := luascripts.RunSemLeave(ctx, c.rc, keys, c.entry, s.size, c.wake)
 		return err
 	}
 	// Each renewal moves the owner's own lease in the holders' lease set.

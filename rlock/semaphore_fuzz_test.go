@@ -70,7 +70,7 @@ func FuzzSemaphoreArgs(f *testing.F) {
 func checkSemKeys(t *testing.T, s *Semaphore) {
 	t.Helper()
 	k := s.keys
-	all := []string{k.Holders, k.Leases, k.Records, k.Queue, k.QueueDesc, k.Wants, k.Inbox("client")}
+	all := []string{k.Holders, k.Leases, k.Records, k.Queue, k.Wants, k.Inbox("client")}
 	if len(slices.Compact(slices.Sorted(slices.Values(all)))) != len(all) {
 		t.Fatalf("two of the semaphore's keys coincide: %q", all)
 	}

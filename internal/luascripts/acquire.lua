@@ -1,15 +1,15 @@
 -- acquire: a new owner takes the lock, or learns how long to wait.
 -- KEYS[1]  lock hash {owner id -> hold count, "#rec" -> record (record.lua)}
 -- KEYS[2]  fencing counter (no expiry: a token never goes back)
--- KEYS[3]  wait queue, KEYS[4] its description hash (queue.lua)
+-- KEYS[3]  wait queue (queue.lua)
 -- ARGV[1]  owner id (new)       ARGV[2]  lease in ms (> 0)
--- ARGV[3]  the caller's client id
+-- ARGV[3]  the caller's queue entry (queue.lua)
 -- ARGV[4]  "1" to queue the client if refused (and dequeue it if granted)
 -- ARGV[5]  about (record.lua)   ARGV[6]  wake spec (queue.lua)
 -- ARGV[7]  the lock's channel (waiters listen on "<channel>:<client id>")
 -- Returns {1, token} (free, nobody queued first), else queue.lua's refusal.
 local lock = KEYS[1]
-local Q = {key = KEYS[3], desc = KEYS[4], ch = ARGV[7] .. ':'}
+local Q = {key = KEYS[3], ch = ARGV[7] .. ':'}
 local owner, lease, client, waiter = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 -- One EXISTS answers the common cases: 0, free with nobody queued; 2, held.
 local n = redis.call('exists', lock, Q.key)
@@ -43,7 +43,7 @@ if free then
       return rest
     end
   end
-  return refused(waiter, Q, client, wait, ARGV[5])
+  return refused(waiter, Q, client, wait)
 end
 -- Held: n == 1 says there is no queue (enqueue needs no PTTL of it).
-return refused(waiter, Q, client, pttl, ARGV[5], redis.call('hget', lock, '#rec'), n == 1)
+return refused(waiter, Q, client, pttl, redis.call('hget', lock, '#rec'), n == 1)

@@ -15,17 +15,23 @@ import (
 type Keys struct {
 	// Lock is the hash {owner id -> hold count, "#rec" -> the holder
 	// record (record.lua)}, with the lease as its expiry.
-	Lock      string
-	Channel   string // base of the wake-up channels: "<Channel>:<client id>"
-	Fence     string // fencing counter, no expiry
-	Queue     string // ZSET of waiting clients, oldest first (queue.lua)
-	QueueDesc string // the queued clients' descriptions {client id -> ClientInfo JSON}
+	Lock    string
+	Channel string // base of the wake-up channels: "<Channel>:<client id>"
+	Fence   string // fencing counter, no expiry
+	Queue   string // ZSET of waiting clients' QueueEntry, oldest first (queue.lua)
 }
 
 // NewKeys derives a lock's keys from its base key "<prefix>:{<name>}".
 func NewKeys(base string) Keys {
-	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q", QueueDesc: base + ":q:d"}
+	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q"}
 }
+
+// QueueEntry is how client, described by about (ClientInfo JSON, or ""),
+// stands in every wait queue: the scripts take it where they take the
+// client, and wake "<channel>:<client>". The description rides in the
+// entry, so that queueing writes nothing else. client must not contain
+// '|' (a UUID does not).
+func QueueEntry(client, about string) string { return client + "|" + about }
 
 // Inbox is the channel on which client's waiters for this lock are woken.
 func (k Keys) Inbox(client string) string { return k.Channel + ":" + client }
@@ -55,7 +61,7 @@ func flag(b bool) string {
 type AcquireArgs struct {
 	Owner  string        // a new owner id
 	Lease  time.Duration // > 0
-	Client string        // the caller's client id
+	Client string        // the caller's QueueEntry
 	Waiter bool          // queue the client if refused, dequeue it if granted
 	Sync   Sync          // replicas to acknowledge a grant
 	About  string        // the caller's client description, for the holder record
@@ -64,7 +70,7 @@ type AcquireArgs struct {
 
 // AcquireKeys are the acquire script's KEYS, in order.
 func (k Keys) AcquireKeys() []string {
-	return []string{k.Lock, k.Fence, k.Queue, k.QueueDesc}
+	return []string{k.Lock, k.Fence, k.Queue}
 }
 
 // AcquireArgv is the acquire script's ARGV for a, in order (for batches).
@@ -125,13 +131,13 @@ func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (R
 
 // releaseKeys are the release script's KEYS, in order.
 func (k Keys) releaseKeys() []string {
-	return []string{k.Lock, k.Channel, k.Fence, k.Queue, k.QueueDesc}
+	return []string{k.Lock, k.Channel, k.Fence, k.Queue}
 }
 
 // RunLeave runs the leave script for client; it reports whether client
 // was queued.
 func RunLeave(ctx context.Context, c rueidis.Client, k Keys, client string, w Wake) (bool, error) {
-	n, err := Leave.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue, k.QueueDesc},
+	n, err := Leave.Exec(ctx, c, []string{k.Lock, k.Channel, k.Queue},
 		[]string{client, w.spec()}).AsInt64()
 	return n == 1, err
 }

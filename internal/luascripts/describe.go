@@ -65,7 +65,7 @@ type Intro struct {
 
 // Intro is the Mutex's (describe.lua, forceunlock.lua).
 func (k Keys) Intro() Intro {
-	return Intro{Describe, ForceUnlock, []string{k.Lock, k.Queue, k.QueueDesc}, k.Channel}
+	return Intro{Describe, ForceUnlock, []string{k.Lock, k.Queue}, k.Channel}
 }
 
 // Intro is the RWMutex's (rwdescribe.lua, rwforceunlock.lua).

@@ -2,6 +2,7 @@ package luascripts_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -11,11 +12,19 @@ import (
 	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
-// describedQueue returns a queue's description hash, desc: what the
-// scripts keep of each queued client for Inspect.
-func describedQueue(t *testing.T, c rueidis.Client, desc string) map[string]string {
+// describedQueue returns what queue keeps of each queued client for
+// Inspect, {client id -> description}, for those that gave one.
+func describedQueue(t *testing.T, c rueidis.Client, queue string) map[string]string {
 	t.Helper()
-	return hgetall(t, c, desc)
+	entries, err := c.Do(t.Context(), c.B().Zrange().Key(queue).Min("0").Max("-1").Build()).AsStrSlice()
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, e := range entries {
+		if id, desc, _ := strings.Cut(e, "|"); desc != "" {
+			out[id] = desc
+		}
+	}
+	return out
 }
 
 // describe runs in's describe script and parses its reply.
@@ -53,10 +62,10 @@ func queueOf(t *testing.T, d luascripts.Described, mode string) luascripts.Queue
 }
 
 // TestQueueDescriptions: a client that queues with a description has it
-// kept beside its entry, with the queue's expiry, and every way off a
-// queue takes it along: a grant, leaving, and being dropped by a wake-up
-// nobody listens for, for each primitive's queues. A client that gives
-// none stores nothing.
+// kept in its entry (QueueEntry), so every way off a queue takes it along:
+// a grant, leaving, and being dropped by a wake-up nobody listens for, for
+// each primitive's queues. Describe gives the id and the description
+// apart; a client that gives none has none.
 func TestQueueDescriptions(t *testing.T) {
 	c := standaloneClient(t)
 	ctx := t.Context()
@@ -64,53 +73,53 @@ func TestQueueDescriptions(t *testing.T) {
 	t.Run("Mutex", func(t *testing.T) {
 		k := newKeys(t, c)
 		take(t, c, k, "holder")
-		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "w1", Lease: lease, Client: "c1", Waiter: true, About: `{"id":"c1"}`})
+		c1 := luascripts.QueueEntry("c1", `{"id":"c1"}`)
+		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "w1", Lease: lease, Client: c1, Waiter: true, About: `{"id":"c1"}`})
 		require.False(t, r.Acquired)
-		acquire(t, c, k, luascripts.AcquireArgs{Owner: "w2", Lease: lease, Client: "c2", Waiter: true})
-		assert.Equal(t, map[string]string{"c1": `{"id":"c1"}`}, describedQueue(t, c, k.QueueDesc), "c2 gave no description")
-		// The same expiry, but for the clock ticks between the script's
-		// commands (Redis 7.0 reads the clock for each one): milliseconds,
-		// where a bug would be seconds or no expiry.
-		assert.InDelta(t, expireAt(t, c, k.Queue), expireAt(t, c, k.QueueDesc), 100)
+		acquire(t, c, k, luascripts.AcquireArgs{Owner: "w2", Lease: lease, Client: luascripts.QueueEntry("c2", ""), Waiter: true})
+		assert.Equal(t, map[string]string{"c1": `{"id":"c1"}`}, describedQueue(t, c, k.Queue), "c2 gave no description")
 		d := queueOf(t, describe(t, c, k.Intro(), 10), "")
 		require.Len(t, d.Clients, 2)
+		assert.Equal(t, "c1", d.Clients[0].Client)
 		assert.Equal(t, `{"id":"c1"}`, d.Clients[0].About)
+		assert.Equal(t, "c2", d.Clients[1].Client)
 		assert.Empty(t, d.Clients[1].About)
 		assert.Zero(t, d.Clients[0].Want, "a Mutex's waiters want no permits")
 
 		// Nobody listens for c1: the release's wake-up drops it, and c2.
 		_, err := luascripts.RunRelease(ctx, c, k, luascripts.ReleaseArgs{Owner: "holder", Count: 1, Wake: wake})
 		require.NoError(t, err)
-		assert.False(t, exists(t, c, k.Queue))
-		assert.False(t, exists(t, c, k.QueueDesc), "a dropped client's description stayed")
+		assert.False(t, exists(t, c, k.Queue), "dropped, with their descriptions")
 
+		// A description may hold '|': the id ends at the first.
 		take(t, c, k, "holder2")
-		acquire(t, c, k, luascripts.AcquireArgs{Owner: "w3", Lease: lease, Client: "c3", Waiter: true, About: "1|c3"})
-		acquire(t, c, k, luascripts.AcquireArgs{Owner: "w4", Lease: lease, Client: "c4", Waiter: true, About: "1|c4"})
-		_, err = luascripts.RunLeave(ctx, c, k, "c3", wake)
+		c3, c4 := luascripts.QueueEntry("c3", "1|c3"), luascripts.QueueEntry("c4", "1|c4")
+		acquire(t, c, k, luascripts.AcquireArgs{Owner: "w3", Lease: lease, Client: c3, Waiter: true})
+		acquire(t, c, k, luascripts.AcquireArgs{Owner: "w4", Lease: lease, Client: c4, Waiter: true})
+		_, err = luascripts.RunLeave(ctx, c, k, c3, wake)
 		require.NoError(t, err)
-		assert.Equal(t, map[string]string{"c4": "1|c4"}, describedQueue(t, c, k.QueueDesc), "leave")
+		assert.Equal(t, map[string]string{"c4": "1|c4"}, describedQueue(t, c, k.Queue), "leave")
 		do(t, c, c.B().Del().Key(k.Lock).Build())
-		require.True(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "w5", Lease: lease, Client: "c4", Waiter: true, About: "1|c4"}).Acquired)
-		assert.False(t, exists(t, c, k.QueueDesc), "a granted client's description stayed")
+		require.True(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "w5", Lease: lease, Client: c4, Waiter: true}).Acquired)
+		assert.False(t, exists(t, c, k.Queue), "granted, with its description")
 	})
 	t.Run("RWMutex", func(t *testing.T) {
 		k := luascripts.NewRWKeys("latchkey:{" + uniqueTag(t) + "}:rw")
 		t.Cleanup(func() { // t.Context() has ended by then
-			assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Write, k.Readers, k.ReadLeases, k.ReadRecords, k.QueueR, k.QueueW, k.QueueRDesc, k.QueueWDesc, k.Fence).Build()).Error())
+			assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Write, k.Readers, k.ReadLeases, k.ReadRecords, k.QueueR, k.QueueW, k.Fence).Build()).Error())
 		})
 		rw := func(write bool, owner, client string, queued bool) luascripts.AcquireReply {
 			t.Helper()
 			r, err := luascripts.RunRWAcquire(ctx, c, k, write, luascripts.RWAcquireArgs{
-				Owner: owner, Lease: lease, Client: client, Queued: queued, Wake: wake, About: `{"id":"` + client + `"}`})
+				Owner: owner, Lease: lease, Client: luascripts.QueueEntry(client, `{"id":"`+client+`"}`), Queued: queued, Wake: wake, About: `{"id":"` + client + `"}`})
 			require.NoError(t, err)
 			return r
 		}
 		require.True(t, rw(true, "w", "cw", false).Acquired)
 		require.False(t, rw(false, "r1", "cr1", true).Acquired)
 		require.False(t, rw(true, "w2", "cw2", true).Acquired)
-		assert.Equal(t, map[string]string{"cr1": `{"id":"cr1"}`}, describedQueue(t, c, k.QueueRDesc))
-		assert.Equal(t, map[string]string{"cw2": `{"id":"cw2"}`}, describedQueue(t, c, k.QueueWDesc))
+		assert.Equal(t, map[string]string{"cr1": `{"id":"cr1"}`}, describedQueue(t, c, k.QueueR))
+		assert.Equal(t, map[string]string{"cw2": `{"id":"cw2"}`}, describedQueue(t, c, k.QueueW))
 		d := describe(t, c, k.Intro(), 10)
 		writer := holdsOf(d, "write")
 		require.Len(t, writer, 1)
@@ -119,41 +128,45 @@ func TestQueueDescriptions(t *testing.T) {
 		assert.Equal(t, `{"id":"cw"}`, writer[0].Record.About)
 		require.Len(t, queueOf(t, d, "read").Clients, 1)
 		require.Len(t, queueOf(t, d, "write").Clients, 1)
+		assert.Equal(t, "cw2", queueOf(t, d, "write").Clients[0].Client)
+		assert.Equal(t, `{"id":"cw2"}`, queueOf(t, d, "write").Clients[0].About)
 
 		// The write release wakes cr1, nobody listens: dropped.
 		out, err := luascripts.RunRWUnlock(ctx, c, k, luascripts.RWUnlockArgs{Owner: "w", Write: true, Count: 1, Wake: wake})
 		require.NoError(t, err)
 		assert.Zero(t, out.Left)
 		assert.Zero(t, out.Woken, "nobody listened")
-		assert.False(t, exists(t, c, k.QueueRDesc), "a dropped reader's description stayed")
+		assert.False(t, exists(t, c, k.QueueR), "a dropped reader, with its description")
 		assert.False(t, exists(t, c, k.Write), "the write record outlived the hold")
-		require.NoError(t, luascripts.RunRWLeave(ctx, c, k, "cw2", true, wake))
-		assert.False(t, exists(t, c, k.QueueWDesc), "a writer that left kept its description")
+		require.NoError(t, luascripts.RunRWLeave(ctx, c, k, luascripts.QueueEntry("cw2", `{"id":"cw2"}`), true, wake))
+		assert.False(t, exists(t, c, k.QueueW), "a writer that left, with its description")
 	})
 	t.Run("Semaphore", func(t *testing.T) {
 		f := newSem(t, c, []string{standaloneAddr}, false, 1)
 		sem := func(owner, client string) luascripts.AcquireReply {
 			t.Helper()
 			r, err := luascripts.RunSemAcquire(ctx, c, f.k, luascripts.SemAcquireArgs{
-				Owner: owner, Permits: 1, Size: 1, Lease: lease, Client: client, Queued: true, Wake: wake, About: `{"id":"` + client + `"}`})
+				Owner: owner, Permits: 1, Size: 1, Lease: lease, Client: luascripts.QueueEntry(client, `{"id":"`+client+`"}`), Queued: true, Wake: wake, About: `{"id":"` + client + `"}`})
 			require.NoError(t, err)
 			return r
 		}
 		require.True(t, sem("a", "ca").Acquired)
 		require.False(t, sem("b", "cb").Acquired)
-		assert.Equal(t, map[string]string{"cb": `{"id":"cb"}`}, describedQueue(t, c, f.k.QueueDesc))
+		assert.Equal(t, map[string]string{"cb": `{"id":"cb"}`}, describedQueue(t, c, f.k.Queue))
 		d := describe(t, c, f.k.Intro(), 10)
 		require.Len(t, d.Holds, 1)
 		assert.Equal(t, `{"id":"ca"}`, d.Holds[0].Record.About)
 		require.Len(t, d.Queues, 1)
 		require.Len(t, d.Queues[0].Clients, 1)
-		assert.EqualValues(t, 1, d.Queues[0].Clients[0].Want)
+		assert.EqualValues(t, 1, d.Queues[0].Clients[0].Want, "wants are kept by entry")
+		assert.Equal(t, "cb", d.Queues[0].Clients[0].Client)
 		assert.EqualValues(t, 1, d.Size)
 
 		out, err := luascripts.RunSemRelease(ctx, c, f.k, luascripts.SemReleaseArgs{Owner: "a", Size: 1, Wake: wake})
 		require.NoError(t, err)
 		assert.Zero(t, out.Left)
 		assert.Zero(t, out.Woken, "nobody listened")
-		assert.False(t, exists(t, c, f.k.QueueDesc), "a dropped client's description stayed")
+		assert.False(t, exists(t, c, f.k.Queue), "a dropped client, with its description")
+		assert.False(t, exists(t, c, f.k.Wants), "and its wants")
 	})
 }

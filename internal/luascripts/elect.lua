@@ -1,7 +1,7 @@
 -- elect: a campaigner asks to lead through acquire.lua (the function
 -- acquire); a grant also stores the value in the lock hash's field "#val"
 -- (it lives with the lock) and tells the observers: Observe needs no polls.
--- KEYS[1..4], ARGV[1..7]  acquire.lua's (ARGV[6] also says how to publish)
+-- KEYS[1..3], ARGV[1..7]  acquire.lua's (ARGV[6] also says how to publish)
 -- ARGV[8]  the value           ARGV[9]  the observers' channel
 -- Returns acquire.lua's reply.
 local r = acquire(KEYS, {unpack(ARGV, 1, 7)})

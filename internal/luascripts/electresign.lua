@@ -2,7 +2,7 @@
 -- undone) through release.lua (the function release), never with an heir:
 -- leadership goes to the oldest campaigner queued, which it wakes. When
 -- nobody was woken, the observers are told, so that they read "no leader".
--- KEYS[1..5], ARGV[1..4]  release.lua's
+-- KEYS[1..4], ARGV[1..4]  release.lua's
 -- ARGV[5]  the observers' channel
 -- Returns release.lua's reply.
 local r = release(KEYS, {unpack(ARGV, 1, 4)})

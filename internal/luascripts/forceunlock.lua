@@ -1,14 +1,14 @@
 -- forceunlock: delete a Mutex whoever holds it, drop the woken clients that
 -- have not come (unwake), and wake the next as a release would.
--- KEYS[1..3]  describe.lua's
+-- KEYS[1..2]  describe.lua's
 -- ARGV[1]  the lock's channel   ARGV[2]  wake spec (queue.lua)
 -- Returns 1 when something was deleted or dropped (and the next woken), 0
 -- when nothing was, or the name of a key of another type (nothing deleted).
-local bad = foreign('hzh')
+local bad = foreign('hz')
 if bad then
   return bad
 end
-local Q = {key = KEYS[2], desc = KEYS[3], ch = ARGV[1] .. ':'}
+local Q = {key = KEYS[2], ch = ARGV[1] .. ':'}
 if redis.call('del', KEYS[1]) + unwake(Q) == 0 then
   return 0
 end

@@ -1,18 +1,25 @@
 -- queue: the prelude of every script that queues, wakes or describes
 -- waiting clients: one fairness protocol for every kind (docs/design.md,
--- "Fairness"). A wait queue Q is {key = ZSET {client id -> time queued,
--- server us; a woken client's: minus its window's end, server ms}, desc =
--- {client id -> description}, ch = the prefix of "<ch><client id>"}.
--- Entries leave only through dequeue, with their descriptions. Callers
--- pass the keys: the helpers build no key names.
+-- "Fairness"). A wait queue Q is {key = ZSET {client -> time queued, server
+-- us; a woken client's: minus its window's end, server ms}, ch = the
+-- prefix of "<ch><client id>"}. A client is its entry, "<client id>|<its
+-- description>" (Go's QueueEntry): the description comes and goes with the
+-- entry, at no write of its own. Callers pass the keys: the helpers build
+-- no key names.
+
+-- id_of is the client id of a queue entry.
+local function id_of(client)
+  local bar = string.find(client, '|', 1, true)
+  return bar and string.sub(client, 1, bar - 1) or client
+end
 
 -- enqueue puts client at the back of Q unless queued (NX keeps its place)
 -- and returns its rank and the wait (ms; may be a function of the rank). Q
 -- lives the wait and 10 s more: past every bounded wait, not past an
 -- abandoned lock; an extension adds 10 s more, sparing the next refusals
 -- their PEXPIREs. fresh: the caller knows Q does not exist (no ZRANK, PTTL).
-local function enqueue(Q, client, wait, about, fresh)
-  local added = redis.call('zadd', Q.key, 'NX', server_us(), client) == 1
+local function enqueue(Q, client, wait, fresh)
+  redis.call('zadd', Q.key, 'NX', server_us(), client)
   local rank, left = 0, -1
   if not fresh then
     rank = redis.call('zrank', Q.key, client)
@@ -22,19 +29,8 @@ local function enqueue(Q, client, wait, about, fresh)
     wait = wait(rank)
   end
   local ttl = math.max(wait, 0) + 10000
-  local extended = left < ttl
-  if extended then
-    left = ttl + 10000
-    redis.call('pexpire', Q.key, left)
-  end
-  if added and about then
-    local bar = string.find(about, '|', 1, true)
-    if bar and bar < #about then
-      redis.call('hset', Q.desc, client, string.sub(about, bar + 1))
-    end
-  end
-  if added or extended then
-    redis.call('pexpire', Q.desc, left)
+  if left < ttl then
+    redis.call('pexpire', Q.key, ttl + 10000)
   end
   return rank, wait
 end
@@ -42,11 +38,11 @@ end
 -- refused is every acquire's refusal {0, wait, place, record}: wait (ms)
 -- the state may last without a message (-1: no bound); place in Q (1: next;
 -- 0: not queued); record the holder's or '', to name who blocked a waiter.
-local function refused(queued, Q, client, wait, about, record, fresh)
+local function refused(queued, Q, client, wait, record, fresh)
   local place = 0
   if queued then
     local rank
-    rank, wait = enqueue(Q, client, wait, about, fresh)
+    rank, wait = enqueue(Q, client, wait, fresh)
     place = rank + 1
   end
   return {0, wait, place, record or ''}
@@ -55,7 +51,6 @@ end
 -- dequeue takes client off Q: 1 when it was queued, else 0. A Semaphore's
 -- Q.wants {client -> permits} loses it too, and goes with the last client.
 local function dequeue(Q, client)
-  redis.call('hdel', Q.desc, client)
   local removed = redis.call('zrem', Q.key, client)
   if Q.wants then
     redis.call('hdel', Q.wants, client)
@@ -105,7 +100,7 @@ local function wake(Q, spec, room, weigh, stop, tell)
     if not (fits or tell) then
       return false
     end
-    if redis.call(publish, Q.ch .. c, 'unlock') == 0 then
+    if redis.call(publish, Q.ch .. id_of(c), 'unlock') == 0 then
       dequeue(Q, c)
       return true, true
     end
@@ -161,9 +156,11 @@ local function wait_for(first, pttl)
   return w
 end
 
--- woken_of is Q's client whose window is open and ends last, or nil.
+-- woken_of is the id of Q's client whose window is open and ends last, or
+-- nil.
 local function woken_of(Q)
-  return redis.call('zrangebyscore', Q.key, '-inf', '(' .. -server_ms(), 'LIMIT', 0, 1)[1]
+  local c = redis.call('zrangebyscore', Q.key, '-inf', '(' .. -server_ms(), 'LIMIT', 0, 1)[1]
+  return c and id_of(c)
 end
 
 -- unwake drops Q's woken clients (for a force-unlock: told, they have not
@@ -199,22 +196,22 @@ local function hash_holds(out, mode, hash)
   end
 end
 
--- queue_head describes Q's oldest max clients: {mode, {client, score,
+-- queue_head describes Q's oldest max clients: {mode, {client id, score,
 -- ...}, total, {description or false, ...}, {permits wanted, ...}}, the
 -- wants read from a Semaphore's hash wants as its scripts read them.
 local function queue_head(mode, Q, max, wants)
   local head = redis.call('zrange', Q.key, 0, tonumber(max) - 1, 'WITHSCORES')
-  local ids = {}
+  local clients, descs, want = {}, {}, {}
   for i = 1, #head, 2 do
-    ids[#ids + 1] = head[i]
+    local c = head[i]
+    clients[#clients + 1] = c
+    head[i] = id_of(c)
+    local desc = string.sub(c, #head[i] + 2)
+    descs[#descs + 1] = desc ~= '' and desc
   end
-  local descs, want = {}, {}
-  if #ids > 0 then
-    descs = redis.call('hmget', Q.desc, unpack(ids))
-    if wants then
-      for i, w in ipairs(redis.call('hmget', wants, unpack(ids))) do
-        want[i] = tonumber(w) or 1
-      end
+  if wants and #clients > 0 then
+    for i, w in ipairs(redis.call('hmget', wants, unpack(clients))) do
+      want[i] = tonumber(w) or 1
     end
   end
   return {mode, head, redis.call('zcard', Q.key), descs, want}

@@ -1,7 +1,7 @@
 -- release: drop one hold; at the last, hand the lock to an heir or free it.
 -- KEYS[1]  lock hash (acquire.lua's)   KEYS[2]  the lock's channel
 -- KEYS[3]  fencing counter
--- KEYS[4]  wait queue, KEYS[5] its description hash (queue.lua)
+-- KEYS[4]  wait queue (queue.lua)
 -- ARGV[1]  owner id             ARGV[3]  wake spec (queue.lua)
 -- ARGV[2]  the owner's hold count before this release (exact)
 -- ARGV[4]  "1" if an earlier call with these arguments may have run
@@ -12,7 +12,7 @@
 -- Returns {n, 0}, n >= 1 holds left; {0, w} freed, w 1 when a client was
 -- woken or in its window, else (and for a retry) 0; {-1, 0} not held with
 -- that count (nothing changed); {-3, token} handed to the heir.
-local Q = {key = KEYS[4], desc = KEYS[5], ch = KEYS[2] .. ':'}
+local Q = {key = KEYS[4], ch = KEYS[2] .. ':'}
 local reply, shorter = release_lock(KEYS[1], KEYS[3], ARGV[1], tonumber(ARGV[2]), ARGV[4] == '1', ARGV[5] or '', ARGV[6], ARGV[7], ARGV[8] == '1')
 if shorter then
   -- The heir's lease ends first: the first client queued, told windowless,

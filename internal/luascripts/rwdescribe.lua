@@ -1,5 +1,5 @@
 -- rwdescribe: an RWMutex's state for Inspect, changing nothing.
--- KEYS[1..8]  rwqueue.lua's
+-- KEYS[1..6]  rwqueue.lua's
 -- ARGV[1]  the most queued clients to return per queue (> 0)
 -- Returns a describe reply (queue.lua): the write hold, then the live read
 -- holds; the readers' queue, then the writers'; a woken writer, else reader.

@@ -1,9 +1,9 @@
 -- rwforceunlock: delete an RWMutex's holds whoever holds them, drop the
 -- woken clients that have not come (unwake), and wake as a release would.
--- KEYS[1..8]  rwqueue.lua's
+-- KEYS[1..6]  rwqueue.lua's
 -- ARGV[1]  B, for the channels  ARGV[2]  wake spec
 -- Returns as forceunlock.lua does.
-local bad = foreign('hhzhzhzh')
+local bad = foreign('hhzhzz')
 if bad then
   return bad
 end

@@ -1,6 +1,6 @@
 -- rwleave: a client stops waiting for an RWMutex; run before unsubscribing.
--- KEYS[1..8]  rwqueue.lua's
--- ARGV[1]  base key B           ARGV[2]  the caller's client id
+-- KEYS[1..6]  rwqueue.lua's
+-- ARGV[1]  base key B           ARGV[2]  the caller's queue entry
 -- ARGV[3]  wake spec (queue.lua)
 -- ARGV[4]  the queue to leave: "r" for B:qr, "w" for B:qw
 -- Dequeues the client and, when nobody writes, wakes whom that may unblock.

@@ -14,10 +14,8 @@ type RWKeys struct {
 	Readers     string // the read holds {owner -> count}
 	ReadLeases  string // the readers' lease set {owner -> the end of its lease, server ms}
 	ReadRecords string // the readers' records {owner -> record}
-	QueueR      string // waiting readers' clients, oldest first
-	QueueRDesc  string // their descriptions {client id -> ClientInfo JSON}
+	QueueR      string // waiting readers' clients (QueueEntry), oldest first
 	QueueW      string // waiting writers' clients, oldest first
-	QueueWDesc  string // their descriptions
 	Fence       string // the writers' fencing counter
 }
 
@@ -25,13 +23,13 @@ type RWKeys struct {
 func NewRWKeys(base string) RWKeys {
 	return RWKeys{Base: base, Write: base + ":w",
 		Readers: base + ":rd", ReadLeases: base + ":rd:e", ReadRecords: base + ":rd:rec",
-		QueueR: base + ":qr", QueueRDesc: base + ":qr:d", QueueW: base + ":qw", QueueWDesc: base + ":qw:d",
+		QueueR: base + ":qr", QueueW: base + ":qw",
 		Fence: base + ":fence"}
 }
 
 // scripts are the KEYS of every RWMutex script but rwreenter (rwqueue.lua).
 func (k RWKeys) scripts() []string {
-	return []string{k.Write, k.Readers, k.ReadLeases, k.ReadRecords, k.QueueR, k.QueueRDesc, k.QueueW, k.QueueWDesc}
+	return []string{k.Write, k.Readers, k.ReadLeases, k.ReadRecords, k.QueueR, k.QueueW}
 }
 
 // ReadKeep is the group of keys a read hold keeps alive (see SemKeys.Keep).
@@ -49,7 +47,7 @@ func (k RWKeys) Inbox(client string, write bool) string {
 type RWAcquireArgs struct {
 	Owner  string        // a new owner id
 	Lease  time.Duration // > 0
-	Client string        // the caller's client id
+	Client string        // the caller's QueueEntry
 	Queued bool          // queue the client if refused, dequeue it if granted
 	Writer string        // RWRead only: the write owner the caller holds, or ""
 	Wake   Wake

@@ -33,7 +33,7 @@ func newRW(t *testing.T, c rueidis.Client) rwFixture {
 
 // keys are every key of the RWMutex but its fencing counter.
 func (f rwFixture) keys() []string {
-	return []string{f.k.Write, f.k.Readers, f.k.ReadLeases, f.k.ReadRecords, f.k.QueueR, f.k.QueueRDesc, f.k.QueueW, f.k.QueueWDesc}
+	return []string{f.k.Write, f.k.Readers, f.k.ReadLeases, f.k.ReadRecords, f.k.QueueR, f.k.QueueW}
 }
 
 // readKeep is what a read hold keeps alive (rlock's side.keep).

@@ -2,14 +2,14 @@
 -- leases.lua's); keys and rules: docs/design.md, "RWMutex". With base key B,
 -- every script but rwreenter gets the KEYS
 --   KEYS[1] B:w    KEYS[2] B:rd    KEYS[3] B:rd:e    KEYS[4] B:rd:rec
---   KEYS[5] B:qr   KEYS[6] B:qr:d  KEYS[7] B:qw      KEYS[8] B:qw:d
--- (rwwrite a ninth, B:fence), and B as ARGV[1] (but rwdescribe) for the
+--   KEYS[5] B:qr   KEYS[6] B:qw
+-- (rwwrite a seventh, B:fence), and B as ARGV[1] (but rwdescribe) for the
 -- channels B:ch:r:<client> and B:ch:w:<client>. A reader is admitted while
 -- nobody writes and no writer is queued before it; a writer while nobody
 -- holds and no client is queued before it.
 local w = KEYS[1]
-local R = {key = KEYS[5], desc = KEYS[6], ch = (ARGV[1] or '') .. ':ch:r:'}
-local W = {key = KEYS[7], desc = KEYS[8], ch = (ARGV[1] or '') .. ':ch:w:'}
+local R = {key = KEYS[5], ch = (ARGV[1] or '') .. ':ch:r:'}
+local W = {key = KEYS[6], ch = (ARGV[1] or '') .. ':ch:w:'}
 local readers = {counts = KEYS[2], leases = KEYS[3], records = KEYS[4]}
 
 -- write_hold is the write hold's PTTL and record, or -2 when nobody writes.

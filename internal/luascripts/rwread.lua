@@ -1,7 +1,7 @@
 -- rwread: a new owner takes a read hold of an RWMutex, or learns how long to wait.
--- KEYS[1..8]  rwqueue.lua's
+-- KEYS[1..6]  rwqueue.lua's
 -- ARGV[1]  base key B           ARGV[2]  owner id (new)
--- ARGV[3]  lease in ms (> 0)    ARGV[4]  the caller's client id
+-- ARGV[3]  lease in ms (> 0)    ARGV[4]  the caller's queue entry
 -- ARGV[5]  "1" to queue the client if refused (and dequeue it if granted)
 -- ARGV[6]  the write owner the caller holds, or "": a writer may always read
 -- ARGV[7]  wake spec (queue.lua)    ARGV[8]  about (record.lua)
@@ -21,7 +21,7 @@ if writer == '' or redis.call('hexists', w, writer) == 0 then
   end
 end
 if pttl ~= -2 then
-  return refused(queued, R, client, pttl, ARGV[8], holder)
+  return refused(queued, R, client, pttl, holder)
 end
 redis.call('hincrby', readers.counts, owner, 1)
 lease_start(readers, owner, server_ms(), lease, record_of(owner, 0, ARGV[8]))

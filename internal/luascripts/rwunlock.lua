@@ -1,6 +1,6 @@
 -- rwunlock: drop one of an owner's read or write holds of an RWMutex; at the
 -- last, wake whom the lock can now admit.
--- KEYS[1..8]  rwqueue.lua's
+-- KEYS[1..6]  rwqueue.lua's
 -- ARGV[1]  base key B           ARGV[2]  owner id
 -- ARGV[3]  "r" read hold, "w" write hold     ARGV[5]  wake spec (queue.lua)
 -- ARGV[4]  the owner's hold count before this release (exact)

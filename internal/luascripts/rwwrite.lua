@@ -1,8 +1,8 @@
 -- rwwrite: a new owner takes the write hold of an RWMutex, or learns how long to wait.
--- KEYS[1..8]  rwqueue.lua's
--- KEYS[9]  fencing counter B:fence (no expiry)
+-- KEYS[1..6]  rwqueue.lua's
+-- KEYS[7]  fencing counter B:fence (no expiry)
 -- ARGV[1]  base key B           ARGV[2]  owner id (new)
--- ARGV[3]  lease in ms (> 0)    ARGV[4]  the caller's client id
+-- ARGV[3]  lease in ms (> 0)    ARGV[4]  the caller's queue entry
 -- ARGV[5]  "1" to queue the client if refused (and dequeue it if granted)
 -- ARGV[6]  wake spec (queue.lua)    ARGV[7]  about (record.lua)
 -- Returns {1, token}, else queue.lua's refusal with the writer's record or
@@ -31,9 +31,9 @@ if pttl == -2 then
   end
 end
 if pttl ~= -2 then
-  return refused(queued, W, client, pttl, ARGV[7], holder)
+  return refused(queued, W, client, pttl, holder)
 end
-local token = grant(w, KEYS[9], owner, lease, ARGV[7])
+local token = grant(w, KEYS[7], owner, lease, ARGV[7])
 if queued then
   dequeue(W, client)
 end

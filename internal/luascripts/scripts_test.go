@@ -121,7 +121,7 @@ func keysFor(t *testing.T, c rueidis.Client, base string) luascripts.Keys {
 	k := luascripts.NewKeys(base)
 	t.Cleanup(func() {
 		// t.Context() is already cancelled here.
-		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Lock, k.Queue, k.QueueDesc).Build()).Error())
+		assert.NoError(t, c.Do(context.Background(), c.B().Del().Key(k.Lock, k.Queue).Build()).Error())
 	})
 	return k
 }
@@ -1079,16 +1079,17 @@ func TestForceUnlock(t *testing.T) {
 			// A key of another type is not latchkey's: nothing is deleted.
 			do(t, c, c.B().Del().Key(k.Queue).Build())
 			take(t, c, k, "B")
-			do(t, c, c.B().Del().Key(k.QueueDesc).Build())
-			do(t, c, c.B().Rpush().Key(k.QueueDesc).Element("app").Build())
-			before = snapshot(t, c, k)
+			do(t, c, c.B().Rpush().Key(k.Queue).Element("app").Build())
+			lock := hgetall(t, c, k.Lock)
 			deleted, foreign, err := k.Intro().ForceUnlock(t.Context(), c, wake)
 			require.NoError(t, err)
 			assert.False(t, deleted)
-			assert.Equal(t, k.QueueDesc, foreign)
-			assert.Equal(t, before, snapshot(t, c, k))
-			assert.True(t, exists(t, c, k.QueueDesc))
-			do(t, c, c.B().Del().Key(k.QueueDesc).Build())
+			assert.Equal(t, k.Queue, foreign)
+			assert.Equal(t, lock, hgetall(t, c, k.Lock), "the lock stays")
+			app, err := do(t, c, c.B().Lindex().Key(k.Queue).Index(0).Build()).ToString()
+			require.NoError(t, err)
+			assert.Equal(t, "app", app, "and so does the list")
+			do(t, c, c.B().Del().Key(k.Queue).Build())
 		})
 	}
 }
@@ -1481,7 +1482,7 @@ func TestClusterKeysShareSlot(t *testing.T) {
 	for _, tag := range tagsOnEveryMaster(t, c) {
 		k := luascripts.NewKeys("latchkey:{" + tag + "}")
 		slot := slotOf(t, c, k.Lock)
-		for _, name := range []string{k.Channel, k.Fence, k.Queue, k.QueueDesc, k.Inbox("some-client")} {
+		for _, name := range []string{k.Channel, k.Fence, k.Queue, k.Inbox("some-client")} {
 			assert.Equal(t, slot, slotOf(t, c, name), name)
 		}
 		assert.True(t, strings.HasPrefix(k.Inbox("x"), k.Channel+":"))

@@ -1,8 +1,8 @@
 -- semacquire: a new owner takes n permits of a Semaphore, or learns how long to wait.
--- KEYS[1..6]  semqueue.lua's
+-- KEYS[1..5]  semqueue.lua's
 -- ARGV[1]  base key B           ARGV[2]  owner id (new)
 -- ARGV[3]  permits n, 1..size   ARGV[4]  the caller's size (>= 1)
--- ARGV[5]  lease in ms (> 0)    ARGV[6]  the caller's client id
+-- ARGV[5]  lease in ms (> 0)    ARGV[6]  the caller's queue entry
 -- ARGV[7]  "1" to queue the client if refused (and dequeue it if granted)
 -- ARGV[8]  wake spec (queue.lua)    ARGV[9]  about (record.lua)
 -- Returns {1, 0} (no token), else queue.lua's refusal with the first holder
@@ -33,7 +33,7 @@ elseif held + n + ahead > size then
   end
 end
 if pttl ~= -2 then
-  local reply = refused(queued, Q, client, pttl, ARGV[9], holder)
+  local reply = refused(queued, Q, client, pttl, holder)
   if queued then
     redis.call('hset', qn, client, n, '#size', size)
     redis.call('pexpire', qn, redis.call('pttl', Q.key))

@@ -10,19 +10,18 @@ import (
 
 // SemKeys are the keys of one Semaphore, all under its hash tag.
 type SemKeys struct {
-	Base      string // "<prefix>:{<name>}:sem", which the others extend
-	Holders   string // {owner -> permits} and "#size"
-	Leases    string // the holders' lease set {owner -> the end of its lease, server ms}
-	Records   string // the holders' records {owner -> record}
-	Queue     string // waiting clients, oldest first
-	QueueDesc string // their descriptions {client id -> ClientInfo JSON}
-	Wants     string // {client -> permits its contender wants}
+	Base    string // "<prefix>:{<name>}:sem", which the others extend
+	Holders string // {owner -> permits} and "#size"
+	Leases  string // the holders' lease set {owner -> the end of its lease, server ms}
+	Records string // the holders' records {owner -> record}
+	Queue   string // waiting clients (QueueEntry), oldest first
+	Wants   string // {client -> permits its contender wants}
 }
 
 // NewSemKeys derives a Semaphore's keys from its base key.
 func NewSemKeys(base string) SemKeys {
 	return SemKeys{Base: base, Holders: base + ":h", Leases: base + ":h:e", Records: base + ":h:rec",
-		Queue: base + ":q", QueueDesc: base + ":q:d", Wants: base + ":qn"}
+		Queue: base + ":q", Wants: base + ":qn"}
 }
 
 // Keep is the group of keys a hold keeps alive (renew.lua): the holders,
@@ -34,7 +33,7 @@ func (k SemKeys) Inbox(client string) string { return k.Base + ":ch:" + client }
 
 // all are the KEYS of every Semaphore script (semqueue.lua).
 func (k SemKeys) all() []string {
-	return []string{k.Holders, k.Leases, k.Records, k.Queue, k.QueueDesc, k.Wants}
+	return []string{k.Holders, k.Leases, k.Records, k.Queue, k.Wants}
 }
 
 // SemAcquireArgs are SemAcquire's arguments.
@@ -43,7 +42,7 @@ type SemAcquireArgs struct {
 	Permits int64  // 1..Size
 	Size    int64  // >= 1
 	Lease   time.Duration
-	Client  string // the caller's client id
+	Client  string // the caller's QueueEntry
 	Queued  bool   // queue the client if refused, dequeue it if granted
 	Wake    Wake
 	Sync    Sync   // replicas to acknowledge a grant

@@ -36,7 +36,7 @@ func newSem(t *testing.T, c rueidis.Client, addrs []string, sharded bool, size i
 
 // keys are every key the semaphore may have.
 func (f semFixture) keys() []string {
-	return []string{f.k.Holders, f.k.Leases, f.k.Records, f.k.Queue, f.k.QueueDesc, f.k.Wants}
+	return []string{f.k.Holders, f.k.Leases, f.k.Records, f.k.Queue, f.k.Wants}
 }
 
 func (f semFixture) acquire(owner, client string, n int64, queued bool) luascripts.AcquireReply {

@@ -1,5 +1,5 @@
 -- semavailable: how many permits of a Semaphore are free.
--- KEYS[1..6]  semqueue.lua's
+-- KEYS[1..5]  semqueue.lua's
 -- ARGV[1]  the caller's size
 -- Drops dead holders. Returns {free, 0}, or {-1, size} when the semaphore
 -- is in use with another size.

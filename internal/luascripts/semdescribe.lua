@@ -1,5 +1,5 @@
 -- semdescribe: a Semaphore's state for Inspect, changing nothing.
--- KEYS[1..6]  semqueue.lua's
+-- KEYS[1..5]  semqueue.lua's
 -- ARGV[1]  the most queued clients to return (> 0)
 -- Returns a describe reply (queue.lua): the live holders with their
 -- permits as counts, and the size.

@@ -1,9 +1,9 @@
 -- semforceunlock: delete a Semaphore's holders whoever they are, drop the
 -- woken clients that have not come (unwake), and wake as a release would.
--- KEYS[1..6]  semqueue.lua's
+-- KEYS[1..5]  semqueue.lua's
 -- ARGV[1]  B, for the channels  ARGV[2]  wake spec
 -- Returns as forceunlock.lua does. B:qn keeps the size while clients wait.
-local bad = foreign('hzhzhh')
+local bad = foreign('hzhzh')
 if bad then
   return bad
 end

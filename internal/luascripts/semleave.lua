@@ -1,6 +1,6 @@
 -- semleave: a client stops waiting for a Semaphore; run before unsubscribing.
--- KEYS[1..6]  semqueue.lua's
--- ARGV[1]  base key B           ARGV[2]  the caller's client id
+-- KEYS[1..5]  semqueue.lua's
+-- ARGV[1]  base key B           ARGV[2]  the caller's queue entry
 -- ARGV[3]  the caller's size    ARGV[4]  wake spec (queue.lua)
 -- Dequeues the client and wakes those behind it that now fit. Returns 1
 -- when the client was queued, else 0.

@@ -2,13 +2,13 @@
 -- leases.lua's); keys and rules: docs/design.md, "Semaphore". With base
 -- key B, every script gets the KEYS
 --   KEYS[1] B:h   KEYS[2] B:h:e   KEYS[3] B:h:rec
---   KEYS[4] B:q   KEYS[5] B:q:d   KEYS[6] B:qn
+--   KEYS[4] B:q   KEYS[5] B:qn
 -- and B as ARGV[1] (but semavailable and semdescribe, which wake nobody)
 -- for the channels B:ch:<client>. B:h and B:qn record "#size". n permits
 -- are granted iff the live held permits, n and the wants of the clients
 -- queued before the caller (all, for one not queued) fit in the size.
-local h, qn = KEYS[1], KEYS[6]
-local Q = {key = KEYS[4], desc = KEYS[5], wants = KEYS[6], ch = (ARGV[1] or '') .. ':ch:'}
+local h, qn = KEYS[1], KEYS[5]
+local Q = {key = KEYS[4], wants = KEYS[5], ch = (ARGV[1] or '') .. ':ch:'}
 local holders = {counts = KEYS[1], leases = KEYS[2], records = KEYS[3]}
 
 -- sem_held drops the holders whose lease ran out before now and returns

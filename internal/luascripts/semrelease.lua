@@ -1,6 +1,6 @@
 -- semrelease: an owner gives back all its permits of a Semaphore, and the
 -- waiters the freed permits can serve are woken.
--- KEYS[1..6]  semqueue.lua's
+-- KEYS[1..5]  semqueue.lua's
 -- ARGV[1]  base key B           ARGV[2]  owner id
 -- ARGV[3]  the caller's size    ARGV[4]  wake spec (queue.lua)
 -- ARGV[5]  "1" if an earlier call with these arguments may have run

@@ -214,7 +214,7 @@ var variants = []variant{
 			if v[0] != 1 {
 				return errRefused
 			}
-			return wideRel.Exec(ctx, rc, []string{k.Lock, k.Channel, k.Fence, k.Queue, k.QueueDesc}, []string{o, "1", "p50", "0"}).Error()
+			return wideRel.Exec(ctx, rc, []string{k.Lock, k.Channel, k.Fence, k.Queue}, []string{o, "1", "p50", "0"}).Error()
 		}},
 	{"lean", "a redesign not adopted: the reservation in the lock hash, 3 KEYS per call (see leanAcq)",
 		func(ctx context.Context, rc rueidis.Client, i, n int) error {
