@@ -11,13 +11,14 @@
 local lock = KEYS[1]
 local Q = {key = KEYS[3], ch = ARGV[7] .. ':'}
 local owner, lease, client, waiter = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
--- One EXISTS answers the common cases: 0, free with nobody queued; 2, held.
-local n = redis.call('exists', lock, Q.key)
-local pttl, ahead, first = -2, 0, nil
-if n > 0 then
+-- One EXISTS tells which of the lock and its queue exist: a key named
+-- twice counts twice, so n = 2 * (lock exists) + (queue exists).
+local n = redis.call('exists', lock, lock, Q.key)
+local queued, pttl, ahead, first = n % 2 == 1, -2, 0, nil
+if n >= 2 then
   pttl = redis.call('pttl', lock)
 end
-if n == 1 and pttl == -2 then
+if queued and pttl == -2 then
   -- Free with clients queued: wake the first if it was not, dropping those
   -- that lost their place.
   ahead, first = wake(Q, ARGV[6], 1, one, client)
@@ -25,7 +26,7 @@ end
 local free = pttl == -2
 if free and ahead == 0 then
   local token = grant(lock, KEYS[2], owner, lease, ARGV[5])
-  if waiter and n == 1 then
+  if waiter and queued then
     dequeue(Q, client)
   end
   return {1, token}
@@ -45,5 +46,5 @@ if free then
   end
   return refused(waiter, Q, client, wait)
 end
--- Held: n == 1 says there is no queue (enqueue needs no PTTL of it).
-return refused(waiter, Q, client, pttl, redis.call('hget', lock, '#rec'), n == 1)
+-- Held: with no queue yet, enqueue needs no ZRANK or PTTL of it.
+return refused(waiter, Q, client, pttl, redis.call('hget', lock, '#rec'), not queued)

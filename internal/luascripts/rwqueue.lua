@@ -14,8 +14,9 @@ local readers = {counts = KEYS[2], leases = KEYS[3], records = KEYS[4]}
 
 -- write_hold is the write hold's PTTL and record, or -2 when nobody writes.
 local function write_hold()
-  if redis.call('exists', w) == 1 then
-    return redis.call('pttl', w), redis.call('hget', w, '#rec')
+  local pttl = redis.call('pttl', w) -- -2: no such key
+  if pttl ~= -2 then
+    return pttl, redis.call('hget', w, '#rec')
   end
   return -2, nil
 end
