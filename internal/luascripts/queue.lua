@@ -72,10 +72,11 @@ end
 
 -- wake walks Q oldest first, up to stop (the caller), admitting clients
 -- while their weights (weigh(client, score); nil stops) fit in room: one in
--- its window counts, untold; one past it is dropped; any other is told
--- (dropped if nobody listens) and given a window. With tell, the first that
--- does not fit is told too, windowless, as a probe. It returns how many it
--- admitted and the first end of their windows (server ms; nil: none).
+-- its window counts, untold; one past it is told and dropped; any other is
+-- told (dropped if nobody listens) and given a window. With tell, the first
+-- that does not fit is told too, windowless, as a probe. It returns how
+-- many it admitted and the first end of their windows (server ms; nil:
+-- none).
 local function wake(Q, spec, room, weigh, stop, tell)
   local publish, window = publisher(spec), tonumber(string.sub(spec, 2))
   local used, n, first, windows = 0, 0, nil, {}
@@ -85,7 +86,10 @@ local function wake(Q, spec, room, weigh, stop, tell)
       return false
     end
     if s < 0 and -s < server_ms() then
-      dequeue(Q, c) -- its window passed: it lost its place
+      -- Its window passed: it loses its place, told, lest a client refused
+      -- in its window sleep out a holder's lease untold.
+      redis.call(publish, Q.ch .. id_of(c), 'unlock')
+      dequeue(Q, c)
       return true, true
     end
     local w = weigh(c, s)

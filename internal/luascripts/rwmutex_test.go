@@ -255,3 +255,75 @@ func zmembers(t *testing.T, c rueidis.Client, key string) []string {
 	require.NoError(t, err)
 	return v
 }
+
+// TestRegressRWWakeStopsOnlyInTheCallersQueue: a client has one queue entry
+// string, in both queues when it waits to read and to write. A refused try
+// walks both queues, stopping at the caller; before the fix it stopped at the
+// client's entry in the other queue too. A writer's try then counted no
+// reader before it although its client's reader was woken, woke the next
+// writer as well, and that writer, refused by the reader on arrival, kept a
+// window that lapsed in silence: it slept out the reader's 30 s lease
+// (TestRWMutexExclusion's stalls). A reader's try, likewise, left its
+// client's queued writer untold on a free lock.
+func TestRegressRWWakeStopsOnlyInTheCallersQueue(t *testing.T) {
+	t.Run("writer", func(t *testing.T) {
+		f := newRW(t, standaloneClient(t))
+		f.wake = luascripts.Wake{Window: time.Minute}
+		require.True(t, f.write("X", "cx", false).Acquired)
+		ar, aw, bw := f.listen("ca", false), f.listen("ca", true), f.listen("cb", true)
+		require.False(t, f.read("AR", "ca", true).Acquired)
+		require.False(t, f.write("BW", "cb", true).Acquired)
+		require.False(t, f.write("AW", "ca", true).Acquired)
+		_, woken := f.unlock("X", true, 1, false)
+		require.Equal(t, int64(1), woken, "the write release wakes the reader queued first")
+		ar.woken(t)
+		r := f.write("AW", "ca", true)
+		require.False(t, r.Acquired, "a writer overtook a woken reader")
+		between(t, r.PTTL, time.Minute-5*time.Second, time.Minute, "refused until the reader's window ends")
+		bw.quiet(t)
+		aw.quiet(t)
+		require.True(t, f.read("AR", "ca", true).Acquired, "the woken reader")
+		_, woken = f.unlock("AR", false, 1, false)
+		assert.Equal(t, int64(1), woken)
+		bw.woken(t)
+		f.leave("cb", true)
+		aw.woken(t)
+		f.leave("ca", true)
+		f.gone()
+	})
+	// A woken writer refused all the same (the defect above; a reader got
+	// in) waits for the holder's lease: when its window lapses, the walk that
+	// drops it tells it, so that it asks again at the back of the queue.
+	t.Run("lapse", func(t *testing.T) {
+		f := newRW(t, standaloneClient(t))
+		f.wake = luascripts.Wake{Window: time.Minute}
+		require.True(t, f.read("R", "cr", false).Acquired)
+		aw := f.listen("ca", true)
+		require.False(t, f.write("AW", "ca", true).Acquired)
+		// Woken once, with a window that has passed since.
+		do(t, f.c, f.c.B().Zadd().Key(f.k.QueueW).Xx().ScoreMember().ScoreMember(-float64(serverMillis(t, f.c)-1000), "ca").Build())
+		_, woken := f.unlock("R", false, 1, false)
+		assert.Zero(t, woken, "a lapsed writer is not woken")
+		aw.woken(t)
+		assert.Empty(t, zmembers(t, f.c, f.k.QueueW), "it lost its place")
+		require.True(t, f.write("AW", "ca", true).Acquired)
+		left, _ := f.unlock("AW", true, 1, false)
+		assert.Zero(t, left)
+		f.gone()
+	})
+	t.Run("reader", func(t *testing.T) {
+		f := newRW(t, standaloneClient(t))
+		f.wake = luascripts.Wake{Window: time.Minute}
+		require.True(t, f.write("X", "cx", false).Acquired)
+		aw := f.listen("ca", true)
+		require.False(t, f.write("AW", "ca", true).Acquired)
+		// The writer's lease runs out: nobody releases, nobody is told.
+		do(t, f.c, f.c.B().Del().Key(f.k.Write).Build())
+		require.False(t, f.read("AR", "ca", false).Acquired, "a reader overtook a queued writer")
+		aw.woken(t)
+		require.True(t, f.write("AW", "ca", true).Acquired)
+		left, _ := f.unlock("AW", true, 1, false)
+		assert.Zero(t, left)
+		f.gone()
+	})
+}

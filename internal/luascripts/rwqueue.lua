@@ -34,24 +34,26 @@ local function live_readers()
 end
 
 -- first_writer is the score of the first queued writer that may still
--- come (a woken one past its window is dropped), or nil.
-local function first_writer()
+-- come (a woken one past its window is dropped, told with spec), or nil.
+local function first_writer(spec)
   local before
-  wake(W, 'p0', 0, function(_, s) before = s end)
+  wake(W, spec, 0, function(_, s) before = s end)
   return before
 end
 
--- rw_wake wakes whom a free write side admits, up to stop (the caller),
--- nreaders being the read holds; it returns wake's count and first end.
-local function rw_wake(spec, nreaders, stop)
-  local before = first_writer()
+-- rw_wake wakes whom a free write side admits, nreaders being the read
+-- holds, up to the caller's entry in its own queue (rstop in R, wstop in W):
+-- a client has one entry string in both queues, and its entry in the other
+-- queue is another waiter of its. It returns wake's count and first end.
+local function rw_wake(spec, nreaders, rstop, wstop)
+  local before = first_writer(spec)
   local n, first = wake(R, spec, math.huge, function(_, s)
     if before == nil or s < before then
       return 0
     end
-  end, stop)
+  end, rstop)
   if n > 0 or nreaders > 0 then
     return n, first
   end
-  return wake(W, spec, 1, one, stop)
+  return wake(W, spec, 1, one, wstop)
 end

@@ -24,7 +24,7 @@ if pttl == -2 then
   if n > 0 then
     pttl, holder = least, first
   elseif ahead() > 0 then
-    local _, ends = rw_wake(ARGV[6], 0, client)
+    local _, ends = rw_wake(ARGV[6], 0, nil, client)
     if ahead() > 0 then
       pttl = wait_for(ends, -1)
     end

@@ -512,13 +512,15 @@ func TestAcquire(t *testing.T) {
 	})
 
 	// A woken client whose window passed lost its place: the next
-	// caller drops it.
+	// caller drops it, and tells it so (it may be waiting still).
 	t.Run("WindowPassed", func(t *testing.T) {
 		k := newKeys(t, c)
 		reserve(t, c, k, "x", -time.Second)
+		x := listen(t, c, []string{standaloneAddr}, false, k, "x")
 		r := acquire(t, c, k, luascripts.AcquireArgs{Owner: "Y", Lease: lease, Client: "y", Wake: luascripts.Wake{Window: time.Minute}})
 		assert.True(t, r.Acquired)
 		assert.False(t, exists(t, c, k.Queue), "x dropped")
+		x.woken(t)
 	})
 
 	// A caller refused by a client queued before it that was not woken
