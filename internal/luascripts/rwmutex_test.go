@@ -268,7 +268,7 @@ func zmembers(t *testing.T, c rueidis.Client, key string) []string {
 func TestRegressRWWakeStopsOnlyInTheCallersQueue(t *testing.T) {
 	t.Run("writer", func(t *testing.T) {
 		f := newRW(t, standaloneClient(t))
-		f.wake = luascripts.Wake{Window: time.Minute}
+		f.wake = minuteWindows
 		require.True(t, f.write("X", "cx", false).Acquired)
 		ar, aw, bw := f.listen("ca", false), f.listen("ca", true), f.listen("cb", true)
 		require.False(t, f.read("AR", "ca", true).Acquired)
@@ -296,7 +296,7 @@ func TestRegressRWWakeStopsOnlyInTheCallersQueue(t *testing.T) {
 	// drops it tells it, so that it asks again at the back of the queue.
 	t.Run("lapse", func(t *testing.T) {
 		f := newRW(t, standaloneClient(t))
-		f.wake = luascripts.Wake{Window: time.Minute}
+		f.wake = minuteWindows
 		require.True(t, f.read("R", "cr", false).Acquired)
 		aw := f.listen("ca", true)
 		require.False(t, f.write("AW", "ca", true).Acquired)
@@ -306,14 +306,11 @@ func TestRegressRWWakeStopsOnlyInTheCallersQueue(t *testing.T) {
 		assert.Zero(t, woken, "a lapsed writer is not woken")
 		aw.woken(t)
 		assert.Empty(t, zmembers(t, f.c, f.k.QueueW), "it lost its place")
-		require.True(t, f.write("AW", "ca", true).Acquired)
-		left, _ := f.unlock("AW", true, 1, false)
-		assert.Zero(t, left)
-		f.gone()
+		f.writeOnce("AW", "ca")
 	})
 	t.Run("reader", func(t *testing.T) {
 		f := newRW(t, standaloneClient(t))
-		f.wake = luascripts.Wake{Window: time.Minute}
+		f.wake = minuteWindows
 		require.True(t, f.write("X", "cx", false).Acquired)
 		aw := f.listen("ca", true)
 		require.False(t, f.write("AW", "ca", true).Acquired)
@@ -321,9 +318,19 @@ func TestRegressRWWakeStopsOnlyInTheCallersQueue(t *testing.T) {
 		do(t, f.c, f.c.B().Del().Key(f.k.Write).Build())
 		require.False(t, f.read("AR", "ca", false).Acquired, "a reader overtook a queued writer")
 		aw.woken(t)
-		require.True(t, f.write("AW", "ca", true).Acquired)
-		left, _ := f.unlock("AW", true, 1, false)
-		assert.Zero(t, left)
-		f.gone()
+		f.writeOnce("AW", "ca")
 	})
+}
+
+// minuteWindows wakes clients with windows that never lapse in a test.
+var minuteWindows = luascripts.Wake{Window: time.Minute}
+
+// writeOnce takes the write hold for owner, a queued client's, releases
+// it, and asserts that nothing is left.
+func (f rwFixture) writeOnce(owner, client string) {
+	f.t.Helper()
+	require.True(f.t, f.write(owner, client, true).Acquired)
+	left, _ := f.unlock(owner, true, 1, false)
+	assert.Zero(f.t, left)
+	f.gone()
 }
