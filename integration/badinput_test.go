@@ -159,6 +159,9 @@ func TestDoubleUnlock(t *testing.T) {
 
 			newer := lockClient(t, tp, rlock.Options{}).Mutex(name)
 			nctx := mustLock(t, ctx, newer)
+			// The raw waiter, woken, never came: the acquire that found its
+			// window passed dropped it and told it so.
+			requireNextMessage(t, sub, "unlock", "a lapsed waiter was dropped untold")
 			require.ErrorIs(t, m.Unlock(lctx), rlock.ErrNotHeld)
 			require.ErrorIs(t, m.Unlock(ctx), rlock.ErrNotHeld)
 			require.NoError(t, nctx.Err())
