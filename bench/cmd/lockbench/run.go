@@ -92,8 +92,9 @@ func (b *bench) runOnce(ctx context.Context, run runSpec, sc results.Scenario) (
 	var calls map[string]int64
 	if run.ramp > 0 {
 		// Redis is read over the measured duration only: the ramp's rush
-		// and the workers' wind-down (an UNSUBSCRIBE each at Close) are
-		// left out, as the workers leave out the ramp's grants.
+		// and the workers' wind-down (an UNSUBSCRIBE each at Close, which
+		// waits for letClose) are left out, as the workers leave out the
+		// ramp's grants.
 		from := start.Add(run.ramp)
 		if err := sleepUntil(ctx, from); err != nil {
 			return nil, err
@@ -105,6 +106,9 @@ func (b *bench) runOnce(ctx context.Context, run runSpec, sc results.Scenario) (
 			return nil, err
 		}
 		if cpuSeconds, calls, err = win.Close(ctx); err != nil {
+			return nil, err
+		}
+		if err := ws.letClose(); err != nil {
 			return nil, err
 		}
 	}

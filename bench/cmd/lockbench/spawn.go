@@ -62,6 +62,21 @@ func (ws *workers) release(start time.Time) error {
 	return nil
 }
 
+// letClose tells every worker that the parent has read Redis for the run:
+// a worker of a run with a ramp closes its library only then, so that its
+// Close (an UNSUBSCRIBE, say) is never in the reading.
+func (ws *workers) letClose() error {
+	for _, c := range ws.children {
+		if _, err := io.WriteString(c.proc.Stdin, closeLine); err != nil {
+			return c.proc.Fail("letting it close", err)
+		}
+	}
+	return nil
+}
+
+// closeLine on a worker's stdin is letClose's word.
+const closeLine = "close\n"
+
 // collect reads every worker's report and waits for all of them to exit.
 func (ws *workers) collect() ([]report, error) {
 	reps := make([]report, 0, len(ws.children))

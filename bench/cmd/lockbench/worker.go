@@ -130,10 +130,14 @@ func work(p workerParams, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("bad start instant %q: %w", line, err)
 	}
 	// EOF on stdin means the parent is gone, however it died: stop rather
-	// than linger.
+	// than linger. Before it, closeLine lets a run with a ramp close.
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
+	mayClose := make(chan struct{})
 	go func() {
+		if line, err := stdin.ReadString('\n'); err == nil && line == closeLine {
+			close(mayClose)
+		}
 		_, _ = io.Copy(io.Discard, stdin)
 		cancel(errors.New("parent gone"))
 	}()
@@ -151,8 +155,16 @@ func work(p workerParams, in io.Reader, out io.Writer) error {
 		return context.Cause(ctx)
 	}
 	rep.Attempts = attempts.Load() // every Lock has returned
-	// Close before reporting, so that the parent's final reading of Redis'
-	// counters comes after everything this worker sent.
+	if p.Ramp > 0 {
+		// The parent reads Redis at the run's end, then lets us close.
+		select {
+		case <-mayClose:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	// Close before reporting: without a ramp, the parent's final reading
+	// of Redis' counters comes after everything this worker sent.
 	if err := closeLib(); err != nil {
 		return fmt.Errorf("closing %s: %w", p.Lib, err)
 	}
