@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/latchkey/latchkey/rlock"
@@ -92,8 +93,7 @@ func TestStrangersDroppedLockContext(t *testing.T) {
 		logs := &logCapture{}
 		r, _, observed := observe(t)
 		m := lockClient(t, tp, observed(rlock.Options{Logger: slog.New(logs)})).Mutex(lockName(t))
-		lockAndDrop(t, ctx, m)
-		require.True(t, exists(t, rc, m.Key()))
+		lockAndDrop(t, ctx, rc, m)
 		awaitCond(t, 20*time.Second, "the dropped hold to be released", func() bool {
 			runtime.GC()
 			return !exists(t, rc, m.Key())
@@ -106,13 +106,18 @@ func TestStrangersDroppedLockContext(t *testing.T) {
 }
 
 // lockAndDrop locks m and makes the mistake: it unlocks with ctx, not the
-// lock context, which it then drops.
+// lock context, which it then drops. The lock is checked to be still held
+// while the lock context is reachable: once this returns, a collection may
+// release it at any moment (a CI run saw it gone before the next line).
 //
 //go:noinline
-func lockAndDrop(t *testing.T, ctx context.Context, m *rlock.Mutex) {
-	_, err := m.Lock(ctx)
+func lockAndDrop(t *testing.T, ctx context.Context, rc rueidis.Client, m *rlock.Mutex) {
+	lctx, err := m.Lock(ctx)
 	require.NoError(t, err)
 	require.ErrorIs(t, m.Unlock(ctx), rlock.ErrNotHeld)
+	runtime.GC()
+	require.True(t, exists(t, rc, m.Key()), "a hold whose lock context is still reachable was released")
+	runtime.KeepAlive(lctx)
 }
 
 // TestStrangersSemaphoreExact (defect 5): Lua numbers are doubles, so a
