@@ -225,3 +225,22 @@ func TestFleetEndToEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantProtoEndToEnd runs the direct-grant prototype (locks.GrantProto)
+// in the shape of the fleet, with two goroutines per process so that its
+// gate is exercised too: it must exclude, and cost about two script calls
+// per acquisition, none of them a woken client's try.
+func TestGrantProtoEndToEnd(t *testing.T) {
+	stdout, _ := executeArgs(t, "-libs", locks.GrantProto, "-procs", "4", "-g", "2", "-cs", "1ms", "-dur", "500ms", "-reps", "1", "-json")
+	var r results.Result
+	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &r); err != nil {
+		t.Fatalf("bad JSON %s: %v", stdout, err)
+	}
+	if r.Lib != locks.GrantProto || r.Acquisitions <= 0 || r.Violations != 0 || r.Errors != 0 {
+		t.Fatalf("%+v", r)
+	}
+	calls := r.Commands["evalsha"].Median
+	if calls < 1 || calls > 2.5 {
+		t.Errorf("%.2f script calls per acquisition, want about 2 (the release and one try)", calls)
+	}
+}

@@ -107,6 +107,8 @@ func Open(name string, opts Options) (Lib, error) {
 		return openRedislock(opts)
 	case Rueidislock:
 		return openRueidislock(opts)
+	case GrantProto:
+		return openGrantProto(opts)
 	}
 	return nil, fmt.Errorf("%w %q: choose from %s", ErrUnknownLib, name, strings.Join(All, ", "))
 }
@@ -119,7 +121,7 @@ func ParseList(s string) ([]string, error) {
 		if name == "" {
 			continue
 		}
-		if !slices.Contains(All, name) {
+		if !slices.Contains(All, name) && name != GrantProto {
 			return nil, fmt.Errorf("%w %q: choose from %s", ErrUnknownLib, name, strings.Join(All, ", "))
 		}
 		if !slices.Contains(libs, name) {
