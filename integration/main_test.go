@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 	// The suite's standalone Redis is a container when Docker answers, as
 	// users often run it.
 	dockerredis.Register()
+	redistest.GoleakIgnores = append(redistest.GoleakIgnores, orphanedStubIgnores...)
 	os.Exit(redistest.RunTests(m, "integration", true, func(e redistest.Env) {
 		standalone, cluster = e.Standalone, e.Cluster
 		fmt.Printf("integration: standalone Redis %s (%s), cluster %v\n", standalone.Addr, standalone.Kind, cluster.Addrs)

@@ -3,14 +3,19 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 // netProxy is an in-process toxiproxy between the clients under test and one
@@ -88,7 +93,7 @@ func requireNoToxiproxyGoroutines(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(toxiproxyGoroutineGrace)
 	for {
-		left := toxiproxyGoroutines()
+		left := slices.DeleteFunc(toxiproxyGoroutines(), orphanedStub)
 		if len(left) == 0 {
 			return
 		}
@@ -98,6 +103,27 @@ func requireNoToxiproxyGoroutines(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling the goroutine list: no event to wait for
 	}
+}
+
+// orphanedStub tells the toxiproxy goroutines the harness lets outlive
+// their proxy: a link's first stub blocked for good sending to the next one
+// in its chain, and the link's reader blocked sending to that stub.
+// toxiproxy v2.12.0's RemoveToxic of a toxic whose Cleanup closes its stub
+// (the blackhole's "timeout") returns without re-linking the stub before
+// it (link.go), so a chunk that stub read meanwhile has no reader. They hold
+// a chunk each and nothing else; CI under load met them once a run
+// (TestHarnessBlackholeRemovedUnderTraffic reproduces them).
+func orphanedStub(g string) bool {
+	return strings.Contains(g, " [chan send") &&
+		(strings.Contains(g, "toxics.(*NoopToxic).Pipe(") || strings.Contains(g, "stream.(*ChanWriter).Write("))
+}
+
+// orphanedStubIgnores are orphanedStub for the package's final goleak
+// check, which cannot see a goroutine's state: requireNoToxiproxyGoroutines,
+// after each proxy, still fails on such a goroutine not blocked sending.
+var orphanedStubIgnores = []goleak.Option{
+	goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe"),
+	goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/stream.(*ChanWriter).Write"),
 }
 
 func toxiproxyGoroutines() []string {
@@ -117,4 +143,35 @@ func toxiproxyGoroutines() []string {
 		}
 	}
 	return out
+}
+
+// TestHarnessBlackholeRemovedUnderTraffic: a blackhole taken off while its
+// client keeps sending orphans a toxiproxy stub (orphanedStub), which made
+// every later test's proxy check fail on CI. The proxy's own check, at
+// cleanup, must pass with it; the test fails too if no stub is orphaned in
+// 200 tries, for then toxiproxy changed and orphanedStub should go.
+func TestHarnessBlackholeRemovedUnderTraffic(t *testing.T) {
+	x := startProxy(t, standalone.Addr)
+	orphans := func() int {
+		return len(slices.DeleteFunc(toxiproxyGoroutines(), func(g string) bool { return !orphanedStub(g) }))
+	}
+	before := orphans()
+	for i := 0; i < 200 && orphans() == before; i++ {
+		conn, err := net.Dial("tcp", x.Addr)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for {
+				if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+					return
+				}
+			}
+		})
+		wg.Go(func() { _, _ = io.Copy(io.Discard, conn) })
+		x.blackhole(t, "drop", "upstream")
+		x.remove(t, "drop")
+		require.NoError(t, conn.Close())
+		wg.Wait()
+	}
+	require.Greater(t, orphans(), before, "no stub orphaned in 200 tries: has toxiproxy's RemoveToxic been fixed?")
 }
