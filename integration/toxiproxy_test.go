@@ -111,8 +111,8 @@ func requireNoToxiproxyGoroutines(t *testing.T) {
 // toxiproxy v2.12.0's RemoveToxic of a toxic whose Cleanup closes its stub
 // (the blackhole's "timeout") returns without re-linking the stub before
 // it (link.go), so a chunk that stub read meanwhile has no reader. They hold
-// a chunk each and nothing else; CI under load met them once a run
-// (TestHarnessBlackholeRemovedUnderTraffic reproduces them).
+// a chunk each and nothing else. The module run beside a CPU burner met
+// them once a run (TestHarnessBlackholeRemovedUnderTraffic reproduces them).
 func orphanedStub(g string) bool {
 	return strings.Contains(g, " [chan send") &&
 		(strings.Contains(g, "toxics.(*NoopToxic).Pipe(") || strings.Contains(g, "stream.(*ChanWriter).Write("))
@@ -147,7 +147,7 @@ func toxiproxyGoroutines() []string {
 
 // TestHarnessBlackholeRemovedUnderTraffic: a blackhole taken off while its
 // client keeps sending orphans a toxiproxy stub (orphanedStub), which made
-// every later test's proxy check fail on CI. The proxy's own check, at
+// every later test's proxy check fail in a run under load. The proxy's own check, at
 // cleanup, must pass with it; the test fails too if no stub is orphaned in
 // 200 tries, for then toxiproxy changed and orphanedStub should go.
 func TestHarnessBlackholeRemovedUnderTraffic(t *testing.T) {
