@@ -227,11 +227,12 @@ func TestFleetEndToEnd(t *testing.T) {
 }
 
 // TestGrantProtoEndToEnd runs the direct-grant prototype (locks.GrantProto)
-// in the shape of the fleet, with two goroutines per process so that its
-// gate is exercised too: it must exclude, and cost about two script calls
-// per acquisition, none of them a woken client's try.
+// in the shape of the fleet, with two goroutines per process and two keys
+// so that its gate and its dispatch of messages by key are exercised too:
+// it must exclude, and cost about two script calls per acquisition, none of
+// them a woken client's try.
 func TestGrantProtoEndToEnd(t *testing.T) {
-	stdout, _ := executeArgs(t, "-libs", locks.GrantProto, "-procs", "4", "-g", "2", "-cs", "1ms", "-dur", "500ms", "-reps", "1", "-json")
+	stdout, _ := executeArgs(t, "-libs", locks.GrantProto, "-procs", "4", "-g", "2", "-keys", "2", "-cs", "1ms", "-dur", "500ms", "-reps", "1", "-json")
 	var r results.Result
 	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &r); err != nil {
 		t.Fatalf("bad JSON %s: %v", stdout, err)

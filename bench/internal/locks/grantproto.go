@@ -28,7 +28,7 @@ if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return 1
 end
 if redis.call('get', KEYS[1]) == ARGV[1] then
-  return 1 -- granted by a release whose message was missed
+  return 2 -- granted by a release whose message is late or lost
 end
 local t = redis.call('time')
 redis.call('zadd', KEYS[2], 'NX', t[1] * 1000000 + t[2], ARGV[1])
@@ -44,7 +44,7 @@ while true do
     return 0
   end
   redis.call('set', KEYS[1], head, 'PX', ARGV[2])
-  if redis.call('publish', ARGV[3] .. head, 'g') > 0 then
+  if redis.call('publish', ARGV[3] .. head, KEYS[1]) > 0 then
     return 1
   end
 end`)
@@ -61,9 +61,18 @@ type grantLib struct {
 	lease  string
 	prefix string
 
-	mu    sync.Mutex
-	gates map[string]*sync.Mutex
-	woken map[string]chan struct{}
+	mu   sync.Mutex
+	keys map[string]*grantKey // by lock key
+}
+
+// grantKey is one lock's state in one process.
+type grantKey struct {
+	gate  sync.Mutex    // one goroutine per process contends in Redis
+	woken chan struct{} // a grant's message, carrying the lock key
+	// late counts grants taken by a try before their message came (under
+	// gate): that many messages are ignored, lest a late one pass for the
+	// next grant. A lost one only delays a later grant to the next try.
+	late int
 }
 
 func openGrantProto(opts Options) (Lib, error) {
@@ -72,18 +81,19 @@ func openGrantProto(opts Options) (Lib, error) {
 		return nil, fmt.Errorf("locks: grant-proto: connecting to %s: %w", opts.Addr, err)
 	}
 	g := &grantLib{rc: rc, id: uuid.NewString(), lease: strconv.FormatInt(opts.Lease.Milliseconds(), 10),
-		prefix: "gp:ch:", gates: map[string]*sync.Mutex{}, woken: map[string]chan struct{}{}}
+		prefix: "gp:ch:", keys: map[string]*grantKey{}}
 	g.sub, g.unsub = rc.Dedicate()
 	g.sub.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: func(m rueidis.PubSubMessage) {
 		// One message per grant; the single contender of this process waits.
 		g.mu.Lock()
-		for _, ch := range g.woken {
+		k := g.keys[m.Message]
+		g.mu.Unlock()
+		if k != nil {
 			select {
-			case ch <- struct{}{}:
+			case k.woken <- struct{}{}:
 			default:
 			}
 		}
-		g.mu.Unlock()
 	}})
 	if err := g.sub.Do(context.Background(), g.sub.B().Subscribe().Channel(g.prefix+g.id).Build()).Error(); err != nil {
 		g.Close()
@@ -93,13 +103,13 @@ func openGrantProto(opts Options) (Lib, error) {
 }
 
 func (g *grantLib) Locker(key string) Locker {
+	lock := "gp:{" + key + "}"
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.gates[key] == nil {
-		g.gates[key] = &sync.Mutex{}
-		g.woken[key] = make(chan struct{}, 1)
+	if g.keys[lock] == nil {
+		g.keys[lock] = &grantKey{woken: make(chan struct{}, 1)}
 	}
-	return &grantLocker{g: g, keys: []string{"gp:{" + key + "}", "gp:{" + key + "}:q"}, gate: g.gates[key], woken: g.woken[key]}
+	return &grantLocker{g: g, keys: []string{lock, lock + ":q"}, k: g.keys[lock]}
 }
 
 func (g *grantLib) Close() error {
@@ -109,10 +119,9 @@ func (g *grantLib) Close() error {
 }
 
 type grantLocker struct {
-	g     *grantLib
-	keys  []string
-	gate  *sync.Mutex
-	woken chan struct{}
+	g    *grantLib
+	keys []string
+	k    *grantKey
 }
 
 // errGrantLost reports a release that found the lock not held by this
@@ -120,35 +129,38 @@ type grantLocker struct {
 var errGrantLost = errors.New("locks: grant-proto: released a lock this client did not hold")
 
 func (l *grantLocker) Lock(ctx context.Context) (func() error, error) {
-	l.gate.Lock()
-	select { // a message of an earlier wait, come after its try took the lock
-	case <-l.woken:
-	default:
-	}
+	k := l.k
+	k.gate.Lock()
 	for {
 		got, err := grantAcquire.Exec(ctx, l.g.rc, l.keys, []string{l.g.id, l.g.lease}).AsInt64()
 		if err != nil {
-			l.gate.Unlock()
+			k.gate.Unlock()
 			return nil, err
 		}
-		if got == 1 {
-			break
+		if got == 2 {
+			k.late++
+		}
+		if got > 0 {
+			return l.unlock, nil
 		}
 		select {
-		case <-l.woken:
+		case <-k.woken:
+			if k.late > 0 {
+				k.late-- // an earlier grant's
+				continue
+			}
 			// The message is the grant: held, without another call.
 			return l.unlock, nil
 		case <-time.After(time.Second): // a lost message: the try finds the grant
 		case <-ctx.Done():
-			l.gate.Unlock()
+			k.gate.Unlock()
 			return nil, ctx.Err()
 		}
 	}
-	return l.unlock, nil
 }
 
 func (l *grantLocker) unlock() error {
-	defer l.gate.Unlock()
+	defer l.k.gate.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	r, err := grantRelease.Exec(ctx, l.g.rc, l.keys, []string{l.g.id, l.g.lease, l.g.prefix}).AsInt64()
