@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -29,13 +30,18 @@ func TestForceUnlockKinds(t *testing.T) {
 	if info, err := c.InspectRWMutex(ctx, name); r.code != 0 || !strings.Contains(r.stdout, "deleted") || !strings.Contains(r.stdout, c.ID()) || err != nil || info.Held() {
 		t.Errorf("answer y: exit %d, stdout %q, stderr %q, held %v (%v); want 0, the holder named, the lock gone", r.code, r.stdout, r.stderr, info.Held(), err)
 	}
-	if _, err := c.Semaphore(name, 2).Acquire(ctx, 2); err != nil {
+	// A lock context dropped unreleased is released when collected (the
+	// leak check), so each stays reachable until its force-unlock is done.
+	runtime.KeepAlive(rctx)
+	sctx, err := c.Semaphore(name, 2).Acquire(ctx, 2)
+	if err != nil {
 		t.Fatal(err)
 	}
 	r = latchkey(t, "", "force-unlock", "--yes", "--kind", "semaphore", name)
 	if info, err := c.InspectSemaphore(ctx, name); r.code != 0 || !strings.Contains(r.stdout, "deleted") || err != nil || info.Held() {
 		t.Errorf("semaphore: exit %d, stdout %q, stderr %q, held %v (%v)", r.code, r.stdout, r.stderr, info.Held(), err)
 	}
+	runtime.KeepAlive(sctx)
 
 	key := rlock.DefaultPrefix + ":{" + name + "}"
 	if err := rc.Do(ctx, rc.B().Set().Key(key).Value("the application's").Build()).Error(); err != nil {
