@@ -78,6 +78,12 @@ end
 -- many it admitted and the first end of their windows (server ms; nil:
 -- none).
 local function wake(Q, spec, room, weigh, stop, tell)
+  -- The first page before the set-up: a release that nobody waits for
+  -- (the uncontended path) stops here.
+  local e = redis.call('zrange', Q.key, 0, 0, 'WITHSCORES')
+  if #e == 0 then
+    return 0, nil
+  end
   local publish, window = publisher(spec), tonumber(string.sub(spec, 2))
   local used, n, first, windows = 0, 0, nil, {}
   -- visit: false ends the walk; gone, the client was dropped.
@@ -119,10 +125,9 @@ local function wake(Q, spec, room, weigh, stop, tell)
     end
     return true
   end
-  local at, page, more = 0, 1, true
-  repeat
-    local e = redis.call('zrange', Q.key, at, at + page - 1, 'WITHSCORES')
-    more = #e == 2 * page
+  local at, page = 0, 1
+  while true do
+    local more = #e == 2 * page
     for i = 1, #e, 2 do
       local go, gone = visit(e[i], tonumber(e[i + 1]))
       if not go then
@@ -134,7 +139,11 @@ local function wake(Q, spec, room, weigh, stop, tell)
       end
     end
     page = page * 2
-  until not more or n > 0 and used >= room and not tell
+    if not more or n > 0 and used >= room and not tell then
+      break
+    end
+    e = redis.call('zrange', Q.key, at, at + page - 1, 'WITHSCORES')
+  end
   if #windows > 0 then
     -- After the walk: a new score moves its client, and ranks with it.
     redis.call('zadd', Q.key, 'XX', unpack(windows))
