@@ -158,7 +158,25 @@ return {0}`)
   return redis.call('del', KEYS[1])
 end
 return 0`)
+
+	// The floor pairs run nothing: noop what two script calls with
+	// latchkey's KEYS and ARGV cost, prelude what defining latchkey's Lua
+	// library (clock, record and queue helpers) adds to each call.
+	noopAcq    = luascripts.New("noop-acquire", "return {1, 1}")
+	noopRel    = luascripts.New("noop-release", "return {0, 0}")
+	preludeAcq = luascripts.New("prelude-acquire", preludeOf(luascripts.Acquire.Source(), "-- acquire:")+"return {1, 1}")
+	preludeRel = luascripts.New("prelude-release", preludeOf(luascripts.Release.Source(), "-- release:")+"return {0, 0}")
 )
+
+// preludeOf is src up to its script's own header, marker: the library
+// code it was linked with.
+func preludeOf(src, marker string) string {
+	i := strings.Index(src, marker)
+	if i < 0 {
+		panic("scriptcost: no " + marker + " in the script's source")
+	}
+	return src[:i]
+}
 
 // lease is every variant's lease, in ms.
 const lease = "10000"
@@ -244,6 +262,21 @@ var variants = []variant{
 	{"hash+fence", "hash and fencing INCR; no queue, no reservation", pair(hashFenceAcq, hashRel, true)},
 	{"hash", "hash only: EXISTS, HSET, PEXPIRE; HGET, DEL", pair(hashAcq, hashRel, false)},
 	{"string", "SET NX PX; GET, DEL (the simplest Redis lock, as scripts)", pair(stringAcq, stringRel, false)},
+	{"prelude", "no-op scripts after latchkey's Lua library, with latchkey's KEYS and ARGV", floor(preludeAcq, preludeRel)},
+	{"noop", "no-op scripts with latchkey's KEYS and ARGV: the floor of two script calls", floor(noopAcq, noopRel)},
+}
+
+// floor runs acq and rel, which do nothing, with the latchkey pair's KEYS
+// and ARGV.
+func floor(acq, rel *luascripts.Script) func(context.Context, rueidis.Client, int, int) error {
+	return func(ctx context.Context, rc rueidis.Client, i, n int) error {
+		k, o := keysOf(i), owner(n)
+		a := luascripts.AcquireArgs{Owner: o, Lease: 10 * time.Second, Client: clientID, About: about}
+		if err := acq.Exec(ctx, rc, k.AcquireKeys(), k.AcquireArgv(a)).Error(); err != nil {
+			return err
+		}
+		return rel.Exec(ctx, rc, []string{k.Lock, k.Channel, k.Fence, k.Queue}, []string{o, "1", "p50", "0"}).Error()
+	}
 }
 
 type config struct {
