@@ -13,7 +13,7 @@ import (
 
 // Described is a lock's state as its kind's describe script read it
 // (describe.lua, rwdescribe.lua, semdescribe.lua): one shape for every
-// kind, which describe_reply in queue.lua documents.
+// kind, which the describe reply in inspect.lua documents.
 type Described struct {
 	Holds   []Held
 	Queues  []QueueHead

@@ -2,7 +2,7 @@
 -- KEYS[1]  lock hash (acquire.lua's)
 -- KEYS[2]  wait queue (queue.lua)
 -- ARGV[1]  the most queued clients to return (> 0)
--- Returns a describe reply (queue.lua); woken is the client a free lock is
+-- Returns a describe reply (inspect.lua); woken is the client a free lock is
 -- kept for.
 local Q, holds = {key = KEYS[2]}, {}
 hash_holds(holds, '', KEYS[1])

@@ -51,16 +51,3 @@ local function first_end(side, now)
   end
   return tonumber(first[2]) - now, redis.call('hget', side.records, first[1])
 end
-
--- live_holds appends the holds whose lease has not run out to out, a
--- describe reply's holds (queue.lua).
-local function live_holds(out, mode, side)
-  local now = server_ms()
-  local live = redis.call('zrangebyscore', side.leases, now, '+inf', 'WITHSCORES')
-  for i = 1, #live, 2 do
-    local count = redis.call('hget', side.counts, live[i])
-    if count then
-      hold_entry(out, mode, live[i], count, tonumber(live[i + 1]) - now, redis.call('hget', side.records, live[i]) or '')
-    end
-  end
-end

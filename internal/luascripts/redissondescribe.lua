@@ -2,7 +2,7 @@
 -- nothing: holders only, without records; no queue.
 -- KEYS[1]  lock hash            KEYS[2]  the lock's channel (unused)
 -- ARGV[1]  the most queued clients to return (unused)
--- Returns a describe reply (queue.lua): {holds, {}, 0, ""}.
+-- Returns a describe reply (inspect.lua): {holds, {}, 0, ""}.
 local holds = {}
 hash_holds(holds, '', KEYS[1])
 return {holds, {}, 0, ''}

@@ -1,7 +1,7 @@
 -- rwdescribe: an RWMutex's state for Inspect, changing nothing.
 -- KEYS[1..6]  rwqueue.lua's
 -- ARGV[1]  the most queued clients to return per queue (> 0)
--- Returns a describe reply (queue.lua): the write hold, then the live read
+-- Returns a describe reply (inspect.lua): the write hold, then the live read
 -- holds; the readers' queue, then the writers'; a woken writer, else reader.
 local holds = {}
 hash_holds(holds, 'write', w)

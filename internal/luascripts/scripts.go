@@ -45,23 +45,23 @@ var (
 	Release     = script("release", "queue", "record")
 	Leave       = script("leave", "queue")
 	Renew       = script("renew", "leases")
-	ForceUnlock = script("forceunlock", "queue")
-	Describe    = script("describe", "queue")
+	ForceUnlock = script("forceunlock", "queue", "force")
+	Describe    = script("describe", "queue", "inspect")
 
 	RWRead        = script("rwread", "queue", "record", "leases", "rwqueue")
 	RWWrite       = script("rwwrite", "queue", "record", "leases", "rwqueue")
 	RWReenter     = script("rwreenter", "leases")
 	RWUnlock      = script("rwunlock", "queue", "record", "leases", "rwqueue")
 	RWLeave       = script("rwleave", "queue", "leases", "rwqueue")
-	RWDescribe    = script("rwdescribe", "queue", "leases", "rwqueue")
-	RWForceUnlock = script("rwforceunlock", "queue", "leases", "rwqueue")
+	RWDescribe    = script("rwdescribe", "queue", "leases", "rwqueue", "inspect")
+	RWForceUnlock = script("rwforceunlock", "queue", "leases", "rwqueue", "force")
 
 	SemAcquire     = script("semacquire", "queue", "record", "leases", "semqueue")
 	SemRelease     = script("semrelease", "queue", "leases", "semqueue")
 	SemLeave       = script("semleave", "queue", "leases", "semqueue")
 	SemAvailable   = script("semavailable", "queue", "leases", "semqueue")
-	SemDescribe    = script("semdescribe", "queue", "leases", "semqueue")
-	SemForceUnlock = script("semforceunlock", "queue", "leases", "semqueue")
+	SemDescribe    = script("semdescribe", "queue", "leases", "semqueue", "inspect")
+	SemForceUnlock = script("semforceunlock", "queue", "leases", "semqueue", "force")
 
 	// The count-down latch's scripts (latch.go).
 	LatchSet       = script("latchset")
@@ -77,8 +77,8 @@ var (
 	RedissonAcquire     = script("redissonacquire")
 	RedissonReenter     = script("redissonreenter")
 	RedissonRelease     = script("redissonrelease", "record")
-	RedissonForceUnlock = script("redissonforceunlock", "queue")
-	RedissonDescribe    = script("redissondescribe", "queue")
+	RedissonForceUnlock = script("redissonforceunlock", "queue", "force")
+	RedissonDescribe    = script("redissondescribe", "queue", "inspect")
 )
 
 // withClock puts clock.lua before any other prelude: the library reads the
