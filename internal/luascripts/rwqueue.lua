@@ -44,9 +44,10 @@ end
 -- rw_wake wakes whom a free write side admits, nreaders being the read
 -- holds, up to the caller's entry in its own queue (rstop in R, wstop in W):
 -- a client has one entry string in both queues, and its entry in the other
--- queue is another waiter of its. It returns wake's count and first end.
-local function rw_wake(spec, nreaders, rstop, wstop)
-  local before = first_writer(spec)
+-- queue is another waiter of its. before is first_writer's, if the caller
+-- has it. It returns wake's count and first end.
+local function rw_wake(spec, nreaders, rstop, wstop, before)
+  before = before or first_writer(spec)
   local n, first = wake(R, spec, math.huge, function(_, s)
     if before == nil or s < before then
       return 0
