@@ -522,8 +522,9 @@ func TestInspectSemaphore(t *testing.T) {
 		require.NoError(t, c.Semaphore(name, 3).Release(cctx))
 
 		// A lease's end takes the holder and its record.
-		_, err = a.Semaphore(name, 3).Acquire(ctx, 1, rlock.WithLease(300*time.Millisecond))
+		pctx, err := a.Semaphore(name, 3).Acquire(ctx, 1, rlock.WithLease(300*time.Millisecond))
 		require.NoError(t, err)
+		keepHeld(t, pctx) // the lease must run out, not be released
 		requireNoLeftovers(t, tp, name)
 		free, err := watcher.InspectSemaphore(ctx, name)
 		require.NoError(t, err)
