@@ -311,3 +311,28 @@ func TestRedissonTokens(t *testing.T) {
 		require.NoError(t, l.Unlock(ctx, 1))
 	})
 }
+
+// TestRedissonElectionRefused: an Election has no Redisson counterpart, so
+// a ProtocolRedisson client refuses it, as it refuses RWMutex and the rest,
+// before any I/O. It used to build the election on the Redisson Mutex's
+// side, whose watchdog renews the Redisson hash, while the election took
+// latchkey's lock hash: the leader's lease was never renewed.
+func TestRedissonElectionRefused(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		rc := redisClient(t, tp)
+		name := lockName(t)
+		locks := lockClient(t, tp, redissonOptions(rlock.Options{WatchdogTimeout: time.Second}))
+		e := locks.Election(name)
+		lctx, err := e.Campaign(ctx, "v")
+		require.ErrorIs(t, err, rlock.ErrInvalidOptions, "Campaign")
+		require.Nil(t, lctx)
+		_, err = e.Leader(ctx)
+		require.ErrorIs(t, err, rlock.ErrInvalidOptions, "Leader")
+		_, open := <-e.Observe(ctx)
+		require.False(t, open, "Observe delivered a leader")
+		n, err := rc.Do(ctx, rc.B().Exists().Key(name, "latchkey:{"+name+"}").Build()).AsInt64()
+		require.NoError(t, err)
+		require.Zero(t, n, "a refused election wrote a key")
+	})
+}

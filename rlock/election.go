@@ -38,9 +38,15 @@ type Election struct {
 }
 
 // Election returns a handle on the election called name. Handles are
-// cheap; any number of goroutines may share one.
+// cheap; any number of goroutines may share one. With ProtocolRedisson
+// every method returns ErrInvalidOptions: Redisson has no election.
 func (c *Client) Election(name string) *Election {
 	k, err := lockKeys(c.opts.Prefix, name)
+	if err == nil {
+		// Redisson has no election, and the Mutex side copied below would
+		// be Redisson's: its watchdog would renew a key the leader never holds.
+		err = c.latchkeyOnly("Election")
+	}
 	keys := luascripts.NewElectionKeys(k)
 	// The Mutex's side (turn, queue, watchdog: the value is a field of the
 	// lock hash), with the election's acquire and release.

@@ -28,7 +28,7 @@ const (
 	// "redisson_lock_token:{name}"; Token returns a hold's grant's value.
 	// There is no wait queue in Redis: Java clients barge in, and only a
 	// Client's own goroutines take turns. RWMutex, Semaphore,
-	// CountDownLatch, MultiMutex and List report ErrInvalidOptions.
+	// CountDownLatch, MultiMutex, Election and List report ErrInvalidOptions.
 	ProtocolRedisson
 )
 

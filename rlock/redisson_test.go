@@ -46,6 +46,8 @@ func TestRedissonRefusals(t *testing.T) {
 	require.ErrorIs(t, err, rlock.ErrInvalidOptions, "InspectSemaphore")
 	_, err = c.ForceUnlockRWMutex(ctx, "a")
 	require.ErrorIs(t, err, rlock.ErrInvalidOptions, "ForceUnlockRWMutex")
+	_, err = c.Election("a").Campaign(ctx, "v")
+	require.ErrorIs(t, err, rlock.ErrInvalidOptions, "Election")
 
 	for _, name := range []string{"", "a}b", "a{b", "a{}b"} {
 		_, err := c.Mutex(name).Lock(ctx)
