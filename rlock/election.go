@@ -163,7 +163,9 @@ func (e *Election) observe(ctx context.Context, out chan<- Leadership) {
 	for {
 		mark := sub.Mark() // before the read, so an announcement after it ends the wait
 		l, left, err := e.read(ctx)
-		wait := e.c.opts.WatchdogTimeout // a backstop: a Mutex's grant is not announced
+		// A backstop: a Mutex's grant is not announced. The watchdog's
+		// timeout, defaults applied (Options' field is 0 unless set).
+		wait := e.c.wd.Options().Timeout
 		switch {
 		case err != nil:
 			wait = retry.Next()

@@ -24,8 +24,10 @@ type Lockable interface {
 // goroutine may Unlock what another locked. A sync.Locker cannot report
 // errors, so:
 //   - Lock panics, with an error wrapping the cause, if ctx is nil or ends,
-//     the client is closed or the name is invalid: give it a context that
-//     lives as long as the Locker's users.
+//     the client is closed, or the handle can never be locked (an invalid
+//     name, a kind its client's Protocol refuses, a write lock asked with
+//     a read hold in ctx): give it a context that lives as long as the
+//     Locker's users.
 //   - Unlock panics if the Locker is not locked, as sync.Mutex does.
 //   - A lock lost while held goes unnoticed, and Unlock ignores a failed
 //     release: where that matters, use the lock and its Lock's context.
@@ -81,13 +83,24 @@ func (l *locker) Lock() {
 		}
 		// l.ctx is checked after the error: Lock refuses a nil one. The
 		// panics are errors, for errors.Is after a recover.
-		if errors.Is(err, ErrInvalidArgument) || l.ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidName) {
+		if l.ctx.Err() != nil || hopeless(err) {
 			panic(fmt.Errorf("latchkey: Locker.Lock of %q cannot succeed: %w", l.name(), err))
 		}
 		if !backoff.Sleep(l.ctx) {
 			panic(fmt.Errorf("latchkey: Locker.Lock of %q cannot succeed: %w (last error: %w)", l.name(), context.Cause(l.ctx), err))
 		}
 	}
+}
+
+// hopeless reports an error that no retry can cure: the call, the handle
+// or the client is wrong, or closed.
+func hopeless(err error) bool {
+	for _, e := range []error{ErrInvalidArgument, ErrInvalidName, ErrInvalidOptions, ErrUpgrade, ErrClosed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *locker) Unlock() {
