@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,4 +95,39 @@ func requireLockPanics(t *testing.T, l interface{ Lock() }, want error) {
 		// cannot be stopped, so the test binary's leak check reports it.
 		require.FailNow(t, fmt.Sprintf("Lock neither panicked nor returned in 10s (want a panic wrapping %v)", want))
 	}
+}
+
+// TestRegressMultiMutexDroppedContext: a MultiMutex lock context dropped
+// without its Unlock is released after a collection, as a Mutex's is
+// (TestStrangersDroppedLockContext). The multi-lock watched each member's
+// lock context with context.AfterFunc, which registered the watch as a
+// child of the member's hold, so the Client kept every member's lock
+// context reachable and the watchdog renewed the members until Close.
+func TestRegressMultiMutexDroppedContext(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		rc := redisClient(t, tp)
+		c := lockClient(t, tp, rlock.Options{})
+		name := lockName(t)
+		names := []string{name + "-a", name + "-b"}
+		multiLockAndDrop(t, ctx, rc, c, names)
+		awaitCond(t, 20*time.Second, "the dropped multi-lock's members to be released", func() bool {
+			runtime.GC()
+			return !exists(t, rc, c.Mutex(names[0]).Key()) && !exists(t, rc, c.Mutex(names[1]).Key())
+		})
+	})
+}
+
+// multiLockAndDrop locks names as one MultiMutex and drops its lock
+// context, checking that the members are held while it is reachable.
+//
+//go:noinline
+func multiLockAndDrop(t *testing.T, ctx context.Context, rc rueidis.Client, c *rlock.Client, names []string) {
+	lctx, err := c.MultiMutex(names...).Lock(ctx)
+	require.NoError(t, err)
+	runtime.GC()
+	for _, n := range names {
+		require.True(t, exists(t, rc, c.Mutex(n).Key()), "member %q of a reachable multi-lock was released", n)
+	}
+	runtime.KeepAlive(lctx)
 }

@@ -217,8 +217,16 @@ func (mm *MultiMutex) newHold(parent context.Context, held []context.Context) co
 	ctx, cancel := context.WithCancelCause(parent)
 	mh := &multiHold{Context: ctx, mm: mm, members: held, cancel: cancel}
 	for i, lctx := range held {
-		mh.stops = append(mh.stops, context.AfterFunc(lctx, func() {
-			cause := context.Cause(lctx)
+		// Watch what the member's lock context wraps, not the context
+		// itself: AfterFunc registers with the watched context, and the
+		// member's hold would keep its lock context reachable, so a dropped
+		// multi-lock would never be found leaked (lockCtx).
+		watched := lctx
+		if lc, ok := lctx.(*lockCtx); ok {
+			watched = lc.Context
+		}
+		mh.stops = append(mh.stops, context.AfterFunc(watched, func() {
+			cause := context.Cause(watched)
 			if errors.Is(cause, ErrLockLost) {
 				cause = fmt.Errorf("%w (member %q of a multi-lock)", cause, mm.names[i])
 			}
