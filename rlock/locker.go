@@ -83,7 +83,7 @@ func (l *locker) Lock() {
 		}
 		// l.ctx is checked after the error: Lock refuses a nil one. The
 		// panics are errors, for errors.Is after a recover.
-		if l.ctx.Err() != nil || hopeless(err) {
+		if hopeless(err) || l.ctx.Err() != nil {
 			panic(fmt.Errorf("latchkey: Locker.Lock of %q cannot succeed: %w", l.name(), err))
 		}
 		if !backoff.Sleep(l.ctx) {
