@@ -39,8 +39,8 @@ func TestRegressWokenWaiterCannotKeepTheLock(t *testing.T) {
 			name:  "RWMutex",
 			inbox: func(name string) string { return rwKeysOf(name).Inbox(frozenClient, true) },
 			queue: func(t *testing.T, rc rueidis.Client, name string) {
-				r, err := luascripts.RunRWAcquire(context.Background(), rc, rwKeysOf(name), true, luascripts.RWAcquireArgs{
-					Owner: frozenClient + ":1", Lease: time.Minute, Client: frozenClient, Queued: true, Wake: wake})
+				r, err := luascripts.RunRWAcquire(context.Background(), rc, rwKeysOf(name), luascripts.AcquireArgs{
+					Owner: frozenClient + ":1", Lease: time.Minute, Client: frozenClient, Waiter: true, Wake: wake}, true, "")
 				require.NoError(t, err)
 				require.False(t, r.Acquired)
 			},
@@ -61,8 +61,8 @@ func TestRegressWokenWaiterCannotKeepTheLock(t *testing.T) {
 			name:  "Semaphore",
 			inbox: func(name string) string { return semKeysOf(name).Inbox(frozenClient) },
 			queue: func(t *testing.T, rc rueidis.Client, name string) {
-				r, err := luascripts.RunSemAcquire(context.Background(), rc, semKeysOf(name), luascripts.SemAcquireArgs{
-					Owner: frozenClient + ":1", Permits: 1, Size: 1, Lease: time.Minute, Client: frozenClient, Queued: true, Wake: wake})
+				r, err := luascripts.RunSemAcquire(context.Background(), rc, semKeysOf(name), luascripts.AcquireArgs{
+					Owner: frozenClient + ":1", Lease: time.Minute, Client: frozenClient, Waiter: true, Wake: wake}, 1, 1)
 				require.NoError(t, err)
 				require.False(t, r.Acquired)
 			},

@@ -52,15 +52,14 @@ func (c *Client) Election(name string) *Election {
 	// lock hash), with the election's acquire and release.
 	sd := *c.newMutex(name, false).sd
 	sd.what = "leadership"
-	sd.acquire = func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
+	sd.acquire = func(ctx context.Context, a luascripts.AcquireArgs) (reply, error) {
 		value, _ := ctx.Value(campaignValue{}).(string)
-		r, err := luascripts.RunElect(ctx, c.rc, keys, luascripts.ElectArgs{Value: value, AcquireArgs: c.acquireArgs(owner, lease, queued)})
-		return replyOf(r, nil), err
+		r, err := luascripts.RunElect(ctx, c.rc, keys, a, value)
+		return reply{AcquireReply: r}, err
 	}
 	// RunResign drops the heir: the oldest campaigner queued in Redis is next.
-	sd.release = func(ctx context.Context, r release) (released, error) {
-		out, err := luascripts.RunResign(ctx, c.rc, keys, c.releaseArgs(r))
-		return out, err
+	sd.release = func(ctx context.Context, a luascripts.ReleaseArgs) (luascripts.ReleaseReply, error) {
+		return luascripts.RunResign(ctx, c.rc, keys, a)
 	}
 	return &Election{c: c, name: name, keys: keys, sd: &sd, err: err}
 }

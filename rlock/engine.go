@@ -26,48 +26,33 @@ type side struct {
 	exclusive bool // a hold keeps the turn, so its last release may hand over (Mutex)
 	shared    bool // requests never exclude each other (readers): try once before the turn
 
-	// acquire runs the acquire script once for owner; queued (subscribed):
-	// queue the client if refused, dequeue it if granted.
-	acquire func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error)
+	// acquire runs the acquire script once.
+	acquire func(ctx context.Context, a luascripts.AcquireArgs) (reply, error)
 	// reenter adds one hold for owner: its new count, 0 if it holds none
 	// (nil: no re-entry, Semaphore).
 	reenter func(ctx context.Context, owner string) (int64, error)
-	release func(ctx context.Context, r release) (released, error)
+	release func(ctx context.Context, a luascripts.ReleaseArgs) (luascripts.ReleaseReply, error)
 	// leave takes the client off the queue, passing on a wake-up it got.
 	leave func(ctx context.Context) error
-	// keep lists the keys a hold of owner keeps alive, in watchdog groups
-	// (the first key holds owner's field, the rest follow it).
-	keep func(owner string) [][]string
+	// keep lists the keys a hold keeps alive, in watchdog groups (the first
+	// key holds the owner's field, the rest follow it).
+	keep [][]string
 	// last is the last refusal, for a WaitError (a pointer, so that a
 	// primitive built on another's side may share it).
 	last *atomic.Pointer[refusal]
 }
 
-// reply is one acquire call's answer.
+// reply is one acquire call's answer; fail refuses for good (a
+// Semaphore's size mismatch).
 type reply struct {
-	granted bool
-	token   int64         // the grant's fencing token; 0 for a side without
-	pttl    time.Duration // refused: how long the state may last without a message; < 0 for no bound
-	fail    error         // refused for good (a Semaphore's size mismatch)
-	place   int64         // refused and queued: the client's place in line, 1 next
-	holder  luascripts.Record
+	luascripts.AcquireReply
+	fail error
 }
 
-// release is one release call's request.
-type release struct {
-	owner     string
-	count     int64  // owner's hold count before the release
-	retry     bool   // an earlier call with these arguments may have run
-	sync      bool   // wait for SyncReplicas (not for undos)
-	heir      string // a new owner id to hand an exclusive lock to at the last hold
-	heirLease time.Duration
-	heirCheck bool // the lock's TTL may exceed heirLease (hold.ttl)
-}
-
-// released is one release call's answer.
-type released = luascripts.ReleaseReply
-
-// try is one acquire for owner, and when it was sent: leases run from there.
+// try is one acquire for owner, and when it was sent: leases run from
+// there. It is also the baton a turn's waiter receives (turn.go): a
+// handover's grant, or only the heir's owner id when the handover's outcome
+// is unknown (the waiter undoes it), or nothing.
 type try struct {
 	reply
 	owner string
@@ -81,10 +66,12 @@ func (sd *side) turnKey() string {
 	return sd.key
 }
 
-func (sd *side) onWait(lo lockOptions) {
-	lo.obs.waiting()
-	if hook := sd.c.opts.OnWait; hook != nil {
-		hook(sd.name)
+// onWait marks obs's acquire (or Await) of name as waiting, and calls the
+// OnWait hook.
+func (c *Client) onWait(obs *acquireObs, name string) {
+	obs.waiting()
+	if hook := c.opts.OnWait; hook != nil {
+		hook(name)
 	}
 }
 
@@ -113,7 +100,7 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 		// Requests that never block each other need not take turns to ask.
 		t, err := sd.attempt(ctx, lo, false)
 		switch {
-		case err == nil && t.granted:
+		case err == nil && t.Acquired:
 			return c.newHold(ctx, sd, nil, t, lo)
 		case err != nil && !transient(ctx, err):
 			return nil, ended(ctx, ctx, err)
@@ -125,9 +112,9 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 	if err != nil {
 		return nil, err
 	}
-	if b.granted {
+	if b.Acquired {
 		c.contenders.Done()
-		return c.newHold(ctx, sd, tn, try{reply: reply{granted: true, token: b.token}, owner: b.owner, sent: b.sent}, lo)
+		return c.newHold(ctx, sd, tn, b, lo)
 	}
 	if b.owner != "" {
 		// A handover of unknown outcome: give it back before contending.
@@ -146,7 +133,7 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 	if sd.spin || tn.sub == nil {
 		first, firstErr = sd.attempt(ctx, lo, false)
 		switch {
-		case firstErr == nil && first.granted:
+		case firstErr == nil && first.Acquired:
 			return sd.granted(ctx, tn, first, lo)
 		case firstErr != nil && !transient(ctx, firstErr):
 			c.leaveTurn(tn, sd, true, true)
@@ -195,18 +182,18 @@ func (sd *side) attempt(ctx context.Context, lo lockOptions, queued bool) (try, 
 	// another connection than the undo or leave sent next: await its reply.
 	actx, stop := uncut(ctx, c.opts.ReleaseTimeout)
 	var err error
-	t.reply, err = sd.acquire(actx, t.owner, c.lease(lo), queued)
+	t.reply, err = sd.acquire(actx, luascripts.AcquireArgs{Owner: t.owner, Lease: c.lease(lo), Client: c.entry, Waiter: queued, Sync: c.opts.sync(), About: c.about, Wake: c.wake})
 	stop()
 	if hook := c.opts.OnAttempt; hook != nil {
-		hook(sd.name, t.granted && err == nil)
+		hook(sd.name, t.Acquired && err == nil)
 	}
-	if err == nil && !t.granted && sd.last != nil {
+	if err == nil && !t.Acquired {
 		sd.last.Store(&refusal{reply: t.reply, at: time.Now()})
 	}
 	switch {
-	case err != nil && t.granted:
+	case err != nil && t.Acquired:
 		return try{}, c.notReplicated(sd.name, err, sd.undo(t.owner, 1))
-	case err == nil && t.granted && ctx.Err() != nil:
+	case err == nil && t.Acquired && ctx.Err() != nil:
 		_ = sd.undo(t.owner, 1) // a failure leaves it to expire within its lease
 		return try{}, ctx.Err()
 	case err == nil && t.fail != nil:
@@ -256,12 +243,12 @@ func (sd *side) contend(ctx context.Context, tn *turn, lo lockOptions, deadline 
 	for {
 		var wait time.Duration
 		switch {
-		case err == nil && t.granted:
+		case err == nil && t.Acquired:
 			return t, nil
 		case err == nil:
 			lastErr = nil
 			retry.Reset()
-			wait = ttlBound(t.pttl)
+			wait = ttlBound(t.PTTL)
 		case transient(ctx, err):
 			// The try may not have run: try again after a short backoff.
 			lastErr, wait = err, retry.Next()
@@ -272,7 +259,7 @@ func (sd *side) contend(ctx context.Context, tn *turn, lo lockOptions, deadline 
 		if wait, open = boundWait(ws.delay(wait, lastErr != nil), deadline); !open {
 			return t, busyOr(lastErr)
 		}
-		sd.onWait(lo)
+		sd.c.onWait(lo.obs, sd.name)
 		if err := ws.pause(ctx, wait); err != nil {
 			return t, withLast(err, lastErr)
 		}
@@ -357,12 +344,14 @@ func (c *Client) subscribe(ctx context.Context, channel string, deadline time.Ti
 	return sub, err
 }
 
-// runRelease runs the side's release, retrying a lost reply until
+// runRelease runs the side's release of r (the caller sets Owner, Count,
+// Retry, Sync and the heir's fields), retrying a lost reply until
 // ReleaseTimeout whatever the caller's context (the scripts count a retried
 // run once). A release the replicas did not acknowledge ran: its answer
 // comes with ErrNotReplicated.
-func (sd *side) runRelease(r release) (released, error) {
+func (sd *side) runRelease(r luascripts.ReleaseArgs) (luascripts.ReleaseReply, error) {
 	c := sd.c
+	r.Wake, r.HeirAbout = c.wake, c.about // HeirAbout is sent only with an heir
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ReleaseTimeout)
 	defer cancel()
 	retry := retryBackoff()
@@ -370,7 +359,7 @@ func (sd *side) runRelease(r release) (released, error) {
 		out, err := sd.release(ctx, r)
 		var notSynced *luascripts.NotReplicatedError
 		if err == nil || errors.As(err, &notSynced) {
-			c.obs.woke(sd.metric, sd.name, out.Woken)
+			c.obs.add(wakeups, sd.metric, sd.name, out.Woken, plain)
 		}
 		switch {
 		case err == nil:
@@ -380,14 +369,15 @@ func (sd *side) runRelease(r release) (released, error) {
 		case luascripts.Classify(err) != luascripts.Unknown || !retry.Sleep(ctx):
 			return out, fmt.Errorf("latchkey: release %q: %w (the hold expires within its lease)", sd.name, err)
 		}
-		r.retry = true
+		r.Retry = true
 	}
 }
 
 // undo takes back a hold that a call of unknown outcome may have given
 // owner: one hold if owner's count is count, nothing if the call never ran.
+// It waits for no replicas (no Sync).
 func (sd *side) undo(owner string, count int64) error {
-	_, err := sd.runRelease(release{owner: owner, count: count, retry: true})
+	_, err := sd.runRelease(luascripts.ReleaseArgs{Owner: owner, Count: count, Retry: true})
 	return err
 }
 
@@ -530,9 +520,4 @@ func sleep(ctx context.Context, closing context.Context, d time.Duration) bool {
 	defer stop()
 	defer context.AfterFunc(closing, stop)()
 	return luascripts.Sleep(ctx, d)
-}
-
-// replyOf is the engine's view of an acquire reply; fail refuses for good.
-func replyOf(r luascripts.AcquireReply, fail error) reply {
-	return reply{granted: r.Acquired, token: r.Token, pttl: r.PTTL, fail: fail, place: r.Place, holder: r.Holder}
 }

@@ -77,7 +77,7 @@ func (c *Client) carried(ctx context.Context, key string) *level {
 
 // adopt registers grant t as a hold of count one, with tn's baton if any.
 func (c *Client) adopt(sd *side, tn *turn, t try, lo lockOptions) *hold {
-	h := &hold{sd: sd, t: tn, owner: t.owner, token: t.token, lease: lo.leaseSet, ttl: c.lease(lo), count: 1, baton: tn != nil}
+	h := &hold{sd: sd, t: tn, owner: t.owner, token: t.Token, lease: lo.leaseSet, ttl: c.lease(lo), count: 1, baton: tn != nil}
 	if c.obs != nil {
 		h.granted = time.Now()
 	}
@@ -115,9 +115,8 @@ func (h *hold) keep(sent time.Time) {
 		c.mu.Unlock()
 		return
 	}
-	groups := h.sd.keep(h.owner)
-	entries := make([]*watchdog.Entry, 0, len(groups))
-	for i, g := range groups {
+	entries := make([]*watchdog.Entry, 0, len(h.sd.keep))
+	for i, g := range h.sd.keep {
 		entries = append(entries, c.wd.Add(g[0], h.owner, sent, func(cause error) { h.lose(i, cause) }, g[1:]...))
 	}
 	c.mu.Lock()
@@ -242,7 +241,7 @@ func (lv *level) leaked() {
 		l.Warn("latchkey: a lock context was dropped without its Unlock; unlocking it (call Unlock with the context Lock returned)",
 			"lock", h.sd.name, "kind", h.sd.what, "locked_at", lv.lockedAt())
 	}
-	c.obs.leakedLevel(h.sd.metric, h.sd.name)
+	c.obs.add(leaks, h.sd.metric, h.sd.name, 1, plain)
 	go func() {
 		defer c.leaks.Done()
 		_ = h.unlock(lv) // a failed release expires within its lease
@@ -293,13 +292,13 @@ func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) 
 			// Re-entered after the caller gave up: given back; a failed
 			// release is re-sent as a failed Unlock's is.
 			h.count = n - 1
-			if _, err := sd.runRelease(release{owner: h.owner, count: n, retry: true, sync: true}); err != nil && !errors.Is(err, ErrNotReplicated) {
+			if _, err := sd.runRelease(luascripts.ReleaseArgs{Owner: h.owner, Count: n, Retry: true, Sync: c.opts.sync()}); err != nil && !errors.Is(err, ErrNotReplicated) {
 				h.pending = &level{}
 			}
 			return nil, ctxErr(ctx)
 		case err == nil:
 			h.count = n
-			c.obs.reentered(sd.metric, sd.name)
+			c.obs.add(acquisitions, sd.metric, sd.name, 1, reentry)
 			return h.addLevel(ctx)
 		case luascripts.Classify(err) == luascripts.Permanent:
 			return nil, fmt.Errorf("latchkey: re-enter the %s %q: %w", sd.what, sd.name, err)
@@ -347,7 +346,7 @@ func (h *hold) unlock(lv *level) error {
 		return err
 	}
 	defer lv.cancel(nil)
-	r, err := sd.runRelease(release{owner: h.owner, count: h.count, sync: true})
+	r, err := sd.runRelease(luascripts.ReleaseArgs{Owner: h.owner, Count: h.count, Sync: sd.c.opts.sync()})
 	switch {
 	case err != nil && !errors.Is(err, ErrNotReplicated):
 		// Unknown outcome: re-sent before the owner's next call (settle).
@@ -370,7 +369,7 @@ func (h *hold) settle() (*level, error) {
 		return nil, nil // a lost hold has nothing left to release
 	}
 	sd := h.sd
-	r, err := sd.runRelease(release{owner: h.owner, count: h.count + 1, retry: true, sync: true})
+	r, err := sd.runRelease(luascripts.ReleaseArgs{Owner: h.owner, Count: h.count + 1, Retry: true, Sync: sd.c.opts.sync()})
 	switch {
 	case err != nil && !errors.Is(err, ErrNotReplicated):
 		return nil, err
@@ -391,14 +390,14 @@ func (h *hold) releaseLast() error {
 	if lost != nil {
 		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
 	}
-	req := release{owner: h.owner, count: 1, sync: true}
+	req := luascripts.ReleaseArgs{Owner: h.owner, Count: 1, Sync: c.opts.sync()}
 	var w *turnWaiter
 	if hasBaton {
 		if w = c.chooseHeir(h.t); w != nil {
-			req.heir, req.heirLease = c.newOwner(), c.lease(w.lo)
+			req.Heir, req.HeirLease = c.newOwner(), c.lease(w.lo)
 			// Only an heir whose lease may end first needs the TTL read
 			// (waiters were told at most h.ttl).
-			req.heirCheck = h.ttl > req.heirLease
+			req.HeirCheck = h.ttl > req.HeirLease
 		}
 	}
 	sent := time.Now()
@@ -406,13 +405,13 @@ func (h *hold) releaseLast() error {
 	h.count = 0
 	switch {
 	case w != nil:
-		b := baton{}
+		var b try
 		switch {
 		case err == nil && r.Handed:
-			b = baton{granted: true, owner: req.heir, token: r.Token, sent: sent}
+			b.Acquired, b.Token, b.owner, b.sent = true, r.Token, req.Heir, sent
 		case err != nil:
 			// Maybe handed unseen: the heir undoes it before contending.
-			b = baton{owner: req.heir}
+			b.owner = req.Heir
 		}
 		c.handedOver(h.t, w, b)
 	case hasBaton:
@@ -556,7 +555,7 @@ func (h *hold) extend(lv *level, lease time.Duration) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	sent := time.Now()
-	held, err := luascripts.RunRenewHold(ctx, c.rc, sd.keep(h.owner), h.owner, lease, c.opts.sync())
+	held, err := luascripts.RunRenewHold(ctx, c.rc, sd.keep, h.owner, lease, c.opts.sync())
 	var notSynced *luascripts.NotReplicatedError
 	switch {
 	case errors.As(err, &notSynced) && held:

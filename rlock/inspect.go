@@ -175,7 +175,7 @@ func (c *Client) forceUnlock(ctx context.Context, kind Kind, name string) (bool,
 		return false, fmt.Errorf("latchkey: force-unlock %s %q: %w: %q is not latchkey's, nothing was deleted (check the name, the kind and the prefix)",
 			kind, name, ErrWrongType, foreign)
 	case ok:
-		c.obs.forceUnlocked(kindMetrics[kind], name)
+		c.obs.add(forceUnlocks, kindMetrics[kind], name, 1, plain)
 	}
 	return ok, nil
 }

@@ -76,7 +76,7 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 		return fmt.Errorf("latchkey: count down latch %q: %w", l.name, err)
 	}
 	if st == luascripts.CountDownWoke {
-		l.c.obs.woke(kindCountDownLatch, l.name, 1)
+		l.c.obs.add(wakeups, kindCountDownLatch, l.name, 1, plain)
 	}
 	return nil
 }
@@ -144,10 +144,7 @@ func (l *CountDownLatch) Await(ctx context.Context) (err error) {
 		default:
 			return ended(ctx, cctx, err)
 		}
-		obs.waiting()
-		if hook := l.c.opts.OnWait; hook != nil {
-			hook(l.name)
-		}
+		l.c.onWait(obs, l.name)
 		if _, err := sub.Wait(cctx, mark, wait); err != nil {
 			return ended(ctx, cctx, withLast(err, lastErr))
 		}

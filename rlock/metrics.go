@@ -277,20 +277,6 @@ func (ob *observer) add(c counter, k lockKind, name string, n int64, v variant) 
 	}
 }
 
-// woke records n queued clients woken (one message each) by a release, or
-// by a latch's zero that reached a subscribed client.
-func (ob *observer) woke(k lockKind, name string, n int64) { ob.add(wakeups, k, name, n, plain) }
-
-// forceUnlocked records a ForceUnlock that deleted a lock of kind k (an
-// RWMutex's counts as its write side: every hold of it ended).
-func (ob *observer) forceUnlocked(k lockKind, name string) { ob.add(forceUnlocks, k, name, 1, plain) }
-
-// leakedLevel records a lock context dropped without its Unlock.
-func (ob *observer) leakedLevel(k lockKind, name string) { ob.add(leaks, k, name, 1, plain) }
-
-// reentered records a re-entry that succeeded.
-func (ob *observer) reentered(k lockKind, name string) { ob.add(acquisitions, k, name, 1, reentry) }
-
 // ended records a hold's end: its duration, and its loss when cause is
 // not nil.
 func (ob *observer) ended(k lockKind, name string, granted time.Time, cause error) {

@@ -25,9 +25,8 @@ func TestObserverOff(t *testing.T) {
 			a.waiting()
 			a.end(ctx, nil)
 			a.endWait(ctx, nil)
-			ob.reentered(k, "name")
-			ob.woke(k, "name", 1)
-			ob.forceUnlocked(kindMutex, "name")
+			ob.add(acquisitions, k, "name", 1, reentry)
+			ob.add(wakeups, k, "name", 1, plain)
 			ob.ended(k, "name", time.Time{}, errFoundGone)
 		})
 		if allocs != 0 {

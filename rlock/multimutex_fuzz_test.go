@@ -27,7 +27,7 @@ func FuzzMultiMutexNames(f *testing.F) {
 		mm := cl.MultiMutex(names...)
 		valid := len(names) > 0
 		for _, name := range names {
-			valid = valid && validateName(name) == nil
+			valid = valid && validateName(name, false) == nil
 		}
 		switch {
 		case len(names) == 0:

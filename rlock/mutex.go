@@ -153,28 +153,6 @@ func (c *Client) newSide(name, key, inbox, what string, metric lockKind, spin bo
 	return &side{c: c, last: new(atomic.Pointer[refusal]), name: name, key: key, inbox: inbox, what: what, metric: metric, spin: spin}
 }
 
-// syncIf is the replicas a release waits for: none for an undo.
-func (c *Client) syncIf(sync bool) luascripts.Sync {
-	if sync {
-		return c.opts.sync()
-	}
-	return luascripts.Sync{}
-}
-
-// acquireArgs are a Mutex acquire's arguments (elections' too).
-func (c *Client) acquireArgs(owner string, lease time.Duration, queued bool) luascripts.AcquireArgs {
-	return luascripts.AcquireArgs{Owner: owner, Lease: lease, Client: c.entry, Waiter: queued, Sync: c.opts.sync(), About: c.about, Wake: c.wake}
-}
-
-// releaseArgs are a Mutex release's arguments (elections' too).
-func (c *Client) releaseArgs(r release) luascripts.ReleaseArgs {
-	a := luascripts.ReleaseArgs{Owner: r.owner, Count: r.count, Wake: c.wake, Retry: r.retry, Sync: c.syncIf(r.sync)}
-	if r.heir != "" {
-		a.Heir, a.HeirLease, a.HeirAbout, a.HeirCheck = r.heir, r.heirLease, c.about, r.heirCheck
-	}
-	return a
-}
-
 func (c *Client) newMutex(name string, spin bool) *Mutex {
 	if c.opts.Protocol == ProtocolRedisson {
 		return c.newRedissonMutex(name, spin)
@@ -182,22 +160,21 @@ func (c *Client) newMutex(name string, spin bool) *Mutex {
 	keys, err := lockKeys(c.opts.Prefix, name)
 	sd := c.newSide(name, keys.Lock, keys.Inbox(c.id), "lock", kindMutex.spinIf(spin), spin)
 	sd.exclusive = true
-	sd.acquire = func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
-		r, err := luascripts.RunAcquire(ctx, c.rc, keys, c.acquireArgs(owner, lease, queued))
-		return replyOf(r, nil), err
+	sd.acquire = func(ctx context.Context, a luascripts.AcquireArgs) (reply, error) {
+		r, err := luascripts.RunAcquire(ctx, c.rc, keys, a)
+		return reply{AcquireReply: r}, err
 	}
 	sd.reenter = func(ctx context.Context, owner string) (int64, error) {
 		return luascripts.RunReenter(ctx, c.rc, keys, owner)
 	}
-	sd.release = func(ctx context.Context, r release) (released, error) {
-		out, err := luascripts.RunRelease(ctx, c.rc, keys, c.releaseArgs(r))
-		return out, err
+	sd.release = func(ctx context.Context, a luascripts.ReleaseArgs) (luascripts.ReleaseReply, error) {
+		return luascripts.RunRelease(ctx, c.rc, keys, a)
 	}
 	sd.leave = func(ctx context.Context) error {
 		_, err := luascripts.RunLeave(ctx, c.rc, keys, c.entry, c.wake)
 		return err
 	}
 	// The holder record is a field of the lock hash: renewed with it.
-	sd.keep = func(string) [][]string { return [][]string{{keys.Lock}} }
+	sd.keep = [][]string{{keys.Lock}}
 	return &Mutex{c: c, name: name, keys: keys, sd: sd, err: err}
 }

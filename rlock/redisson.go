@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/redis/rueidis"
 
@@ -38,20 +37,18 @@ func (c *Client) newRedissonMutex(name string, spin bool) *Mutex {
 	keys := luascripts.NewRedissonKeys(name)
 	sd := c.newSide(name, name, keys.Channel, "lock", kindMutex.spinIf(spin), spin)
 	sd.exclusive = true
-	sd.acquire = func(ctx context.Context, owner string, lease time.Duration, _ bool) (reply, error) {
-		r, err := luascripts.RunRedissonAcquire(ctx, c.rc, keys, owner, lease, c.opts.sync())
-		return replyOf(r, nil), err
+	sd.acquire = func(ctx context.Context, a luascripts.AcquireArgs) (reply, error) {
+		r, err := luascripts.RunRedissonAcquire(ctx, c.rc, keys, a)
+		return reply{AcquireReply: r}, err
 	}
 	sd.reenter = func(ctx context.Context, owner string) (int64, error) {
 		return luascripts.RunRedissonReenter(ctx, c.rc, keys, owner)
 	}
-	sd.release = func(ctx context.Context, r release) (released, error) {
-		out, err := luascripts.RunRedissonRelease(ctx, c.rc, keys, luascripts.RedissonReleaseArgs{
-			Owner: r.owner, Count: r.count, Sharded: c.wake.Sharded, Retry: r.retry, Heir: r.heir, HeirLease: r.heirLease, HeirCheck: r.heirCheck, Sync: c.syncIf(r.sync)})
-		return out, err
+	sd.release = func(ctx context.Context, a luascripts.ReleaseArgs) (luascripts.ReleaseReply, error) {
+		return luascripts.RunRedissonRelease(ctx, c.rc, keys, a)
 	}
 	sd.leave = func(context.Context) error { return nil } // waiters only listen on the channel
-	sd.keep = func(string) [][]string { return [][]string{{name}} }
+	sd.keep = [][]string{{name}}
 	return &Mutex{c: c, name: name, keys: luascripts.Keys{Lock: name}, sd: sd, err: c.redissonName(name)}
 }
 
@@ -61,11 +58,9 @@ func (c *Client) newRedissonMutex(name string, spin bool) *Mutex {
 // SPUBLISH off a Cluster, where Redisson publishes with PUBLISH.
 func (c *Client) redissonName(name string) error {
 	keys := luascripts.NewRedissonKeys(name)
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty name", ErrInvalidName)
-	case len(name) > MaxNameLen:
-		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidName, len(name), MaxNameLen)
+	switch err := validateName(name, true); {
+	case err != nil:
+		return err
 	case hashTag(name) != hashTag(keys.Channel): // "a}b", "a{b", "a{}b"
 		return fmt.Errorf("%w: %q: Redisson's channel %q would hash to another Redis Cluster slot (a brace without its pair, or an empty {})", ErrInvalidName, name, keys.Channel)
 	case c.wake.Sharded && c.rc.Mode() != rueidis.ClientModeCluster:

@@ -60,29 +60,25 @@ func (rw *RWMutex) newSide(write, spin bool, writer string) *side {
 	c, keys := rw.c, rw.keys
 	sd := c.newSide(rw.name, keys.Readers, keys.Inbox(c.id, write), "read lock", kindRead.spinIf(spin), spin)
 	sd.shared = !write
-	sd.acquire = func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
-		r, err := luascripts.RunRWAcquire(ctx, c.rc, keys, write, luascripts.RWAcquireArgs{
-			Owner: owner, Lease: lease, Client: c.entry, Queued: queued, Writer: writer, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
-		})
-		return replyOf(r, nil), err
+	sd.acquire = func(ctx context.Context, a luascripts.AcquireArgs) (reply, error) {
+		r, err := luascripts.RunRWAcquire(ctx, c.rc, keys, a, write, writer)
+		return reply{AcquireReply: r}, err
 	}
 	sd.reenter = func(ctx context.Context, owner string) (int64, error) {
 		return luascripts.RunRWReenter(ctx, c.rc, keys, owner)
 	}
-	sd.release = func(ctx context.Context, r release) (released, error) {
-		out, err := luascripts.RunRWUnlock(ctx, c.rc, keys, luascripts.RWUnlockArgs{
-			Owner: r.owner, Write: write, Count: r.count, Wake: c.wake, Retry: r.retry, Sync: c.syncIf(r.sync)})
-		return out, err
+	sd.release = func(ctx context.Context, a luascripts.ReleaseArgs) (luascripts.ReleaseReply, error) {
+		return luascripts.RunRWUnlock(ctx, c.rc, keys, a, write)
 	}
 	sd.leave = func(ctx context.Context) error { return luascripts.RunRWLeave(ctx, c.rc, keys, c.entry, write, c.wake) }
 	// Each renewal moves the owner's own lease in the readers' lease set.
-	sd.keep = func(string) [][]string { return [][]string{keys.ReadKeep()} }
+	sd.keep = [][]string{keys.ReadKeep()}
 	if write {
 		sd.key, sd.what, sd.metric = keys.Write, "write lock", kindWrite.spinIf(spin)
 		sd.reenter = func(ctx context.Context, owner string) (int64, error) {
 			return luascripts.RunReenter(ctx, c.rc, luascripts.Keys{Lock: keys.Write}, owner)
 		}
-		sd.keep = func(string) [][]string { return [][]string{{keys.Write}} }
+		sd.keep = [][]string{{keys.Write}}
 	}
 	return sd
 }
@@ -174,7 +170,7 @@ func (rw *RWMutex) downgrade(ctx context.Context, w *hold, lo lockOptions) (_ co
 	for {
 		t, err := sd.attempt(ctx, lo, false)
 		switch {
-		case err == nil && t.granted:
+		case err == nil && t.Acquired:
 			return c.newHold(valuesFrom{Context: w.base, values: ctx}, sd, nil, t, lo)
 		case err == nil:
 			err = fmt.Errorf("%w: %q: the write hold was lost", ErrLockLost, rw.name)

@@ -120,27 +120,22 @@ func (s *Semaphore) mismatch(recorded int64) error {
 func (s *Semaphore) side(n int64) *side {
 	c, keys := s.c, s.keys
 	sd := c.newSide(s.name, keys.Holders, keys.Inbox(c.id), "permits", kindSemaphore.spinIf(s.spin), s.spin)
-	sd.acquire = func(ctx context.Context, owner string, lease time.Duration, queued bool) (reply, error) {
-		r, err := luascripts.RunSemAcquire(ctx, c.rc, keys, luascripts.SemAcquireArgs{
-			Owner: owner, Permits: n, Size: s.size, Lease: lease, Client: c.entry, Queued: queued, Wake: c.wake, Sync: c.opts.sync(), About: c.about,
-		})
-		var fail error
+	sd.acquire = func(ctx context.Context, a luascripts.AcquireArgs) (reply, error) {
+		r, err := luascripts.RunSemAcquire(ctx, c.rc, keys, a, n, s.size)
 		if r.Size != 0 {
-			fail = s.mismatch(r.Size)
+			return reply{AcquireReply: r, fail: s.mismatch(r.Size)}, err
 		}
-		return replyOf(r, fail), err
+		return reply{AcquireReply: r}, err
 	}
-	sd.release = func(ctx context.Context, r release) (released, error) {
-		out, err := luascripts.RunSemRelease(ctx, c.rc, keys, luascripts.SemReleaseArgs{
-			Owner: r.owner, Size: s.size, Wake: c.wake, Retry: r.retry, Sync: c.syncIf(r.sync)})
-		return out, err
+	sd.release = func(ctx context.Context, a luascripts.ReleaseArgs) (luascripts.ReleaseReply, error) {
+		return luascripts.RunSemRelease(ctx, c.rc, keys, a, s.size)
 	}
 	sd.leave = func(ctx context.Context) error {
 		_, err := luascripts.RunSemLeave(ctx, c.rc, keys, c.entry, s.size, c.wake)
 		return err
 	}
 	// Each renewal moves the owner's own lease in the holders' lease set.
-	sd.keep = func(string) [][]string { return [][]string{keys.Keep()} }
+	sd.keep = [][]string{keys.Keep()}
 	return sd
 }
 

@@ -28,7 +28,7 @@ func FuzzSemaphoreArgs(f *testing.F) {
 		defer c.Close()
 		s := c.Semaphore(name, size)
 		ctx := context.Background()
-		validName := validateName(name) == nil
+		validName := validateName(name, false) == nil
 		var want error
 		switch {
 		case !validName:

@@ -26,27 +26,17 @@ type turn struct {
 // turnWaiter is one new owner waiting for the baton.
 type turnWaiter struct {
 	lo lockOptions
-	ch chan baton // capacity 1: the baton, sent once
-}
-
-// baton is what a waiter receives with the turn: a handover's grant, or
-// nothing (it contends), naming the owner id a handover of unknown outcome
-// may have granted, for the waiter to undo.
-type baton struct {
-	granted bool
-	owner   string // the heir's owner id; "" when no handover was tried
-	token   int64
-	sent    time.Time // when the handing release was sent: the lease runs from there
+	ch chan try // capacity 1: the baton, sent once (see try)
 }
 
 // enterTurn gives the caller sd's baton, perhaps with the lock, waiting
 // behind the client's other owners until ctx ends, the client closes or
 // deadline passes (errBusy; zero: none). noWait does not wait.
-func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadline time.Time, noWait bool) (*turn, baton, error) {
+func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadline time.Time, noWait bool) (*turn, try, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, baton{}, ErrClosed
+		return nil, try{}, ErrClosed
 	}
 	t := c.turns[sd.turnKey()]
 	if t == nil {
@@ -57,17 +47,17 @@ func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadli
 		t.busy = true
 		c.contenders.Add(1)
 		c.mu.Unlock()
-		return t, baton{}, nil
+		return t, try{}, nil
 	}
 	if noWait {
 		c.mu.Unlock()
-		return nil, baton{}, errBusy
+		return nil, try{}, errBusy
 	}
-	w := &turnWaiter{lo: lo, ch: make(chan baton, 1)}
+	w := &turnWaiter{lo: lo, ch: make(chan try, 1)}
 	t.waiters = append(t.waiters, w)
 	c.mu.Unlock()
 
-	sd.onWait(lo)
+	c.onWait(lo.obs, sd.name)
 	var expired <-chan time.Time
 	if !deadline.IsZero() {
 		timer := time.NewTimer(time.Until(deadline))
@@ -89,22 +79,22 @@ func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadli
 	if i := slices.Index(t.waiters, w); i >= 0 {
 		t.waiters = slices.Delete(t.waiters, i, i+1)
 		c.mu.Unlock()
-		return nil, baton{}, err
+		return nil, try{}, err
 	}
 	c.mu.Unlock()
 	// Chosen as we gave up: the baton, perhaps with the lock, is on its way
 	// (within a ReleaseTimeout). Pass both on.
-	if b := <-w.ch; b.granted {
+	if b := <-w.ch; b.Acquired {
 		c.contenders.Done()
 		// Released as Unlock would; a failure expires within its lease.
-		_ = c.adopt(sd, t, try{reply: reply{granted: true, token: b.token}, owner: b.owner}, w.lo).releaseLast()
+		_ = c.adopt(sd, t, b, w.lo).releaseLast()
 	} else {
 		if b.owner != "" {
 			_ = sd.undo(b.owner, 1)
 		}
 		c.leaveTurn(t, sd, true, true)
 	}
-	return nil, baton{}, err
+	return nil, try{}, err
 }
 
 // chooseHeir returns the waiter an exclusive hold's last release hands the
@@ -126,9 +116,9 @@ func (c *Client) chooseHeir(t *turn) *turnWaiter {
 
 // handedOver records the outcome of a release that chose heir w and gives
 // w the baton: with the grant when the release handed the lock over.
-func (c *Client) handedOver(t *turn, w *turnWaiter, b baton) {
+func (c *Client) handedOver(t *turn, w *turnWaiter, b try) {
 	c.mu.Lock()
-	if b.granted {
+	if b.Acquired {
 		t.streak++
 	} else {
 		t.streak = 0
@@ -154,7 +144,7 @@ func (c *Client) leaveTurn(t *turn, sd *side, contending, queued bool) {
 			t.streak = 0
 			c.contenders.Add(1)
 			c.mu.Unlock()
-			w.ch <- baton{}
+			w.ch <- try{}
 			return
 		}
 		sub := t.sub

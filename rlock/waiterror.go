@@ -27,18 +27,15 @@ type WaitError struct {
 // a WaitError with what the side's last refusal said.
 func (sd *side) waitError(start time.Time, err error) error {
 	we := &WaitError{Name: sd.name, Waited: time.Since(start), Err: err}
-	var r *refusal
-	if sd.last != nil { // a side built without one keeps no refusals
-		r = sd.last.Load()
-	}
+	r := sd.last.Load()
 	if r == nil || r.at.Before(start) {
 		return we // refused before this call began: another call's news
 	}
-	we.Position = int(r.place)
-	if rec := r.holder; rec.Owner != "" {
+	we.Position = int(r.Place)
+	if rec := r.Holder; rec.Owner != "" {
 		h := &Holder{Owner: rec.Owner, Token: rec.Token, Since: rec.Since, LeaseLeft: -1}
-		if r.pttl >= 0 {
-			h.LeaseLeft = max(r.pttl-time.Since(r.at), 0)
+		if r.PTTL >= 0 {
+			h.LeaseLeft = max(r.PTTL-time.Since(r.at), 0)
 		}
 		_ = json.Unmarshal([]byte(rec.About), &h.Client) // best effort, as Inspect's
 		we.Holder = h

@@ -110,8 +110,8 @@ func TestQueueDescriptions(t *testing.T) {
 		})
 		rw := func(write bool, owner, client string, queued bool) luascripts.AcquireReply {
 			t.Helper()
-			r, err := luascripts.RunRWAcquire(ctx, c, k, write, luascripts.RWAcquireArgs{
-				Owner: owner, Lease: lease, Client: luascripts.QueueEntry(client, `{"id":"`+client+`"}`), Queued: queued, Wake: wake, About: `{"id":"` + client + `"}`})
+			r, err := luascripts.RunRWAcquire(ctx, c, k, luascripts.AcquireArgs{
+				Owner: owner, Lease: lease, Client: luascripts.QueueEntry(client, `{"id":"`+client+`"}`), Waiter: queued, Wake: wake, About: `{"id":"` + client + `"}`}, write, "")
 			require.NoError(t, err)
 			return r
 		}
@@ -132,7 +132,7 @@ func TestQueueDescriptions(t *testing.T) {
 		assert.Equal(t, `{"id":"cw2"}`, queueOf(t, d, "write").Clients[0].About)
 
 		// The write release wakes cr1, nobody listens: dropped.
-		out, err := luascripts.RunRWUnlock(ctx, c, k, luascripts.RWUnlockArgs{Owner: "w", Write: true, Count: 1, Wake: wake})
+		out, err := luascripts.RunRWUnlock(ctx, c, k, luascripts.ReleaseArgs{Owner: "w", Count: 1, Wake: wake}, true)
 		require.NoError(t, err)
 		assert.Zero(t, out.Left)
 		assert.Zero(t, out.Woken, "nobody listened")
@@ -145,8 +145,8 @@ func TestQueueDescriptions(t *testing.T) {
 		f := newSem(t, c, []string{standaloneAddr}, false, 1)
 		sem := func(owner, client string) luascripts.AcquireReply {
 			t.Helper()
-			r, err := luascripts.RunSemAcquire(ctx, c, f.k, luascripts.SemAcquireArgs{
-				Owner: owner, Permits: 1, Size: 1, Lease: lease, Client: luascripts.QueueEntry(client, `{"id":"`+client+`"}`), Queued: true, Wake: wake, About: `{"id":"` + client + `"}`})
+			r, err := luascripts.RunSemAcquire(ctx, c, f.k, luascripts.AcquireArgs{
+				Owner: owner, Lease: lease, Client: luascripts.QueueEntry(client, `{"id":"`+client+`"}`), Waiter: true, Wake: wake, About: `{"id":"` + client + `"}`}, 1, 1)
 			require.NoError(t, err)
 			return r
 		}
@@ -162,7 +162,7 @@ func TestQueueDescriptions(t *testing.T) {
 		assert.Equal(t, "cb", d.Queues[0].Clients[0].Client)
 		assert.EqualValues(t, 1, d.Size)
 
-		out, err := luascripts.RunSemRelease(ctx, c, f.k, luascripts.SemReleaseArgs{Owner: "a", Size: 1, Wake: wake})
+		out, err := luascripts.RunSemRelease(ctx, c, f.k, luascripts.ReleaseArgs{Owner: "a", Wake: wake}, 1)
 		require.NoError(t, err)
 		assert.Zero(t, out.Left)
 		assert.Zero(t, out.Woken, "nobody listened")

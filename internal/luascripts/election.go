@@ -43,18 +43,11 @@ func NewElectionKeys(k Keys) ElectionKeys {
 	return ElectionKeys{Keys: k, Observers: k.Lock + ":leader"}
 }
 
-// ElectArgs are the elect script's arguments: the Mutex acquire's and the
-// leader's value.
-type ElectArgs struct {
-	AcquireArgs
-	Value string // AcquireArgs.Wake also says how observers are told
-}
-
-// RunElect runs the elect script: an acquire that, when granted, stores
-// a.Value and announces the new leader.
-func RunElect(ctx context.Context, c rueidis.Client, k ElectionKeys, a ElectArgs) (AcquireReply, error) {
-	return runAcquire(ctx, c, Elect, k.AcquireKeys(),
-		append(k.AcquireArgv(a.AcquireArgs), a.Value, k.Observers), a.Sync)
+// RunElect runs the elect script: the Mutex's acquire that, when granted,
+// stores the leader's value and announces the new leader (a.Wake also says
+// how observers are told).
+func RunElect(ctx context.Context, c rueidis.Client, k ElectionKeys, a AcquireArgs, value string) (AcquireReply, error) {
+	return runAcquire(ctx, c, Elect, k.AcquireKeys(), append(k.AcquireArgv(a), value, k.Observers), a.Sync)
 }
 
 // RunResign runs the electresign script: the Mutex's release, ignoring

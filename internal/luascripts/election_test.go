@@ -25,8 +25,8 @@ func TestElection(t *testing.T) {
 				msgs: subscribe(t, []string{standaloneAddr}, mode.sharded, k.Observers)}
 			elect := func(owner, client, value string) luascripts.AcquireReply {
 				t.Helper()
-				r, err := luascripts.RunElect(t.Context(), c, k, luascripts.ElectArgs{Value: value,
-					AcquireArgs: luascripts.AcquireArgs{Owner: owner, Lease: lease, Client: client, Waiter: true, About: `{"id":"` + client + `"}`, Wake: wake}})
+				r, err := luascripts.RunElect(t.Context(), c, k,
+					luascripts.AcquireArgs{Owner: owner, Lease: lease, Client: client, Waiter: true, About: `{"id":"` + client + `"}`, Wake: wake}, value)
 				require.NoError(t, err)
 				return r
 			}

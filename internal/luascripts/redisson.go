@@ -3,7 +3,6 @@ package luascripts
 import (
 	"context"
 	"strings"
-	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -31,9 +30,10 @@ func RedissonPrefixed(prefix, name string) string {
 }
 
 // RunRedissonAcquire runs redissonacquire.lua for a new owner: granted
-// with the new token, or refused with the holder's PTTL; see RunAcquire.
-func RunRedissonAcquire(ctx context.Context, c rueidis.Client, k RedissonKeys, owner string, lease time.Duration, y Sync) (AcquireReply, error) {
-	return runAcquire(ctx, c, RedissonAcquire, []string{k.Lock, k.Token}, []string{Millis(lease), owner}, y)
+// with the new token, or refused with the holder's PTTL; see RunAcquire
+// (it reads a's Owner, Lease and Sync).
+func RunRedissonAcquire(ctx context.Context, c rueidis.Client, k RedissonKeys, a AcquireArgs) (AcquireReply, error) {
+	return runAcquire(ctx, c, RedissonAcquire, []string{k.Lock, k.Token}, []string{Millis(a.Lease), a.Owner}, a.Sync)
 }
 
 // RunRedissonReenter runs redissonreenter.lua: owner's new hold count, 0
@@ -42,23 +42,12 @@ func RunRedissonReenter(ctx context.Context, c rueidis.Client, k RedissonKeys, o
 	return runReenter(ctx, c, RedissonReenter, []string{k.Lock, k.Token}, owner)
 }
 
-// RedissonReleaseArgs are redissonrelease.lua's arguments.
-type RedissonReleaseArgs struct {
-	Owner     string
-	Count     int64 // the owner's hold count before the release
-	Sharded   bool  // SPUBLISH the unlock message (Cluster)
-	Retry     bool  // an earlier call with these arguments may have run
-	Heir      string
-	HeirLease time.Duration
-	HeirCheck bool // ReleaseArgs.HeirCheck
-	Sync      Sync
-}
-
 // RunRedissonRelease runs redissonrelease.lua; its reply reads as
-// RunRelease's (Woken: the subscribers the unlock message reached).
-func RunRedissonRelease(ctx context.Context, c rueidis.Client, k RedissonKeys, a RedissonReleaseArgs) (ReleaseReply, error) {
+// RunRelease's (Woken: the subscribers the unlock message reached). It
+// ignores HeirAbout (Redisson keeps no records).
+func RunRedissonRelease(ctx context.Context, c rueidis.Client, k RedissonKeys, a ReleaseArgs) (ReleaseReply, error) {
 	publish := "publish" // what Redisson subscribes for: sharded pub/sub on a Redis 7 Cluster
-	if a.Sharded {
+	if a.Wake.Sharded {
 		publish = "spublish"
 	}
 	args := []string{a.Owner, itoa(a.Count), publish, flag(a.Retry)}

@@ -58,12 +58,12 @@ func testRedissonLock(t *testing.T, c rueidis.Client, addrs []string, sharded bo
 	ctx := t.Context()
 	msgs := subscribe(t, addrs, sharded, k.Channel)
 	acquire := func(owner string) luascripts.AcquireReply {
-		r, err := luascripts.RunRedissonAcquire(ctx, c, k, owner, lease, luascripts.Sync{})
+		r, err := luascripts.RunRedissonAcquire(ctx, c, k, luascripts.AcquireArgs{Owner: owner, Lease: lease})
 		require.NoError(t, err)
 		return r
 	}
-	release := func(a luascripts.RedissonReleaseArgs) luascripts.ReleaseReply {
-		a.Sharded = sharded
+	release := func(a luascripts.ReleaseArgs) luascripts.ReleaseReply {
+		a.Wake.Sharded = sharded
 		r, err := luascripts.RunRedissonRelease(ctx, c, k, a)
 		require.NoError(t, err)
 		return r
@@ -85,23 +85,23 @@ func testRedissonLock(t *testing.T, c rueidis.Client, addrs []string, sharded bo
 	require.NoError(t, err)
 	assert.Zero(t, n, "no re-entry without a hold")
 
-	assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(luascripts.RedissonReleaseArgs{Owner: "u:1", Count: 2}))
-	assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(luascripts.RedissonReleaseArgs{Owner: "u:1", Count: 2, Retry: true}), "a retry is counted once")
-	assert.Equal(t, luascripts.ReleaseReply{Left: -1}, release(luascripts.RedissonReleaseArgs{Owner: "u:1", Count: 2}), "a wrong count changes nothing")
-	assert.Equal(t, luascripts.ReleaseReply{Left: 0, Woken: 1}, release(luascripts.RedissonReleaseArgs{Owner: "u:1", Count: 1}))
+	assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(luascripts.ReleaseArgs{Owner: "u:1", Count: 2}))
+	assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(luascripts.ReleaseArgs{Owner: "u:1", Count: 2, Retry: true}), "a retry is counted once")
+	assert.Equal(t, luascripts.ReleaseReply{Left: -1}, release(luascripts.ReleaseArgs{Owner: "u:1", Count: 2}), "a wrong count changes nothing")
+	assert.Equal(t, luascripts.ReleaseReply{Left: 0, Woken: 1}, release(luascripts.ReleaseArgs{Owner: "u:1", Count: 1}))
 	expectMessages(t, msgs, "0")
 	assert.False(t, exists(t, c, k.Lock))
-	assert.Equal(t, luascripts.ReleaseReply{}, release(luascripts.RedissonReleaseArgs{Owner: "u:1", Count: 1, Retry: true}), "a retry publishes nothing")
+	assert.Equal(t, luascripts.ReleaseReply{}, release(luascripts.ReleaseArgs{Owner: "u:1", Count: 1, Retry: true}), "a retry publishes nothing")
 
 	// A handover: the heir holds at once, with a new token, and nobody is told.
 	assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: 3}, acquire("u:3"))
-	heir := luascripts.RedissonReleaseArgs{Owner: "u:3", Count: 1, Heir: "u:4", HeirLease: lease}
+	heir := luascripts.ReleaseArgs{Owner: "u:3", Count: 1, Heir: "u:4", HeirLease: lease}
 	assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 4}, release(heir))
 	heir.Retry = true
 	assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 4}, release(heir), "a retry finds the handover done")
 	assert.Equal(t, map[string]string{"u:4": "1"}, hgetall(t, c, k.Lock))
 	// A heir whose lease may end first: the Java waiters are told to ask again.
-	short := luascripts.RedissonReleaseArgs{Owner: "u:4", Count: 1, Heir: "u:5", HeirLease: lease / 2, HeirCheck: true}
+	short := luascripts.ReleaseArgs{Owner: "u:4", Count: 1, Heir: "u:5", HeirLease: lease / 2, HeirCheck: true}
 	assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 5}, release(short))
 	expectMessages(t, msgs, "0")
 	assert.Equal(t, map[string]string{"u:5": "1"}, hgetall(t, c, k.Lock))

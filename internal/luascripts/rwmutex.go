@@ -2,7 +2,6 @@ package luascripts
 
 import (
 	"context"
-	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -43,26 +42,15 @@ func (k RWKeys) Inbox(client string, write bool) string {
 	return k.Base + ":ch:" + side(write) + ":" + client
 }
 
-// RWAcquireArgs are the arguments of RWRead and RWWrite.
-type RWAcquireArgs struct {
-	Owner  string        // a new owner id
-	Lease  time.Duration // > 0
-	Client string        // the caller's QueueEntry
-	Queued bool          // queue the client if refused, dequeue it if granted
-	Writer string        // RWRead only: the write owner the caller holds, or ""
-	Wake   Wake
-	Sync   Sync   // replicas to acknowledge a grant
-	About  string // the caller's client description, for the grant's record
-}
-
 // RunRWAcquire runs RWWrite when write, else RWRead; see RunAcquire.
-func RunRWAcquire(ctx context.Context, c rueidis.Client, k RWKeys, write bool, a RWAcquireArgs) (AcquireReply, error) {
+// writer, for RWRead, is the write owner the caller holds, or "".
+func RunRWAcquire(ctx context.Context, c rueidis.Client, k RWKeys, a AcquireArgs, write bool, writer string) (AcquireReply, error) {
 	if write {
 		return runAcquire(ctx, c, RWWrite, append(k.scripts(), k.Fence),
-			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.spec(), recordAbout(a.About)}, a.Sync)
+			[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter), a.Wake.spec(), recordAbout(a.About)}, a.Sync)
 	}
 	return runAcquire(ctx, c, RWRead, k.scripts(),
-		[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Queued), a.Writer, a.Wake.spec(), recordAbout(a.About)}, a.Sync)
+		[]string{k.Base, a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter), writer, a.Wake.spec(), recordAbout(a.About)}, a.Sync)
 }
 
 // RunRWReenter runs RWReenter: the reader's new hold count, 0 when its
@@ -71,20 +59,11 @@ func RunRWReenter(ctx context.Context, c rueidis.Client, k RWKeys, owner string)
 	return runReenter(ctx, c, RWReenter, []string{k.Readers, k.ReadLeases}, owner)
 }
 
-// RWUnlockArgs are RWUnlock's arguments.
-type RWUnlockArgs struct {
-	Owner string
-	Write bool  // the write hold, else a read hold
-	Count int64 // the owner's hold count before the release
-	Wake  Wake
-	Retry bool // an earlier call with these arguments may have run
-	Sync  Sync // replicas to acknowledge the release
-}
-
-// RunRWUnlock runs RWUnlock; see RunRelease (it hands over to nobody).
-func RunRWUnlock(ctx context.Context, c rueidis.Client, k RWKeys, a RWUnlockArgs) (ReleaseReply, error) {
+// RunRWUnlock runs RWUnlock on the write hold (write) or a read hold; see
+// RunRelease (it hands over to nobody).
+func RunRWUnlock(ctx context.Context, c rueidis.Client, k RWKeys, a ReleaseArgs, write bool) (ReleaseReply, error) {
 	return runRelease(ctx, c, RWUnlock, k.scripts(),
-		[]string{k.Base, a.Owner, side(a.Write), itoa(a.Count), a.Wake.spec(), flag(a.Retry)}, a.Sync)
+		[]string{k.Base, a.Owner, side(write), itoa(a.Count), a.Wake.spec(), flag(a.Retry)}, a.Sync)
 }
 
 // side is the rw scripts' argument for the write side ("w") or the read side ("r").

@@ -37,7 +37,7 @@ func (f rwFixture) keys() []string {
 }
 
 // readKeep is what a read hold keeps alive (rlock's side.keep).
-func (f rwFixture) readKeep(string) [][]string {
+func (f rwFixture) readKeep() [][]string {
 	return [][]string{f.k.ReadKeep()}
 }
 
@@ -51,8 +51,8 @@ func (f rwFixture) gone() {
 
 func (f rwFixture) acquire(write bool, owner, client string, queued bool, l time.Duration) luascripts.AcquireReply {
 	f.t.Helper()
-	r, err := luascripts.RunRWAcquire(f.t.Context(), f.c, f.k, write, luascripts.RWAcquireArgs{
-		Owner: owner, Lease: l, Client: client, Queued: queued, Wake: f.wake, About: `{"id":"` + client + `"}`})
+	r, err := luascripts.RunRWAcquire(f.t.Context(), f.c, f.k, luascripts.AcquireArgs{
+		Owner: owner, Lease: l, Client: client, Waiter: queued, Wake: f.wake, About: `{"id":"` + client + `"}`}, write, "")
 	require.NoError(f.t, err)
 	return r
 }
@@ -69,7 +69,7 @@ func (f rwFixture) write(owner, client string, queued bool) luascripts.AcquireRe
 // left and the clients woken.
 func (f rwFixture) unlock(owner string, write bool, n int64, retry bool) (int64, int64) {
 	f.t.Helper()
-	out, err := luascripts.RunRWUnlock(f.t.Context(), f.c, f.k, luascripts.RWUnlockArgs{Owner: owner, Write: write, Count: n, Wake: f.wake, Retry: retry})
+	out, err := luascripts.RunRWUnlock(f.t.Context(), f.c, f.k, luascripts.ReleaseArgs{Owner: owner, Count: n, Wake: f.wake, Retry: retry}, write)
 	require.NoError(f.t, err)
 	return out.Left, out.Woken
 }
@@ -155,7 +155,7 @@ func TestRWReadersAndWriters(t *testing.T) {
 	// The writer reads too (a downgrade), whoever waits.
 	r2 := f.acquire(false, "WR", "cw", false, lease)
 	require.False(t, r2.Acquired, "without naming its write owner")
-	r2, err := luascripts.RunRWAcquire(t.Context(), f.c, f.k, false, luascripts.RWAcquireArgs{Owner: "WR", Lease: lease, Client: "cw", Writer: "W", Wake: f.wake})
+	r2, err := luascripts.RunRWAcquire(t.Context(), f.c, f.k, luascripts.AcquireArgs{Owner: "WR", Lease: lease, Client: "cw", Wake: f.wake}, false, "W")
 	require.NoError(t, err)
 	require.True(t, r2.Acquired)
 
@@ -221,11 +221,11 @@ func TestRWDeadReader(t *testing.T) {
 	assert.Equal(t, "L", readers[0].Owner)
 
 	// Renewals keep a live reader and find a dead one gone.
-	held, err := luascripts.RunRenewHold(t.Context(), f.c, f.readKeep("L"), "L", 2*lease, luascripts.Sync{})
+	held, err := luascripts.RunRenewHold(t.Context(), f.c, f.readKeep(), "L", 2*lease, luascripts.Sync{})
 	require.NoError(t, err)
 	assert.True(t, held)
 	assert.Greater(t, pttl(t, f.c, f.k.Readers), lease, "the renewal raised the readers' expiry")
-	held, err = luascripts.RunRenewHold(t.Context(), f.c, f.readKeep("D"), "D", 2*lease, luascripts.Sync{})
+	held, err = luascripts.RunRenewHold(t.Context(), f.c, f.readKeep(), "D", 2*lease, luascripts.Sync{})
 	require.NoError(t, err)
 	assert.False(t, held, "a dead reader renewed")
 

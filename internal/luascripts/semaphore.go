@@ -3,7 +3,6 @@ package luascripts
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -36,41 +35,21 @@ func (k SemKeys) all() []string {
 	return []string{k.Holders, k.Leases, k.Records, k.Queue, k.Wants}
 }
 
-// SemAcquireArgs are SemAcquire's arguments.
-type SemAcquireArgs struct {
-	Owner   string // a new owner id
-	Permits int64  // 1..Size
-	Size    int64  // >= 1
-	Lease   time.Duration
-	Client  string // the caller's QueueEntry
-	Queued  bool   // queue the client if refused, dequeue it if granted
-	Wake    Wake
-	Sync    Sync   // replicas to acknowledge a grant
-	About   string // the caller's client description, for the grant's record
-}
-
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// RunSemAcquire runs SemAcquire; see RunAcquire (the reply's Size reports a
-// semaphore in use with another size).
-func RunSemAcquire(ctx context.Context, c rueidis.Client, k SemKeys, a SemAcquireArgs) (AcquireReply, error) {
-	return runAcquire(ctx, c, SemAcquire, k.all(), []string{k.Base, a.Owner, itoa(a.Permits), itoa(a.Size),
-		Millis(a.Lease), a.Client, flag(a.Queued), a.Wake.spec(), recordAbout(a.About)}, a.Sync)
-}
-
-// SemReleaseArgs are SemRelease's arguments.
-type SemReleaseArgs struct {
-	Owner string
-	Size  int64 // the caller's size, for when the recorded one is gone
-	Wake  Wake
-	Retry bool // an earlier call with these arguments may have run
-	Sync  Sync // replicas to acknowledge the release
+// RunSemAcquire runs SemAcquire for n permits (1..size) of a semaphore of
+// size; see RunAcquire (the reply's Size reports a semaphore in use with
+// another size).
+func RunSemAcquire(ctx context.Context, c rueidis.Client, k SemKeys, a AcquireArgs, n, size int64) (AcquireReply, error) {
+	return runAcquire(ctx, c, SemAcquire, k.all(), []string{k.Base, a.Owner, itoa(n), itoa(size),
+		Millis(a.Lease), a.Client, flag(a.Waiter), a.Wake.spec(), recordAbout(a.About)}, a.Sync)
 }
 
 // RunSemRelease runs SemRelease; see RunRelease (Left is 0 when released,
-// -1 when the owner held no permits).
-func RunSemRelease(ctx context.Context, c rueidis.Client, k SemKeys, a SemReleaseArgs) (ReleaseReply, error) {
-	return runRelease(ctx, c, SemRelease, k.all(), []string{k.Base, a.Owner, itoa(a.Size), a.Wake.spec(), flag(a.Retry)}, a.Sync)
+// -1 when the owner held no permits). size is the caller's, for when the
+// recorded one is gone.
+func RunSemRelease(ctx context.Context, c rueidis.Client, k SemKeys, a ReleaseArgs, size int64) (ReleaseReply, error) {
+	return runRelease(ctx, c, SemRelease, k.all(), []string{k.Base, a.Owner, itoa(size), a.Wake.spec(), flag(a.Retry)}, a.Sync)
 }
 
 // RunSemLeave runs SemLeave for client; it reports whether client was queued.

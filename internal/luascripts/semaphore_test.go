@@ -45,15 +45,15 @@ func (f semFixture) acquire(owner, client string, n int64, queued bool) luascrip
 
 func (f semFixture) acquireLease(owner, client string, n int64, queued bool, l time.Duration) luascripts.AcquireReply {
 	f.t.Helper()
-	r, err := luascripts.RunSemAcquire(f.t.Context(), f.c, f.k, luascripts.SemAcquireArgs{
-		Owner: owner, Permits: n, Size: f.size, Lease: l, Client: client, Queued: queued, Wake: f.wake})
+	r, err := luascripts.RunSemAcquire(f.t.Context(), f.c, f.k, luascripts.AcquireArgs{
+		Owner: owner, Lease: l, Client: client, Waiter: queued, Wake: f.wake}, n, f.size)
 	require.NoError(f.t, err)
 	return r
 }
 
 func (f semFixture) release(owner string, retry bool) int64 {
 	f.t.Helper()
-	out, err := luascripts.RunSemRelease(f.t.Context(), f.c, f.k, luascripts.SemReleaseArgs{Owner: owner, Size: f.size, Wake: f.wake, Retry: retry})
+	out, err := luascripts.RunSemRelease(f.t.Context(), f.c, f.k, luascripts.ReleaseArgs{Owner: owner, Wake: f.wake, Retry: retry}, f.size)
 	require.NoError(f.t, err)
 	return out.Left
 }
