@@ -2,7 +2,10 @@ package integration
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
+	"github.com/latchkey/latchkey/internal/luascripts"
 	"github.com/latchkey/latchkey/rlock"
 )
 
@@ -130,4 +134,129 @@ func multiLockAndDrop(t *testing.T, ctx context.Context, rc rueidis.Client, c *r
 		require.True(t, exists(t, rc, c.Mutex(n).Key()), "member %q of a reachable multi-lock was released", n)
 	}
 	runtime.KeepAlive(lctx)
+}
+
+// scripted fails every call of the script whose SHA-1 is fail, while on,
+// as a connection lost before its reply would (the outcome is unknown), and
+// holds every call of the script hold until gate closes or the call's
+// context ends.
+type scripted struct {
+	rueidis.Client
+	fail, hold string
+	on         *atomic.Bool
+	fails      *atomic.Int64
+	gate       chan struct{}
+}
+
+func (c scripted) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if args := cmd.Commands(); c.on.Load() && len(args) > 1 && args[0] == "EVALSHA" {
+		switch args[1] {
+		case c.fail:
+			c.fails.Add(1)
+			return rueidis.NewErrorResult(io.ErrUnexpectedEOF)
+		case c.hold:
+			select {
+			case <-c.gate:
+			case <-ctx.Done():
+			}
+		}
+	}
+	return c.Client.Do(ctx, cmd)
+}
+
+func shaOf(s *luascripts.Script) string {
+	sum := sha1.Sum([]byte(s.Source()))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestRegressRetryCutByClose: a Mutex re-entry or an RWMutex downgrade
+// retrying calls of unknown outcome returns ErrClosed when Close ends its
+// pause. The re-entry returned a nil context with a nil error (the pause's
+// end was mapped through the caller's context, which Close ends only at its
+// last step), the downgrade the outcome-unknown error. A waiter of the same
+// client, whose leave call is held, keeps Close from its last step until
+// the call has returned.
+func TestRegressRetryCutByClose(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail *luascripts.Script
+		// hold takes the first hold; again is the call that retries.
+		hold  func(ctx context.Context, c *rlock.Client, name string) (context.Context, error)
+		again func(c *rlock.Client, name string, lctx context.Context) (context.Context, error)
+		force func(c *rlock.Client, ctx context.Context, name string) (bool, error)
+	}{
+		{"mutex re-entry", luascripts.Reenter,
+			func(ctx context.Context, c *rlock.Client, name string) (context.Context, error) {
+				return c.Mutex(name).Lock(ctx)
+			},
+			func(c *rlock.Client, name string, lctx context.Context) (context.Context, error) {
+				return c.Mutex(name).Lock(lctx)
+			},
+			(*rlock.Client).ForceUnlock},
+		{"rwmutex downgrade", luascripts.RWRead,
+			func(ctx context.Context, c *rlock.Client, name string) (context.Context, error) {
+				return c.RWMutex(name).Lock(ctx)
+			},
+			func(c *rlock.Client, name string, lctx context.Context) (context.Context, error) {
+				return c.RWMutex(name).RLock(lctx)
+			},
+			(*rlock.Client).ForceUnlockRWMutex},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachTopology(t, func(t *testing.T, tp topology) {
+				ctx := context.Background()
+				var on atomic.Bool
+				var fails atomic.Int64
+				gate := make(chan struct{})
+				rc := scripted{redisClient(t, tp), shaOf(tc.fail), shaOf(luascripts.Leave), &on, &fails, gate}
+				c, err := rlock.NewClient(rc, rlock.Options{})
+				require.NoError(t, err)
+				name := lockName(t)
+				lctx, err := tc.hold(ctx, c, name)
+				require.NoError(t, err)
+
+				other := lockName(t)
+				om := lockClient(t, tp, rlock.Options{}).Mutex(other)
+				held := mustLock(t, ctx, om)
+				waited := make(chan error, 1)
+				go func() {
+					_, err := c.Mutex(other).Lock(ctx)
+					waited <- err
+				}()
+				awaitCond(t, 10*time.Second, "the other lock's waiter to queue", func() bool {
+					info, err := c.Inspect(ctx, other)
+					require.NoError(t, err)
+					return len(info.Waiters) > 0
+				})
+
+				on.Store(true)
+				type result struct {
+					ctx context.Context
+					err error
+				}
+				done := make(chan result, 1)
+				go func() {
+					rctx, err := tc.again(c, name, lctx)
+					done <- result{rctx, err}
+				}()
+				awaitCond(t, 10*time.Second, "the call to retry", func() bool { return fails.Load() >= 3 })
+				closed := make(chan error, 1)
+				go func() { closed <- c.Close() }()
+				select {
+				case r := <-done:
+					require.ErrorIs(t, r.err, rlock.ErrClosed)
+					require.Nil(t, r.ctx)
+				case <-time.After(10 * time.Second):
+					require.FailNow(t, "the call did not return after Close")
+				}
+				close(gate)
+				require.NoError(t, <-closed)
+				require.ErrorIs(t, <-waited, rlock.ErrClosed)
+				require.NoError(t, om.Unlock(held))
+				// Close leaves the first hold to its lease: take it.
+				_, err = tc.force(lockClient(t, tp, rlock.Options{}), ctx, name)
+				require.NoError(t, err)
+			})
+		})
+	}
 }

@@ -514,10 +514,18 @@ type endedError struct{ err, last error }
 func (e *endedError) Error() string   { return e.err.Error() + " (last error: " + e.last.Error() + ")" }
 func (e *endedError) Unwrap() []error { return []error{e.err, e.last} }
 
-// sleep waits d, or until ctx or closing ends; it reports whether d passed.
-func sleep(ctx context.Context, closing context.Context, d time.Duration) bool {
-	ctx, stop := context.WithCancel(ctx)
+// sleep waits d: nil when it passed, else why not: ctx's error, or
+// ErrClosed when closing ended first (the caller's ctx ends later, if at
+// all: Close ends lock contexts only at its last step).
+func sleep(ctx context.Context, closing context.Context, d time.Duration) error {
+	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer context.AfterFunc(closing, stop)()
-	return luascripts.Sleep(ctx, d)
+	switch {
+	case luascripts.Sleep(sctx, d):
+		return nil
+	case ctx.Err() != nil:
+		return ctxErr(ctx)
+	}
+	return ErrClosed
 }

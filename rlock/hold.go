@@ -309,8 +309,8 @@ func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) 
 		if !transient(ctx, err) || undoErr != nil {
 			return nil, ended(ctx, ctx, err)
 		}
-		if !sleep(ctx, c.closing, retry.Next()) {
-			return nil, ended(ctx, ctx, withLast(ctxErr(ctx), err))
+		if serr := sleep(ctx, c.closing, retry.Next()); serr != nil {
+			return nil, withLast(serr, err)
 		}
 	}
 }

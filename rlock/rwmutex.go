@@ -174,8 +174,12 @@ func (rw *RWMutex) downgrade(ctx context.Context, w *hold, lo lockOptions) (_ co
 			return c.newHold(valuesFrom{Context: w.base, values: ctx}, sd, nil, t, lo)
 		case err == nil:
 			err = fmt.Errorf("%w: %q: the write hold was lost", ErrLockLost, rw.name)
-		case transient(ctx, err) && sleep(ctx, c.closing, retry.Next()):
-			continue
+		case transient(ctx, err):
+			serr := sleep(ctx, c.closing, retry.Next())
+			if serr == nil {
+				continue
+			}
+			err = withLast(serr, err)
 		}
 		// The write hold's loss may have cancelled ctx: say why.
 		return nil, ended(ctx, ctx, err)
