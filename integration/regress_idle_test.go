@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -144,7 +146,8 @@ type scripted struct {
 	rueidis.Client
 	fail, hold string
 	on         *atomic.Bool
-	fails      *atomic.Int64
+	fails      *atomic.Int64 // calls failed
+	held       *atomic.Int64 // calls held at the gate
 	gate       chan struct{}
 }
 
@@ -155,6 +158,7 @@ func (c scripted) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRe
 			c.fails.Add(1)
 			return rueidis.NewErrorResult(io.ErrUnexpectedEOF)
 		case c.hold:
+			c.held.Add(1)
 			select {
 			case <-c.gate:
 			case <-ctx.Done():
@@ -208,7 +212,7 @@ func TestRegressRetryCutByClose(t *testing.T) {
 				var on atomic.Bool
 				var fails atomic.Int64
 				gate := make(chan struct{})
-				rc := scripted{redisClient(t, tp), shaOf(tc.fail), shaOf(luascripts.Leave), &on, &fails, gate}
+				rc := scripted{Client: redisClient(t, tp), fail: shaOf(tc.fail), hold: shaOf(luascripts.Leave), on: &on, fails: &fails, held: new(atomic.Int64), gate: gate}
 				c, err := rlock.NewClient(rc, rlock.Options{})
 				require.NoError(t, err)
 				name := lockName(t)
@@ -259,4 +263,64 @@ func TestRegressRetryCutByClose(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestRegressUnlockKeepsItsContext: an Unlock waiting for the owner's
+// other call is not taken for a dropped lock context. Unlock did not keep
+// its context reachable, so a collection while it waited ran the leak
+// cleanup: a false "dropped without its Unlock" warning, and a race for the
+// release that the caller's Unlock could lose with ErrNotHeld.
+func TestRegressUnlockKeepsItsContext(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		var on atomic.Bool
+		held := new(atomic.Int64)
+		gate := make(chan struct{})
+		rc := scripted{Client: redisClient(t, tp), hold: shaOf(luascripts.Reenter), on: &on, fails: new(atomic.Int64), held: held, gate: gate}
+		logs := &logCapture{}
+		c, err := rlock.NewClient(rc, rlock.Options{Logger: slog.New(logs)})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, c.Close()) })
+		m := c.Mutex(lockName(t))
+		outer, err := m.Lock(ctx)
+		require.NoError(t, err)
+		inner, err := m.Lock(outer)
+		require.NoError(t, err)
+
+		// A re-entry holds the owner's calls while its script call is held.
+		on.Store(true)
+		reentered := make(chan error, 1)
+		go func() {
+			lctx, err := m.Lock(outer)
+			if err == nil {
+				err = m.Unlock(lctx)
+			}
+			reentered <- err
+		}()
+		awaitCond(t, 10*time.Second, "the re-entry's call to be held", func() bool { return held.Load() == 1 })
+		unlocked := make(chan error, 1)
+		go func(lctx context.Context) { unlocked <- m.Unlock(lctx) }(inner)
+		inner = nil // the Unlock call is now the only one that refers to it
+		awaitCond(t, 10*time.Second, "the Unlock to wait for the re-entry", func() bool {
+			return stacksHave("(*hold).unlock")
+		})
+		// Nothing can be awaited here: give the collector a second to find
+		// the context unreachable, if Unlock lets it be.
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) && !logs.saw(slog.LevelWarn, "dropped without its Unlock") {
+			runtime.GC()
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(gate)
+		require.NoError(t, <-unlocked, "the caller's Unlock")
+		require.NoError(t, <-reentered)
+		require.False(t, logs.saw(slog.LevelWarn, "dropped without its Unlock"), "a leak was reported: %v", logs.all())
+		require.NoError(t, m.Unlock(outer))
+	})
+}
+
+// stacksHave reports whether some goroutine's stack has a frame naming fn.
+func stacksHave(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
 }

@@ -605,6 +605,9 @@ func (c *Client) extendCarried(lctx context.Context, handleErr error, key, name,
 	if err != nil {
 		return err
 	}
+	// Reachable until done: else a collection while the call waits would
+	// take the level for a dropped one (leaked) and unlock it.
+	defer runtime.KeepAlive(lctx)
 	return lv.h.extend(lv, lease)
 }
 
@@ -614,6 +617,7 @@ func (c *Client) unlockCarried(ctx context.Context, handleErr error, key, name, 
 	if err != nil {
 		return err
 	}
+	defer runtime.KeepAlive(ctx) // as in extendCarried
 	return lv.h.unlock(lv)
 }
 
