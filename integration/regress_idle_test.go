@@ -324,3 +324,50 @@ func stacksHave(fn string) bool {
 	buf := make([]byte, 1<<20)
 	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
 }
+
+// TestRegressLeakedUnlockRetried: a dropped lock context whose unlock
+// cannot reach Redis is unlocked once Redis answers again. The leak cleanup
+// tried once: when the owner's earlier failed Unlock could not be completed
+// first (settle), the level stayed held, nothing tried again, and the
+// watchdog kept the lock until Close.
+func TestRegressLeakedUnlockRetried(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		var on atomic.Bool
+		fails := new(atomic.Int64)
+		raw := redisClient(t, tp)
+		rc := scripted{Client: raw, fail: shaOf(luascripts.Release), on: &on, fails: fails, held: new(atomic.Int64)}
+		logs := &logCapture{}
+		const releaseTimeout = 200 * time.Millisecond
+		c, err := rlock.NewClient(rc, rlock.Options{Logger: slog.New(logs), ReleaseTimeout: releaseTimeout})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, c.Close()) })
+		m := c.Mutex(lockName(t))
+
+		on.Store(true) // Redis stops answering releases
+		lockInnerFailAndDrop(t, ctx, m)
+		awaitCond(t, 10*time.Second, "the dropped context's cleanup", func() bool {
+			runtime.GC()
+			return logs.saw(slog.LevelWarn, "dropped without its Unlock")
+		})
+		// The cleanup's unlock gives up after ReleaseTimeout; no event says
+		// when, so wait that long and more.
+		time.Sleep(releaseTimeout + time.Second)
+		on.Store(false) // Redis answers again
+		awaitCond(t, 10*time.Second, "the dropped hold to be released", func() bool {
+			return !exists(t, raw, m.Key())
+		})
+	})
+}
+
+// lockInnerFailAndDrop locks m twice, unlocks the inner level while
+// releases fail (its release is left pending), and drops the outer context.
+//
+//go:noinline
+func lockInnerFailAndDrop(t *testing.T, ctx context.Context, m *rlock.Mutex) {
+	outer, err := m.Lock(ctx)
+	require.NoError(t, err)
+	inner, err := m.Lock(outer)
+	require.NoError(t, err)
+	require.Error(t, m.Unlock(inner), "a release that cannot reach Redis")
+}

@@ -229,7 +229,7 @@ func (lv *level) leaked() {
 	h := lv.h
 	c := h.sd.c
 	c.mu.Lock()
-	live := !lv.released && !h.done && h.lost == nil && !c.closed
+	live := lv.live()
 	if live {
 		c.leaks.Add(1)
 	}
@@ -244,8 +244,25 @@ func (lv *level) leaked() {
 	c.obs.add(leaks, h.sd.metric, h.sd.name, 1, plain)
 	go func() {
 		defer c.leaks.Done()
-		_ = h.unlock(lv) // a failed release expires within its lease
+		// Until lv is gone: an unlock that could not complete the owner's
+		// pending release leaves lv held, with nobody else to unlock it. A
+		// failed release of the last level expires within its lease.
+		retry := luascripts.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
+		for h.unlock(lv) != nil {
+			c.mu.Lock()
+			live := lv.live()
+			c.mu.Unlock()
+			if !live || sleep(context.Background(), c.closing, retry.Next()) != nil {
+				return
+			}
+		}
 	}()
+}
+
+// live reports whether lv is still held by a client that is not closed.
+// Guarded by Client.mu.
+func (lv *level) live() bool {
+	return !lv.released && !lv.h.done && lv.h.lost == nil && !lv.h.sd.c.closed
 }
 
 // lockedAt is the first frame of lv's Lock call outside this package.
@@ -345,7 +362,7 @@ func (h *hold) unlock(lv *level) error {
 		lv.cancel(nil)
 		return err
 	}
-	defer lv.cancel(nil)
+	defer lv.end()
 	r, err := sd.runRelease(luascripts.ReleaseArgs{Owner: h.owner, Count: h.count, Sync: sd.c.opts.sync()})
 	switch {
 	case err != nil && !errors.Is(err, ErrNotReplicated):
@@ -359,6 +376,14 @@ func (h *hold) unlock(lv *level) error {
 	}
 	h.count = r.Left
 	return err
+}
+
+// end ends lv's context and lets go of it: a level kept as pending must not
+// keep its context's parents reachable (a dropped outer level would never
+// be found leaked).
+func (lv *level) end() {
+	lv.cancel(nil)
+	lv.cancel = func(error) {}
 }
 
 // settle re-sends the release of a failed Unlock (h.pending) as a retry,
