@@ -371,3 +371,43 @@ func lockInnerFailAndDrop(t *testing.T, ctx context.Context, m *rlock.Mutex) {
 	require.NoError(t, err)
 	require.Error(t, m.Unlock(inner), "a release that cannot reach Redis")
 }
+
+// TestRegressLeaseDeadlineMonotonic: a fixed lease's local deadline runs on
+// the monotonic clock (docs/safety.md), so that a step of the wall clock
+// cannot make a hold's context outlive its lease in Redis. The deadline
+// was kept as Unix nanoseconds, which drops the monotonic reading: every
+// check, timer and Deadline() then ran on the wall clock.
+func TestRegressLeaseDeadlineMonotonic(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		c := lockClient(t, tp, rlock.Options{})
+		name := lockName(t)
+		monotonic := func(what string, lctx context.Context) {
+			t.Helper()
+			d, ok := lctx.Deadline()
+			require.True(t, ok, what)
+			// time.Time's String ends with "m=±<seconds>" when it has a
+			// monotonic clock reading.
+			require.Contains(t, d.String(), " m=", "%s: the deadline has no monotonic clock reading", what)
+		}
+		m := c.Mutex(name)
+		lctx, err := m.Lock(ctx, rlock.WithLease(10*time.Second))
+		require.NoError(t, err)
+		monotonic("Mutex", lctx)
+		require.NoError(t, m.Extend(lctx, 20*time.Second))
+		monotonic("Mutex after Extend", lctx)
+		require.NoError(t, m.Unlock(lctx))
+
+		rw := c.RWMutex(name + "-rw")
+		rctx, err := rw.RLock(ctx, rlock.WithLease(10*time.Second))
+		require.NoError(t, err)
+		monotonic("RWMutex read", rctx)
+		require.NoError(t, rw.RUnlock(rctx))
+
+		s := c.Semaphore(name+"-sem", 2)
+		pctx, err := s.Acquire(ctx, 1, rlock.WithLease(10*time.Second))
+		require.NoError(t, err)
+		monotonic("Semaphore", pctx)
+		require.NoError(t, s.Release(pctx))
+	})
+}

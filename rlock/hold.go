@@ -45,11 +45,12 @@ type hold struct {
 	lost   error // why the hold was lost (ErrLockLost), once it was
 
 	// The keeper, set once at the grant: watchdog entries (one per group
-	// of kept keys), or a fixed lease's timer, its local deadline (unix ns)
+	// of kept keys), or a fixed lease's timer, its local deadline (with
+	// its monotonic clock reading: a step of the wall clock must not move it)
 	// and why its contexts end then (Extend moves them).
 	entries      []*watchdog.Entry
 	expiry       *time.Timer
-	deadline     atomic.Int64
+	deadline     atomic.Pointer[time.Time]
 	expiredCause atomic.Pointer[leaseEndError]
 }
 
@@ -128,11 +129,18 @@ func (h *hold) keep(sent time.Time) {
 // levels' contexts: a drift margin before a lease sent at sent runs out.
 func (h *hold) setLease(sent time.Time, lease time.Duration) {
 	h.expiredCause.Store(&leaseEndError{name: h.sd.name, what: h.sd.what, lease: lease})
-	h.deadline.Store(sent.Add(lease - watchdog.DriftMargin(lease)).UnixNano())
+	d := sent.Add(lease - watchdog.DriftMargin(lease))
+	h.deadline.Store(&d)
 }
 
-// localDeadline is a leased hold's current local deadline.
-func (h *hold) localDeadline() time.Time { return time.Unix(0, h.deadline.Load()) }
+// localDeadline is a leased hold's current local deadline; the zero time,
+// long past, before setLease.
+func (h *hold) localDeadline() time.Time {
+	if d := h.deadline.Load(); d != nil {
+		return *d
+	}
+	return time.Time{}
+}
 
 // lockCtx is the context a Lock returns; only its caller refers to it, so
 // the runtime tells when it is dropped without its Unlock (leaked). Of a
