@@ -7,9 +7,12 @@
 // linger reuses it without a round trip, and only a channel nobody wanted
 // for that long is unsubscribed. A process that waits for the same lock
 // again and again so pays one SUBSCRIBE per busy period, not one per wait.
-// Each message on a channel wakes exactly one local waiter, and every
+// Each message on a channel wakes one local waiter, and every
 // (re)subscription wakes all of them, because messages published while a
 // subscription was down are lost and nobody can tell which waiter missed one.
+// A message that comes while no waiter is in Wait is kept for the next, but
+// a channel keeps one such wake-up at most: two messages then wake only one
+// later waiter (enough for it to check again; rlock has one per channel).
 // A message that arrives while nobody holds the channel (it is lingering) is
 // dropped: no waiter is owed it, and a later one must not take it for an
 // event after its Mark.

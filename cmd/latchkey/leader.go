@@ -47,20 +47,22 @@ func leader(args, env []string, std stdio) int {
 	defer closeLocks()
 	e := locks.Election(name)
 	print := func(l rlock.Leadership) error { return writeLeader(std.out, name, l, *asJSON, *watch) }
+	// Read once with --watch too: Observe closes its channel on an invalid
+	// name without saying why, and this reports it as without --watch.
+	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
+	l, err := e.Leader(ctx)
+	cancel()
+	if errors.Is(err, rlock.ErrNoLeader) {
+		err = nil
+	}
+	if err == nil && !*watch {
+		err = print(l) // Observe prints the leader first when watching
+	}
+	if err != nil {
+		fmt.Fprintf(std.err, "latchkey: %v\n", err)
+		return exitFor(err)
+	}
 	if !*watch {
-		ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
-		defer cancel()
-		l, err := e.Leader(ctx)
-		if errors.Is(err, rlock.ErrNoLeader) {
-			err = nil
-		}
-		if err == nil {
-			err = print(l)
-		}
-		if err != nil {
-			fmt.Fprintf(std.err, "latchkey: %v\n", err)
-			return exitFor(err)
-		}
 		return 0
 	}
 	// Watching ends normally with a signal; the channel closes then.

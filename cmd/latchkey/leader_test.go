@@ -119,3 +119,20 @@ func TestLeaderWatch(t *testing.T) {
 		t.Fatalf("after SIGINT: %v", err)
 	}
 }
+
+// TestLeaderInvalidName: an invalid NAME is a usage error with --watch as
+// without it, not a watch that ends at once (Observe only closes its channel).
+func TestLeaderInvalidName(t *testing.T) {
+	for _, name := range []string{"", "a{b}"} {
+		want := latchkey(t, "", "leader", name)
+		cmd, out, errOut := command(t, "", "leader", "--watch", name)
+		// A watch that wrongly starts would run until interrupted.
+		timer := time.AfterFunc(20*time.Second, func() { _ = cmd.Process.Kill() })
+		r := finish(t, cmd, cmd.Run(), out, errOut)
+		timer.Stop()
+		if want.code != exitUsage || r.code != exitUsage || r.stderr != want.stderr || !strings.Contains(r.stderr, "invalid lock name") {
+			t.Errorf("leader %q: exit %d, stderr %q; with --watch: exit %d, stderr %q; want exit %d and the same error",
+				name, want.code, want.stderr, r.code, r.stderr, exitUsage)
+		}
+	}
+}

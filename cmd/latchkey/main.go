@@ -6,7 +6,7 @@
 //
 //	latchkey run [--wait D] [--conflict-exit-code N] [--shared | --permits N --size S] [--lease D] [--grace D]
 //	             [--watchdog-timeout D] [--client-name N] [--redis URL] [--prefix P] NAME [--] CMD [ARG...]
-//	latchkey force-unlock [--yes] [--redis URL] [--prefix P] NAME
+//	latchkey force-unlock [--kind K] [--yes] [--redis URL] [--prefix P] NAME
 //	latchkey status [--json] [--kind K] [--redis URL] [--prefix P] NAME
 //	latchkey list [--json] [--redis URL] [--prefix P] [PATTERN]
 //	latchkey leader [--json] [--watch] [--redis URL] [--prefix P] NAME
@@ -70,14 +70,15 @@
 //
 // # force-unlock
 //
-// force-unlock deletes the lock NAME whoever holds it, and wakes a waiter.
-// It asks for confirmation on stdin first unless given --yes; an answer
-// other than y or yes leaves the lock alone and exits 1. It exits 0 once
-// the lock is gone, whether or not there was one, 69 when Redis cannot be
-// reached, 2 on a usage error. A holder run by latchkey notices the loss
-// at its next watchdog renewal (a third of its --watchdog-timeout) and
-// stops its command; a holder with a --lease does not notice until its
-// lease ends.
+// force-unlock deletes the lock NAME whoever holds it, and wakes its
+// waiters as a release would. NAME is a Mutex (what run takes) unless
+// --kind says rwmutex or semaphore. It asks for confirmation on stdin
+// first unless given --yes; an answer other than y or yes leaves the lock
+// alone and exits 1. It exits 0 once the lock is gone, whether or not
+// there was one, 69 when Redis cannot be reached, 2 on a usage error. A
+// holder run by latchkey notices the loss at its next watchdog renewal (a
+// third of its --watchdog-timeout) and stops its command; a holder with a
+// --lease does not notice until its lease ends.
 //
 // # status, list
 //
@@ -148,7 +149,7 @@ const usage = `Usage:
                              who holds the lock NAME, and who waits
   latchkey list [--json] [flags] [PATTERN]
                              the held locks whose names match PATTERN
-  latchkey force-unlock [--yes] [flags] NAME
+  latchkey force-unlock [--kind K] [--yes] [flags] NAME
                              delete the lock NAME whoever holds it
   latchkey leader [--json] [--watch] [flags] NAME
                              the leader of the election NAME (--watch: each change)
