@@ -411,3 +411,64 @@ func TestRegressLeaseDeadlineMonotonic(t *testing.T) {
 		require.NoError(t, s.Release(pctx))
 	})
 }
+
+// heldRenewals holds every pipelined renew call, while on, until gate
+// closes, then sends it whatever its context says: a renewal already on
+// its way when the watchdog gave its lease up.
+type heldRenewals struct {
+	rueidis.Client
+	sha  string
+	on   *atomic.Bool
+	n    *atomic.Int64 // renew calls held
+	sent *atomic.Int64 // renew calls let through
+	gate chan struct{}
+}
+
+func (c heldRenewals) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
+	if len(multi) > 0 {
+		if args := multi[0].Commands(); len(args) > 1 && args[0] == "EVALSHA" && args[1] == c.sha {
+			if !c.on.Load() {
+				c.sent.Add(1)
+				return c.Client.DoMulti(ctx, multi...)
+			}
+			c.n.Add(1)
+			<-c.gate
+			return c.Client.DoMulti(context.WithoutCancel(ctx), multi...)
+		}
+	}
+	return c.Client.DoMulti(ctx, multi...)
+}
+
+// TestRegressExpiredHoldReleased: a hold the watchdog gives up at its
+// deadline is released, so that a renewal that was already on its way and
+// lands after the loss does not keep the lock for a whole new lease with
+// nobody holding it (Unlock of a lost hold sends nothing).
+func TestRegressExpiredHoldReleased(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		var on atomic.Bool
+		held := new(atomic.Int64)
+		gate := make(chan struct{})
+		raw := redisClient(t, tp)
+		const timeout = 3 * time.Second
+		sent := new(atomic.Int64)
+		c, err := rlock.NewClient(heldRenewals{Client: raw, sha: shaOf(luascripts.Renew), on: &on, n: held, sent: sent, gate: gate}, rlock.Options{WatchdogTimeout: timeout})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, c.Close()) })
+		m := c.Mutex(lockName(t))
+		lctx, err := m.Lock(ctx)
+		require.NoError(t, err)
+		// One renewal first: it loads the script where the lock lives, so
+		// that the held one is not refused with NOSCRIPT and re-sent (by
+		// then its context is over).
+		awaitCond(t, 2*timeout, "a first renewal", func() bool { return sent.Load() > 0 })
+		on.Store(true)
+		requireLost(t, lctx, 2*timeout, "the hold whose renewal is held")
+		require.NotZero(t, held.Load(), "no renewal was held")
+		close(gate) // the held renewal lands now, within the lease's drift margin
+		awaitCond(t, timeout/2, "the lost hold's lock to be released", func() bool {
+			return !exists(t, raw, m.Key())
+		})
+		require.ErrorIs(t, m.Unlock(lctx), rlock.ErrNotHeld)
+	})
+}

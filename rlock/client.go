@@ -36,7 +36,7 @@ type Client struct {
 	// contenders hold a turn's baton without the lock: Close waits for them
 	// to take the client off the queues.
 	contenders sync.WaitGroup
-	leaks      sync.WaitGroup // running unlocks of dropped lock contexts (hold.go's leaked)
+	leaks      sync.WaitGroup // background releases: of dropped lock contexts (leaked), of expired holds (releaseLost)
 
 	mu     sync.Mutex
 	closed bool

@@ -118,7 +118,11 @@ func (h *hold) keep(sent time.Time) {
 	}
 	entries := make([]*watchdog.Entry, 0, len(h.sd.keep))
 	for i, g := range h.sd.keep {
-		entries = append(entries, c.wd.Add(g[0], h.owner, sent, func(cause error) { h.lose(i, cause) }, g[1:]...))
+		entries = append(entries, c.wd.Add(g[0], h.owner, sent, func(cause error) {
+			if h.lose(i, cause) && errors.Is(cause, watchdog.ErrExpired) {
+				h.releaseLost()
+			}
+		}, g[1:]...))
 	}
 	c.mu.Lock()
 	h.entries = entries
@@ -499,13 +503,13 @@ func (h *hold) foundGone(at string) error {
 // lose ends h, no longer held: its keeper stops, its levels' contexts end
 // with cause and the baton passes on. It is the loss callback of watchdog
 // entry from (-1: the lease timer, or a call that found the hold gone), so
-// it must not block.
-func (h *hold) lose(from int, cause error) {
+// it must not block. It reports whether it ended h (false: ended before).
+func (h *hold) lose(from int, cause error) bool {
 	c := h.sd.c
 	c.mu.Lock()
 	if h.done || h.lost != nil {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	if !errors.Is(cause, ErrLockLost) {
 		cause = fmt.Errorf("%w: %w", ErrLockLost, cause)
@@ -523,6 +527,40 @@ func (h *hold) lose(from int, cause error) {
 	if baton {
 		c.leaveTurn(h.t, h.sd, false, false)
 	}
+	return true
+}
+
+// releaseLost gives back, in the background and best effort, a hold the
+// watchdog gave up at its deadline. Its lease may still run in Redis (the
+// drift margin), longer if a renewal already sent lands after the loss,
+// and no Unlock releases a lost hold; the scripts release only this
+// owner's holds. Close awaits it.
+func (h *hold) releaseLost() {
+	c := h.sd.c
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.leaks.Add(1)
+	}
+	c.mu.Unlock()
+	if closed {
+		return
+	}
+	go func() {
+		defer c.leaks.Done()
+		h.io.Lock()
+		defer h.io.Unlock()
+		n := h.count
+		if h.pending != nil {
+			n++ // a failed Unlock's release may not have run
+		}
+		for ; n > 0; n-- {
+			r, err := h.sd.runRelease(luascripts.ReleaseArgs{Owner: h.owner, Count: n, Retry: true})
+			if err != nil || r.Left != n-1 {
+				return
+			}
+		}
+	}()
 }
 
 // lostOrDone returns why h can no longer be re-entered, or nil.
