@@ -1,7 +1,7 @@
 -- claim: raise the fence to the caller's token before it reads, and return the value.
 --
 -- KEYS[1]  hash {token = highest written token, value, claim = highest claimed token}
--- ARGV[1]  the reader's fencing token (> 0)
+-- ARGV[1]  the reader's fencing token (1 to 2^53-1, so tonumber is exact)
 --
 -- Returns {highest, value}: highest is max(token, claim) after the call, ARGV[1]
 -- when the claim was accepted and a larger one when it was stale; value is the

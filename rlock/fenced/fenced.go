@@ -7,7 +7,8 @@
 // up still believing it holds it. No lock service can stop that write; the
 // resource can, if every write carries the writer's fencing token
 // (rlock.Mutex.Token) and the resource rejects any token below the highest
-// it has accepted. Store does exactly that, atomically, in one Lua script.
+// it has accepted. Store does exactly that, atomically, in one Lua script,
+// for tokens from 1 to MaxToken.
 //
 // A read-modify-write needs the fence at both ends: Claim before reading,
 // Write after. Checking writes alone lets an old holder's late write land
@@ -21,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/rueidis"
 )
@@ -30,8 +32,20 @@ import (
 // Stop working on the resource; take the lock again if there is still work.
 var ErrStale = errors.New("fenced: stale fencing token")
 
-// ErrInvalidToken is returned for a token below 1: tokens from rlock start at 1.
+// ErrInvalidToken is returned, before any I/O, for a token below 1 (tokens
+// from rlock start at 1) or above MaxToken.
 var ErrInvalidToken = errors.New("fenced: invalid fencing token")
+
+// MaxToken is the highest token Write and Claim accept, 2^53-1. The scripts
+// compare tokens as Lua numbers (doubles), which are exact only up to it:
+// above, a lower token could compare equal to the highest and be accepted.
+// rlock's tokens, one per acquisition, take centuries to get there.
+const MaxToken = 1<<53 - 1
+
+// ErrInvalidName is returned, before any I/O, by every method of a Store
+// whose name contains a brace, as rlock refuses such lock names: a brace
+// would change the keys' Redis Cluster hash tag.
+var ErrInvalidName = errors.New("fenced: invalid name")
 
 // ErrInvalidArgument is returned, before any I/O, for a nil context.
 var ErrInvalidArgument = errors.New("fenced: invalid argument")
@@ -62,6 +76,7 @@ type Store struct {
 	rc       rueidis.Client
 	key, log string
 	limit    string // the log's length bound, as the write script's argument
+	err      error  // ErrInvalidName for a name with a brace, returned by every method
 }
 
 // Option configures a Store.
@@ -76,23 +91,29 @@ func WithLogLimit(n int) Option {
 }
 
 // New returns the Store called name ("" means "default"). Both keys carry
-// name as their hash tag, so on Redis Cluster they share a slot whatever
-// name holds; it need not be the lock's slot.
+// name as their hash tag, so on Redis Cluster they share a slot; it need
+// not be the lock's slot. A name with a brace ('{' or '}') would break that
+// tag (and the pair's shared slot), so every method of its Store returns
+// ErrInvalidName before any I/O.
 func New(rc rueidis.Client, name string, opts ...Option) *Store {
 	if name == "" {
 		name = "default"
 	}
 	key := "fenced:{" + name + "}"
 	s := &Store{rc: rc, key: key, log: key + ":log", limit: strconv.Itoa(DefaultLogLimit)}
+	if strings.ContainsAny(name, "{}") {
+		s.err = fmt.Errorf("%w: %q contains a brace, which would change its Redis Cluster hash tag", ErrInvalidName, name)
+	}
 	for _, o := range opts {
 		o(s)
 	}
 	return s
 }
 
-// ready refuses a nil context (ErrInvalidArgument) or an ended one (its
-// error and cause) before any I/O, as rlock's methods do.
-func ready(ctx context.Context) error {
+// ready refuses a nil context (ErrInvalidArgument), an ended one (its
+// error and cause) or a name with a brace (ErrInvalidName) before any I/O,
+// as rlock's methods do.
+func (s *Store) ready(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
@@ -102,6 +123,17 @@ func ready(ctx context.Context) error {
 		}
 		return fmt.Errorf("fenced: %w", err)
 	}
+	return s.err
+}
+
+// readyFor is ready plus the token's range check, for Write and Claim.
+func (s *Store) readyFor(ctx context.Context, token int64) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	if token < 1 || token > MaxToken {
+		return fmt.Errorf("%w: %d, want 1 to %d", ErrInvalidToken, token, int64(MaxToken))
+	}
 	return nil
 }
 
@@ -110,13 +142,10 @@ func (s *Store) Key() string { return s.key }
 
 // Write stores value if token is at least the highest token that has
 // written or claimed so far, and returns ErrStale (wrapped, with both
-// tokens) if it is not.
+// tokens) if it is not. A token outside 1 to MaxToken is ErrInvalidToken.
 func (s *Store) Write(ctx context.Context, token int64, value string) error {
-	if err := ready(ctx); err != nil {
+	if err := s.readyFor(ctx, token); err != nil {
 		return err
-	}
-	if token < 1 {
-		return fmt.Errorf("%w: %d", ErrInvalidToken, token)
 	}
 	highest, err := writeScript.Exec(ctx, s.rc, []string{s.key, s.log}, []string{strconv.FormatInt(token, 10), value, s.limit}).AsInt64()
 	if err != nil {
@@ -132,13 +161,11 @@ func (s *Store) Write(ctx context.Context, token int64, value string) error {
 // and returns the current value ("" when nothing was written), or ErrStale
 // when a higher token has written or claimed. From then on a Write with a
 // lower token is rejected, so a holder that paused past its lease cannot
-// slip a write in between this read and the Write that follows it.
+// slip a write in between this read and the Write that follows it. A token
+// outside 1 to MaxToken is ErrInvalidToken.
 func (s *Store) Claim(ctx context.Context, token int64) (string, error) {
-	if err := ready(ctx); err != nil {
+	if err := s.readyFor(ctx, token); err != nil {
 		return "", err
-	}
-	if token < 1 {
-		return "", fmt.Errorf("%w: %d", ErrInvalidToken, token)
 	}
 	reply, err := claimScript.Exec(ctx, s.rc, []string{s.key}, []string{strconv.FormatInt(token, 10)}).ToArray()
 	if err != nil {
@@ -164,7 +191,7 @@ func (s *Store) Claim(ctx context.Context, token int64) (string, error) {
 // Read returns the current value and the token that wrote it (0 and "" when
 // nothing has been written).
 func (s *Store) Read(ctx context.Context) (value string, token int64, err error) {
-	if err := ready(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return "", 0, err
 	}
 	m, err := s.rc.Do(ctx, s.rc.B().Hgetall().Key(s.key).Build()).AsStrMap()
@@ -185,7 +212,7 @@ func (s *Store) Read(ctx context.Context) (value string, token int64, err error)
 // sees only what the log keeps: the last DefaultLogLimit (or WithLogLimit)
 // accepted writes.
 func (s *Store) Audit(ctx context.Context) (accepted, stale int, err error) {
-	if err := ready(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return 0, 0, err
 	}
 	log, err := s.rc.Do(ctx, s.rc.B().Lrange().Key(s.log).Start(0).Stop(-1).Build()).AsIntSlice()
@@ -204,7 +231,7 @@ func (s *Store) Audit(ctx context.Context) (accepted, stale int, err error) {
 
 // Delete removes the value and its log.
 func (s *Store) Delete(ctx context.Context) error {
-	if err := ready(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	return s.rc.Do(ctx, s.rc.B().Del().Key(s.key, s.log).Build()).Error()

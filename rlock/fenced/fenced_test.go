@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
 
@@ -27,11 +28,18 @@ func clients(t *testing.T) map[string]rueidis.Client {
 	return out
 }
 
+// newStore returns a Store of a name no other test uses, deleted when the
+// test ends.
+func newStore(t *testing.T, rc rueidis.Client, opts ...fenced.Option) *fenced.Store {
+	s := fenced.New(rc, fmt.Sprintf("%s-%d", t.Name(), seq.Add(1)), opts...)
+	t.Cleanup(func() { require.NoError(t, s.Delete(context.Background())) })
+	return s
+}
+
 func TestStoreRejectsLowerTokens(t *testing.T) {
 	for topo, rc := range clients(t) {
 		t.Run(topo, func(t *testing.T) {
-			s := fenced.New(rc, fmt.Sprintf("%s-%d", t.Name(), seq.Add(1)))
-			t.Cleanup(func() { require.NoError(t, s.Delete(context.Background())) })
+			s := newStore(t, rc)
 
 			v, tok, err := s.Read(t.Context())
 			require.NoError(t, err)
@@ -76,8 +84,7 @@ func TestStoreRejectsInvalidTokens(t *testing.T) {
 func TestClaimFencesTheRead(t *testing.T) {
 	for topo, rc := range clients(t) {
 		t.Run(topo, func(t *testing.T) {
-			s := fenced.New(rc, fmt.Sprintf("%s-%d", t.Name(), seq.Add(1)))
-			t.Cleanup(func() { require.NoError(t, s.Delete(context.Background())) })
+			s := newStore(t, rc)
 			ctx := t.Context()
 			require.NoError(t, s.Write(ctx, 1, "x"))
 
@@ -115,8 +122,7 @@ func TestClaimFencesTheRead(t *testing.T) {
 // 1000 accepted tokens, and Audit reads that window.
 func TestAuditLogBounded(t *testing.T) {
 	rc := clients(t)["standalone"]
-	s := fenced.New(rc, fmt.Sprintf("%s-%d", t.Name(), seq.Add(1)))
-	t.Cleanup(func() { require.NoError(t, s.Delete(context.Background())) })
+	s := newStore(t, rc)
 	for tok := int64(1); tok <= 1100; tok++ {
 		require.NoError(t, s.Write(t.Context(), tok, "v"))
 	}
@@ -138,8 +144,7 @@ func TestWithLogLimit(t *testing.T) {
 	rc := clients(t)["standalone"]
 	for _, limit := range []int{3, 0, -1} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
-			s := fenced.New(rc, fmt.Sprintf("%s-%d", t.Name(), seq.Add(1)), fenced.WithLogLimit(limit))
-			t.Cleanup(func() { require.NoError(t, s.Delete(context.Background())) })
+			s := newStore(t, rc, fenced.WithLogLimit(limit))
 			for tok := int64(1); tok <= 5; tok++ {
 				require.NoError(t, s.Write(t.Context(), tok, "v"))
 			}
@@ -151,6 +156,78 @@ func TestWithLogLimit(t *testing.T) {
 				want = []int64{}
 			}
 			assert.Equal(t, want, log)
+		})
+	}
+}
+
+// TestRegressBracedNames: a name with a brace broke the keys' shared hash
+// tag ("}x" gave fenced:{}x} and fenced:{}x}:log, two slots), and Write and
+// Delete panicked on Redis Cluster. Such names are refused before any I/O.
+func TestRegressBracedNames(t *testing.T) {
+	for topo, rc := range clients(t) {
+		t.Run(topo, func(t *testing.T) {
+			for _, name := range []string{"}x", "{x", "x}", "{}", "a{b}c"} {
+				s := fenced.New(rc, name)
+				for method, call := range map[string]func() error{
+					"Write":  func() error { return s.Write(t.Context(), 1, "v") },
+					"Claim":  func() error { _, err := s.Claim(t.Context(), 1); return err },
+					"Read":   func() error { _, _, err := s.Read(t.Context()); return err },
+					"Audit":  func() error { _, _, err := s.Audit(t.Context()); return err },
+					"Delete": func() error { return s.Delete(t.Context()) },
+				} {
+					var err error
+					if assert.NotPanics(t, func() { err = call() }, "%s on %q", method, name) {
+						assert.ErrorIs(t, err, fenced.ErrInvalidName, "%s on %q", method, name)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRegressHugeLogLimit: write.lua passed -limit to LTRIM as a Lua
+// number, which Redis formats as a float from 1e17 up and LTRIM rejects
+// after HSET and RPUSH have run: Write stored the value but failed.
+func TestRegressHugeLogLimit(t *testing.T) {
+	rc := clients(t)["standalone"]
+	for _, limit := range []int{1e17, math.MaxInt} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			s := newStore(t, rc, fenced.WithLogLimit(limit))
+			for tok := int64(1); tok <= 3; tok++ {
+				require.NoError(t, s.Write(t.Context(), tok, "v"))
+			}
+			accepted, stale, err := s.Audit(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, 3, accepted, "a huge limit keeps every token")
+			assert.Zero(t, stale)
+		})
+	}
+}
+
+// TestRegressTokensAboveMaxToken: the scripts compare tokens as Lua numbers
+// (doubles), so above 2^53 a lower token could compare equal to the highest
+// and be accepted. Such tokens are refused before any I/O; MaxToken itself
+// is still exact.
+func TestRegressTokensAboveMaxToken(t *testing.T) {
+	for topo, rc := range clients(t) {
+		t.Run(topo, func(t *testing.T) {
+			s := newStore(t, rc)
+			ctx := t.Context()
+			const hi, lo = 1<<53 + 1, 1 << 53
+
+			hiErr := s.Write(ctx, hi, "hi")
+			_, claimErr := s.Claim(ctx, hi)
+			require.Error(t, s.Write(ctx, lo, "lo"), "token %d after %d", lo, hi)
+			assert.ErrorIs(t, hiErr, fenced.ErrInvalidToken)
+			assert.ErrorIs(t, claimErr, fenced.ErrInvalidToken)
+			_, tok, err := s.Read(ctx)
+			require.NoError(t, err)
+			assert.Zero(t, tok, "nothing reached Redis")
+
+			require.NoError(t, s.Write(ctx, fenced.MaxToken, "max"))
+			require.ErrorIs(t, s.Write(ctx, fenced.MaxToken-1, "late"), fenced.ErrStale)
+			_, err = s.Claim(ctx, fenced.MaxToken-1)
+			require.ErrorIs(t, err, fenced.ErrStale)
 		})
 	}
 }

@@ -3,9 +3,9 @@
 -- KEYS[1]  hash {token = highest accepted token, value = last accepted value,
 --          claim = highest token that claimed before reading (claim.lua)}
 -- KEYS[2]  audit log: a list of the last ARGV[3] accepted tokens, in order
--- ARGV[1]  the writer's fencing token (> 0)
+-- ARGV[1]  the writer's fencing token (1 to 2^53-1, so tonumber is exact)
 -- ARGV[2]  the value
--- ARGV[3]  how many tokens the log keeps; 0 keeps no log
+-- ARGV[3]  how many tokens the log keeps, a decimal integer; 0 keeps no log
 --
 -- Returns the highest token after the call: ARGV[1] when the write was
 -- accepted, a larger one when it was rejected as stale (a later holder has
@@ -21,6 +21,8 @@ redis.call('hset', KEYS[1], 'token', ARGV[1], 'value', ARGV[2])
 local limit = tonumber(ARGV[3])
 if limit > 0 then
   redis.call('rpush', KEYS[2], ARGV[1])
-  redis.call('ltrim', KEYS[2], -limit, -1)
+  -- The string, not -limit: Redis formats a Lua number from 1e17 up as a
+  -- float, which LTRIM rejects after HSET and RPUSH have run.
+  redis.call('ltrim', KEYS[2], '-' .. ARGV[3], -1)
 end
 return token
