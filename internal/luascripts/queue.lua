@@ -145,9 +145,10 @@ local function wake(Q, spec, room, weigh, stop, tell)
     end
     e = redis.call('zrange', Q.key, at, at + page - 1, 'WITHSCORES')
   end
-  if #windows > 0 then
-    -- After the walk: a new score moves its client, and ranks with it.
-    redis.call('zadd', Q.key, 'XX', unpack(windows))
+  -- After the walk: a new score moves its client, and ranks with it. In
+  -- slices of score-client pairs: unpack is bounded by Lua's C stack.
+  for i = 1, #windows, 1000 do
+    redis.call('zadd', Q.key, 'XX', unpack(windows, i, math.min(i + 999, #windows)))
   end
   return n, first
 end

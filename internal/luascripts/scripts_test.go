@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -350,36 +349,42 @@ func publish(t *testing.T, c rueidis.Client, sharded bool, channel, msg string) 
 	}
 }
 
-// subscribe listens on channel (SSUBSCRIBE when sharded) with a client of
-// its own and returns once the server has confirmed the subscription.
-// Messages arrive on the returned channel in order. When the test ends it
-// unsubscribes and waits for the confirmation, so no channel outlives it.
-func subscribe(t *testing.T, addrs []string, sharded bool, channel string) <-chan string {
+// subscribe listens on channels (SSUBSCRIBE when sharded; they must share
+// a slot) with a client of its own and returns once the server has
+// confirmed every subscription. Messages arrive on the returned channel in
+// order. When the test ends it unsubscribes and waits for the
+// confirmation, so no channel outlives it.
+func subscribe(t *testing.T, addrs []string, sharded bool, channels ...string) <-chan string {
 	t.Helper()
 	c := newClient(t, addrs...)
 	kind := "subscribe"
-	sub, unsub := c.B().Subscribe().Channel(channel).Build(), c.B().Unsubscribe().Channel(channel).Build()
+	sub, unsub := c.B().Subscribe().Channel(channels...).Build(), c.B().Unsubscribe().Channel(channels...).Build()
 	if sharded {
 		kind = "ssubscribe"
-		sub, unsub = c.B().Ssubscribe().Channel(channel).Build(), c.B().Sunsubscribe().Channel(channel).Build()
+		sub, unsub = c.B().Ssubscribe().Channel(channels...).Build(), c.B().Sunsubscribe().Channel(channels...).Build()
+	}
+	listened := make(map[string]bool, len(channels))
+	for _, ch := range channels {
+		listened[ch] = true
 	}
 	subscribed := make(chan struct{})
-	var once sync.Once
+	var confirmed atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
-		if s.Kind == kind && s.Channel == channel {
-			once.Do(func() { close(subscribed) })
+		if s.Kind == kind && listened[s.Channel] && confirmed.Add(1) == int64(len(channels)) {
+			close(subscribed)
 		}
 	})
-	msgs := make(chan string, 64)
+	msgs := make(chan string, 64+len(channels))
 	done := make(chan error, 1)
 	go func() {
 		done <- c.Receive(ctx, sub, func(m rueidis.PubSubMessage) {
-			if m.Channel == channel {
+			if listened[m.Channel] {
 				msgs <- m.Message
 			}
 		})
 	}()
+	what := fmt.Sprintf("%s (%d channels)", channels[0], len(channels))
 	// Registered after newClient's Close, so it runs before it.
 	t.Cleanup(func() {
 		defer cancel()
@@ -387,17 +392,17 @@ func subscribe(t *testing.T, addrs []string, sharded bool, channel string) <-cha
 		assert.NoError(t, c.Do(context.Background(), unsub).Error())
 		select {
 		case err := <-done:
-			assert.NoError(t, err, "Receive on %s", channel)
+			assert.NoError(t, err, "Receive on %s", what)
 		case <-time.After(waitFor):
-			t.Errorf("unsubscribe from %s not confirmed within %v", channel, waitFor)
+			t.Errorf("unsubscribe from %s not confirmed within %v", what, waitFor)
 		}
 	})
 	select {
 	case <-subscribed:
 	case err := <-done:
-		t.Fatalf("Receive on %s ended before the subscription was confirmed: %v", channel, err)
+		t.Fatalf("Receive on %s ended before the subscription was confirmed: %v", what, err)
 	case <-time.After(waitFor):
-		t.Fatalf("%s %s not confirmed within %v", kind, channel, waitFor)
+		t.Fatalf("%s %s not confirmed within %v", kind, what, waitFor)
 	}
 	return msgs
 }

@@ -306,3 +306,36 @@ func TestSemSmallerWant(t *testing.T) {
 	c.quiet(t)
 	f.gone()
 }
+
+// TestSemWakeThousands: a release that admits thousands of queued clients
+// gives each its window. wake wrote the windows with one ZADD XX over all
+// of them, and Lua's unpack fails past about 8,000 values: the script
+// stopped after the release and the messages, with no window written, and
+// the caller got an error for a release that happened.
+func TestSemWakeThousands(t *testing.T) {
+	const n = 4200 // 8,400 values for one ZADD
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			c, addrs := standaloneClient(t), []string{standaloneAddr}
+			if m.sharded {
+				c, addrs = clusterClient(t), clusterAddrs
+			}
+			f := newSem(t, c, addrs, m.sharded, n)
+			f.wake.Window = time.Minute
+			require.True(t, f.acquire("H", "h", n, false).Acquired)
+			inboxes := make([]string, n)
+			for i := range inboxes {
+				client := fmt.Sprintf("w%d", i)
+				inboxes[i] = f.k.Inbox(client)
+				require.True(t, refused(f.acquire("x", client, 1, true)))
+			}
+			subscribe(t, addrs, m.sharded, inboxes...)
+			out, err := luascripts.RunSemRelease(t.Context(), c, f.k, luascripts.ReleaseArgs{Owner: "H", Wake: f.wake}, f.size)
+			require.NoError(t, err)
+			assert.EqualValues(t, n, out.Woken)
+			woken, err := c.Do(t.Context(), c.B().Zcount().Key(f.k.Queue).Min("-inf").Max("(0").Build()).AsInt64()
+			require.NoError(t, err)
+			assert.EqualValues(t, n, woken, "clients with a window")
+		})
+	}
+}
