@@ -472,3 +472,103 @@ func TestRegressExpiredHoldReleased(t *testing.T) {
 		require.ErrorIs(t, m.Unlock(lctx), rlock.ErrNotHeld)
 	})
 }
+
+// heldQueuedTries holds the Mutex acquire calls of queued waiters (the
+// script's waiter flag set), while on, until gate closes.
+type heldQueuedTries struct {
+	rueidis.Client
+	sha  string
+	on   *atomic.Bool
+	n    *atomic.Int64 // calls held
+	gate chan struct{}
+}
+
+func (c heldQueuedTries) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	// EVALSHA sha 3 lock fence queue owner lease entry waiter ...
+	if args := cmd.Commands(); c.on.Load() && len(args) > 9 && args[0] == "EVALSHA" && args[1] == c.sha && args[9] == "1" {
+		c.n.Add(1)
+		select {
+		case <-c.gate:
+		case <-ctx.Done():
+		}
+	}
+	return c.Client.Do(ctx, cmd)
+}
+
+// TestRegressSpinBesidePubSub: a spin variant in the same client as a
+// queued waiter of the same lock is a contender like any other: it counts
+// that waiter as ahead of it. Its tries went as the client's own queue
+// entry, so a SpinMutex took the lock kept for its client's woken Mutex
+// waiter (whose next try was then refused, and which no release would tell
+// again), and a SpinSemaphore's grant deleted the queued Semaphore waiter's
+// entry and want.
+func TestRegressSpinBesidePubSub(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		t.Run("mutex", func(t *testing.T) {
+			var on atomic.Bool
+			held := new(atomic.Int64)
+			gate := make(chan struct{})
+			c, err := rlock.NewClient(heldQueuedTries{Client: redisClient(t, tp), sha: shaOf(luascripts.Acquire), on: &on, n: held, gate: gate}, rlock.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, c.Close()) })
+			name := lockName(t)
+			other := lockClient(t, tp, rlock.Options{}).Mutex(name)
+			hctx := mustLock(t, ctx, other)
+			got := make(chan error, 1)
+			go func() {
+				lctx, err := c.Mutex(name).Lock(ctx)
+				if err == nil {
+					err = c.Mutex(name).Unlock(lctx)
+				}
+				got <- err
+			}()
+			awaitCond(t, 10*time.Second, "the Mutex waiter to queue", func() bool {
+				info, err := c.Inspect(ctx, name)
+				require.NoError(t, err)
+				return len(info.Waiters) > 0
+			})
+			on.Store(true) // its next try, once woken, waits at the gate
+			require.NoError(t, other.Unlock(hctx))
+			awaitCond(t, 10*time.Second, "the woken waiter's try", func() bool { return held.Load() > 0 })
+			sctx, ok, err := c.SpinMutex(name).TryLock(ctx)
+			require.NoError(t, err)
+			if ok {
+				require.NoError(t, c.SpinMutex(name).Unlock(sctx))
+			}
+			require.False(t, ok, "the spin try took the lock kept for the woken waiter")
+			close(gate)
+			require.NoError(t, <-got)
+		})
+		t.Run("semaphore", func(t *testing.T) {
+			c := lockClient(t, tp, rlock.Options{})
+			name := lockName(t)
+			other := lockClient(t, tp, rlock.Options{}).Semaphore(name, 2)
+			hctx, err := other.Acquire(ctx, 1)
+			require.NoError(t, err)
+			wctx, cancel := context.WithCancel(ctx)
+			got := make(chan error, 1)
+			go func() {
+				_, err := c.Semaphore(name, 2).Acquire(wctx, 2)
+				got <- err
+			}()
+			awaitCond(t, 10*time.Second, "the Semaphore waiter to queue", func() bool {
+				info, err := c.InspectSemaphore(ctx, name)
+				require.NoError(t, err)
+				return len(info.Waiters) > 0
+			})
+			sctx, ok, err := c.SpinSemaphore(name, 2).TryAcquire(ctx, 1)
+			require.NoError(t, err)
+			if ok {
+				require.NoError(t, c.SpinSemaphore(name, 2).Release(sctx))
+			}
+			require.False(t, ok, "the spin try took a permit the queued waiter is owed first")
+			info, err := c.InspectSemaphore(ctx, name)
+			require.NoError(t, err)
+			require.Len(t, info.Waiters, 1, "the queued waiter's entry")
+			cancel()
+			require.ErrorIs(t, <-got, context.Canceled)
+			require.NoError(t, other.Release(hctx))
+		})
+	})
+}

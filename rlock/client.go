@@ -23,13 +23,17 @@ type Client struct {
 	rc    rueidis.Client
 	opts  Options
 	id    string
-	about string    // the JSON ClientInfo that each grant records
-	entry string    // how it stands in wait queues (luascripts.QueueEntry)
-	obs   *observer // metrics and traces; nil when off
-	wake  luascripts.Wake
-	hub   *notify.Hub
-	wd    *watchdog.Watchdog
-	seq   atomic.Uint64 // owner ids
+	about string // the JSON ClientInfo that each grant records
+	entry string // how it stands in wait queues (luascripts.QueueEntry)
+	// spinEntry is its spin variants' entry: never queued, and not entry, so
+	// that a spin try counts the client's own queued waiters as ahead of it
+	// (and cannot use, or end, their place) as it would another client's.
+	spinEntry string
+	obs       *observer // metrics and traces; nil when off
+	wake      luascripts.Wake
+	hub       *notify.Hub
+	wd        *watchdog.Watchdog
+	seq       atomic.Uint64 // owner ids
 
 	closing context.Context // ends (cause ErrClosed) at Close: waits and contenders' calls watch it
 	close   context.CancelCauseFunc
@@ -81,19 +85,20 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 	closing, cancel := context.WithCancelCause(context.Background())
 	about := describeClient(id.String(), opts.ClientName)
 	return &Client{
-		rc:      rc,
-		opts:    opts,
-		id:      id.String(),
-		about:   about,
-		entry:   luascripts.QueueEntry(id.String(), about),
-		obs:     obs,
-		wake:    luascripts.Wake{Sharded: mode == notify.Sharded, Window: opts.HandoffWindow},
-		hub:     notify.NewHub(rc, notify.Options{Mode: mode, Logger: opts.Logger, Meter: obs.subMeter()}),
-		wd:      wd,
-		closing: closing,
-		close:   cancel,
-		turns:   make(map[string]*turn),
-		holds:   make(map[*hold]struct{}),
+		rc:        rc,
+		opts:      opts,
+		id:        id.String(),
+		about:     about,
+		entry:     luascripts.QueueEntry(id.String(), about),
+		spinEntry: luascripts.QueueEntry(id.String()+":spin", about),
+		obs:       obs,
+		wake:      luascripts.Wake{Sharded: mode == notify.Sharded, Window: opts.HandoffWindow},
+		hub:       notify.NewHub(rc, notify.Options{Mode: mode, Logger: opts.Logger, Meter: obs.subMeter()}),
+		wd:        wd,
+		closing:   closing,
+		close:     cancel,
+		turns:     make(map[string]*turn),
+		holds:     make(map[*hold]struct{}),
 	}, nil
 }
 

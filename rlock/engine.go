@@ -182,7 +182,11 @@ func (sd *side) attempt(ctx context.Context, lo lockOptions, queued bool) (try, 
 	// another connection than the undo or leave sent next: await its reply.
 	actx, stop := uncut(ctx, c.opts.ReleaseTimeout)
 	var err error
-	t.reply, err = sd.acquire(actx, luascripts.AcquireArgs{Owner: t.owner, Lease: c.lease(lo), Client: c.entry, Waiter: queued, Sync: c.opts.sync(), About: c.about, Wake: c.wake})
+	entry := c.entry
+	if sd.spin {
+		entry = c.spinEntry
+	}
+	t.reply, err = sd.acquire(actx, luascripts.AcquireArgs{Owner: t.owner, Lease: c.lease(lo), Client: entry, Waiter: queued, Sync: c.opts.sync(), About: c.about, Wake: c.wake})
 	stop()
 	if hook := c.opts.OnAttempt; hook != nil {
 		hook(sd.name, t.Acquired && err == nil)

@@ -42,7 +42,7 @@ if pttl ~= -2 then
 end
 redis.call('hset', h, owner, n, '#size', size)
 lease_start(holders, owner, now, lease, record_of(owner, 0, ARGV[9]))
-if mine then
+if queued and mine then
   dequeue(Q, client)
   if prev and prev > n then
     -- Its entry wanted more than it took: those behind it may fit now.
