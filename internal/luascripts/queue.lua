@@ -76,17 +76,17 @@ end
 -- its window counts, untold; one past it is told and dropped; any other is
 -- told (dropped if nobody listens) and given a window. With tell, the first
 -- that does not fit is told too, windowless, as a probe. It returns how
--- many it admitted and the first end of their windows (server ms; nil:
--- none).
+-- many it admitted, the first end of their windows (server ms; nil: none)
+-- and how many messages reached a client (what a release reports).
 local function wake(Q, spec, room, weigh, stop, tell)
   -- The first page before the set-up: a release that nobody waits for
   -- (the uncontended path) stops here.
   local e = redis.call('zrange', Q.key, 0, 0, 'WITHSCORES')
   if #e == 0 then
-    return 0, nil
+    return 0, nil, 0
   end
   local publish, window = publisher(spec), tonumber(string.sub(spec, 2))
-  local used, n, first, windows = 0, 0, nil, {}
+  local used, n, first, windows, told = 0, 0, nil, {}, 0
   -- visit: false ends the walk; gone, the client was dropped.
   local function visit(c, s)
     if c == stop then
@@ -95,7 +95,9 @@ local function wake(Q, spec, room, weigh, stop, tell)
     if s < 0 and -s < server_ms() then
       -- Its window passed: it loses its place, told, lest a client refused
       -- in its window sleep out a holder's lease untold.
-      redis.call(publish, Q.ch .. id_of(c), 'unlock')
+      if redis.call(publish, Q.ch .. id_of(c), 'unlock') > 0 then
+        told = told + 1
+      end
       dequeue(Q, c)
       return true, true
     end
@@ -115,6 +117,7 @@ local function wake(Q, spec, room, weigh, stop, tell)
       dequeue(Q, c)
       return true, true
     end
+    told = told + 1
     if not fits then
       return false
     end
@@ -150,7 +153,7 @@ local function wake(Q, spec, room, weigh, stop, tell)
   for i = 1, #windows, 1000 do
     redis.call('zadd', Q.key, 'XX', unpack(windows, i, math.min(i + 999, #windows)))
   end
-  return n, first
+  return n, first, told
 end
 
 -- one is the weight of a client that takes the whole lock.

@@ -9,8 +9,9 @@
 --          hold as a new grant, or "" or absent for none
 -- ARGV[6]  the heir's lease in ms    ARGV[7]  the heir's about (record.lua)
 -- ARGV[8]  "1" if the lock's TTL may exceed the heir's lease (record.lua)
--- Returns {n, 0}, n >= 1 holds left; {0, w} freed, w 1 when a client was
--- woken or in its window, else (and for a retry) 0; {-1, 0} not held with
+-- Returns {n, 0}, n >= 1 holds left; {0, w} freed, w 1 when a message woke
+-- a client (one in its window is not told again), else (and for a retry)
+-- 0; {-1, 0} not held with
 -- that count (nothing changed); {-3, token} handed to the heir.
 local Q = {key = KEYS[4], ch = KEYS[2] .. ':'}
 local reply, shorter = release_lock(KEYS[1], KEYS[3], ARGV[1], tonumber(ARGV[2]), ARGV[4] == '1', ARGV[5] or '', ARGV[6], ARGV[7], ARGV[8] == '1')
@@ -22,5 +23,5 @@ end
 if reply then
   return reply
 end
-local woken = wake(Q, ARGV[3], 1, one)
+local _, _, woken = wake(Q, ARGV[3], 1, one)
 return {0, woken}

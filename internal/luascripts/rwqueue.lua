@@ -34,27 +34,32 @@ local function live_readers()
 end
 
 -- first_writer is the score of the first queued writer that may still
--- come (a woken one past its window is dropped, told with spec), or nil.
+-- come (a woken one past its window is dropped, told with spec), or nil,
+-- and how many were told so.
 local function first_writer(spec)
   local before
-  wake(W, spec, 0, function(_, s) before = s end)
-  return before
+  local _, _, told = wake(W, spec, 0, function(_, s) before = s end)
+  return before, told
 end
 
 -- rw_wake wakes whom a free write side admits, nreaders being the read
 -- holds, up to the caller's entry in its own queue (rstop in R, wstop in W):
 -- a client has one entry string in both queues, and its entry in the other
 -- queue is another waiter of its. before is first_writer's, if the caller
--- has it. It returns wake's count and first end.
+-- has it. It returns wake's count, first end and messages.
 local function rw_wake(spec, nreaders, rstop, wstop, before)
-  before = before or first_writer(spec)
-  local n, first = wake(R, spec, math.huge, function(_, s)
+  local told = 0
+  if not before then
+    before, told = first_writer(spec)
+  end
+  local n, first, t = wake(R, spec, math.huge, function(_, s)
     if before == nil or s < before then
       return 0
     end
   end, rstop)
   if n > 0 or nreaders > 0 then
-    return n, first
+    return n, first, told + t
   end
-  return wake(W, spec, 1, one, wstop)
+  local m, ends, u = wake(W, spec, 1, one, wstop)
+  return m, ends, told + t + u
 end

@@ -5,8 +5,9 @@
 -- ARGV[3]  "r" read hold, "w" write hold     ARGV[5]  wake spec (queue.lua)
 -- ARGV[4]  the owner's hold count before this release (exact)
 -- ARGV[6]  "1" if an earlier call with these arguments may have run
--- Returns {left, woken}: the holds left and, at 0, the clients told; {-1,
--- 0} when not held with that count or the read lease ran out (no change).
+-- Returns {left, woken}: the holds left and, at 0, the messages that reached
+-- a client; {-1, 0} when not held with that count or the read lease ran out
+-- (no change).
 local owner, side, n, retry = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[6] == '1'
 local left, earlier
 if side == 'w' then
@@ -33,7 +34,7 @@ if left ~= 0 or n ~= 1 or earlier or redis.call('exists', w) == 1 then
 end
 local nreaders = redis.call('hlen', readers.counts)
 if side == 'w' or nreaders == 0 then
-  local woken = rw_wake(ARGV[5], nreaders)
+  local _, _, woken = rw_wake(ARGV[5], nreaders)
   return {0, woken}
 end
 return {0, 0}

@@ -339,3 +339,34 @@ func TestSemWakeThousands(t *testing.T) {
 		})
 	}
 }
+
+// TestSemWokenCountsMessages: a release reports the messages that reached
+// a client, which the wake-up metric counts. A client still in the window
+// an earlier release gave it is not told again, but wake counted it as
+// woken, so a second release in that window reported (and the metric
+// counted) a message never sent.
+func TestSemWokenCountsMessages(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			c, addrs := standaloneClient(t), []string{standaloneAddr}
+			if m.sharded {
+				c, addrs = clusterClient(t), clusterAddrs
+			}
+			f := newSem(t, c, addrs, m.sharded, 2)
+			f.wake.Window = time.Minute
+			require.True(t, f.acquire("H1", "h", 1, false).Acquired)
+			require.True(t, f.acquire("H2", "h", 1, false).Acquired)
+			w := f.listen("w")
+			require.True(t, refused(f.acquire("x", "w", 1, true)))
+			release := func(owner string) int64 {
+				out, err := luascripts.RunSemRelease(t.Context(), c, f.k, luascripts.ReleaseArgs{Owner: owner, Wake: f.wake}, f.size)
+				require.NoError(t, err)
+				return out.Woken
+			}
+			assert.EqualValues(t, 1, release("H1"), "w told")
+			w.woken(t)
+			assert.EqualValues(t, 0, release("H2"), "w, in its window, is not told again")
+			w.quiet(t)
+		})
+	}
+}

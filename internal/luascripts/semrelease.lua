@@ -5,7 +5,8 @@
 -- ARGV[3]  the caller's size    ARGV[4]  wake spec (queue.lua)
 -- ARGV[5]  "1" if an earlier call with these arguments may have run
 -- Returns {status, woken}: 0 released (or a retry finding the owner gone),
--- -1 held nothing (its lease ran out; leftovers cleared); the clients told.
+-- -1 held nothing (its lease ran out; leftovers cleared); the messages
+-- that reached a client.
 local owner, spec, retry = ARGV[2], ARGV[4], ARGV[5] == '1'
 local now = server_ms()
 local live, has_field = lease_live(holders, owner, now), redis.call('hexists', h, owner) == 1
@@ -18,6 +19,7 @@ redis.call('hdel', h, owner)
 local free = sem_free(ARGV[3], now)
 local woken = 0
 if free > 0 then
-  woken = sem_wake(spec, free)
+  local _, _, told = sem_wake(spec, free)
+  woken = told
 end
 return {result, woken}
