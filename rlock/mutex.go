@@ -62,8 +62,10 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...LockOption) (context.Contex
 	return m.c.tryLockCall(ctx, m.err, opts, m.sd.lock)
 }
 
-// Unlock releases the innermost level of the hold that ctx carries; the
-// lock is released, and the next waiter woken, at the last level. It
+// Unlock ends the level of the hold that ctx carries: the one the Lock
+// that returned ctx (or the context ctx derives from) took, whatever other
+// levels goroutines sharing the hold took since; the lock is released, and
+// the next waiter woken, at the last level. It
 // returns ErrNotHeld, changing nothing, when ctx carries no hold of this
 // lock, that level was unlocked already, or the hold was lost.
 //
