@@ -334,3 +334,47 @@ func (f rwFixture) writeOnce(owner, client string) {
 	assert.Zero(f.t, left)
 	f.gone()
 }
+
+// TestRegressRWDeadWriterFirst: a writer first in the queue whose client no
+// longer listens is dropped by the walk that tells it. Before the fix, that
+// walk went on to the next writer, which then overtook a reader queued
+// before it; and a reader queued behind only the dead writer was refused
+// with no bound on its wait (nobody left to wake it: a stall of a second).
+func TestRegressRWDeadWriterFirst(t *testing.T) {
+	t.Run("release", func(t *testing.T) {
+		f := newRW(t, standaloneClient(t))
+		f.wake = minuteWindows
+		require.True(t, f.write("X", "cx", false).Acquired)
+		require.False(t, f.write("DW", "cd", true).Acquired) // cd never listens
+		ar, bw := f.listen("ca", false), f.listen("cb", true)
+		require.False(t, f.read("AR", "ca", true).Acquired)
+		require.False(t, f.write("BW", "cb", true).Acquired)
+		_, woken := f.unlock("X", true, 1, false)
+		assert.Equal(t, int64(1), woken)
+		ar.woken(t)
+		bw.quiet(t)
+		assert.Equal(t, []string{"cb"}, zmembers(t, f.c, f.k.QueueW), "the dead writer was dropped, the live one kept")
+		require.True(t, f.read("AR", "ca", true).Acquired, "the reader queued before the live writer")
+		_, woken = f.unlock("AR", false, 1, false)
+		assert.Equal(t, int64(1), woken)
+		bw.woken(t)
+		f.writeOnce("BW", "cb")
+	})
+	t.Run("reader", func(t *testing.T) {
+		f := newRW(t, standaloneClient(t))
+		f.wake = minuteWindows
+		require.True(t, f.write("X", "cx", false).Acquired)
+		require.False(t, f.write("DW", "cd", true).Acquired)
+		ar := f.listen("ca", false)
+		require.False(t, f.read("AR", "ca", true).Acquired)
+		// The writer's lease runs out: nobody releases, nobody is told.
+		do(t, f.c, f.c.B().Del().Key(f.k.Write).Build())
+		r := f.read("AR", "ca", true)
+		require.True(t, r.Acquired, "refused for %v behind a dead writer", r.PTTL)
+		ar.quiet(t)
+		assert.Empty(t, zmembers(t, f.c, f.k.QueueW))
+		left, _ := f.unlock("AR", false, 1, false)
+		assert.Zero(t, left)
+		f.gone()
+	})
+}

@@ -46,20 +46,44 @@ end
 -- holds, up to the caller's entry in its own queue (rstop in R, wstop in W):
 -- a client has one entry string in both queues, and its entry in the other
 -- queue is another waiter of its. before is first_writer's, if the caller
--- has it. It returns wake's count, first end and messages.
+-- has it. It returns wake's count, first end and messages, and the first
+-- queued writer's score when it admitted nobody (nil: none).
 local function rw_wake(spec, nreaders, rstop, wstop, before)
   local told = 0
-  if not before then
-    before, told = first_writer(spec)
-  end
-  local n, first, t = wake(R, spec, math.huge, function(_, s)
-    if before == nil or s < before then
-      return 0
+  while true do
+    if not before then
+      local t
+      before, t = first_writer(spec)
+      told = told + t
     end
-  end, rstop)
-  if n > 0 or nreaders > 0 then
-    return n, first, told + t
+    -- rfirst is the first reader left queued: writers after it wait for it.
+    local rfirst
+    local n, first, t = wake(R, spec, math.huge, function(_, s)
+      if before == nil or s < before then
+        return 0
+      end
+      rfirst = s
+    end, rstop)
+    told = told + t
+    if n > 0 or nreaders > 0 then
+      return n, first, told, before
+    end
+    if not rfirst and rstop then
+      rfirst = tonumber(redis.call('zscore', R.key, rstop))
+    end
+    local tried = 0
+    local m, ends, u = wake(W, spec, 1, function(_, s)
+      if rfirst == nil or s <= rfirst then
+        tried = tried + 1
+        return 1
+      end
+    end, wstop)
+    told = told + u
+    if m > 0 or tried == 0 then
+      return m, ends, told, before
+    end
+    -- The writers before rfirst were dropped (none listened): the readers'
+    -- turn may have come, which the first walk refused them.
+    before = nil
   end
-  local m, ends, u = wake(W, spec, 1, one, wstop)
-  return m, ends, told + t + u
 end
