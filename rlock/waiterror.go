@@ -34,8 +34,8 @@ func (sd *side) waitError(start time.Time, err error) error {
 	we.Position = int(r.Place)
 	if rec := r.Holder; rec.Owner != "" {
 		h := &Holder{Owner: rec.Owner, Token: rec.Token, Since: rec.Since, LeaseLeft: -1}
-		if r.PTTL >= 0 {
-			h.LeaseLeft = max(r.PTTL-time.Since(r.at), 0)
+		if r.HolderPTTL >= 0 { // not PTTL, the wait, which a woken client's window may cut short
+			h.LeaseLeft = max(r.HolderPTTL-time.Since(r.at), 0)
 		}
 		_ = json.Unmarshal([]byte(rec.About), &h.Client) // best effort, as Inspect's
 		we.Holder = h

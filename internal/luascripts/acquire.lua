@@ -47,4 +47,4 @@ if free then
   return refused(waiter, Q, client, wait)
 end
 -- Held: with no queue yet, enqueue needs no ZRANK or PTTL of it.
-return refused(waiter, Q, client, pttl, redis.call('hget', lock, '#rec'), not queued)
+return refused(waiter, Q, client, pttl, redis.call('hget', lock, '#rec'), pttl, not queued)

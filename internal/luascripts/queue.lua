@@ -36,17 +36,19 @@ local function enqueue(Q, client, wait, fresh)
   return rank, wait
 end
 
--- refused is every acquire's refusal {0, wait, place, record}: wait (ms)
--- the state may last without a message (-1: no bound); place in Q (1: next;
--- 0: not queued); record the holder's or '', to name who blocked a waiter.
-local function refused(queued, Q, client, wait, record, fresh)
+-- refused is every acquire's refusal {0, wait, place, record, left}: wait
+-- (ms) the state may last without a message (-1: no bound); place in Q (1:
+-- next; 0: not queued); record the holder's or '', to name who blocked a
+-- waiter, and left that hold's lease left (ms, -1: no expiry): not always
+-- the wait, which a woken client's window may end first.
+local function refused(queued, Q, client, wait, record, left, fresh)
   local place = 0
   if queued then
     local rank
     rank, wait = enqueue(Q, client, wait, fresh)
     place = rank + 1
   end
-  return {0, wait, place, record or ''}
+  return {0, wait, place, record or '', left or -1}
 end
 
 -- dequeue takes client off Q: 1 when it was queued, else 0. A Semaphore's

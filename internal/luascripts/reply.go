@@ -29,12 +29,15 @@ type AcquireReply struct {
 	// Holder is the record of the hold that refused the caller; zero when
 	// there is none (earlier queued clients were woken) or it is damaged.
 	Holder Record
-	Size   int64 // a Semaphore in use with this size, not the caller's (nothing done); else 0
+	// HolderPTTL is Holder's lease left (< 0: no expiry), with a Holder: it
+	// exceeds PTTL when a woken client's window ends first.
+	HolderPTTL time.Duration
+	Size       int64 // a Semaphore in use with this size, not the caller's (nothing done); else 0
 }
 
 // ParseAcquire decodes an acquire reply's integers: {1, token} (granted),
-// {0, pttl, place} (refused; the holder's record that follows them is
-// DecodeAcquire's) and {-1, size} (a Semaphore's size mismatch).
+// {0, pttl, place} (refused; the holder's record and lease left that follow
+// them are DecodeAcquire's) and {-1, size} (a Semaphore's size mismatch).
 func ParseAcquire(v []int64) (AcquireReply, error) {
 	switch {
 	case len(v) == 2 && v[0] == 1 && v[1] >= 0:
@@ -49,13 +52,21 @@ func ParseAcquire(v []int64) (AcquireReply, error) {
 }
 
 // DecodeAcquire decodes an acquire reply: its integers, and a refusal's
-// holder record after them.
+// holder record and that holder's lease left after them (queue.lua's
+// refused; Redisson's refusal has the record alone, always "").
 func DecodeAcquire(res rueidis.RedisResult) (AcquireReply, error) {
 	msgs, err := res.ToArray()
 	if err != nil {
 		return AcquireReply{}, err
 	}
 	var record string
+	var left int64 = -1
+	if len(msgs) == 5 {
+		if left, err = msgs[4].AsInt64(); err != nil || left < -1 {
+			return AcquireReply{}, unexpected("acquire", msgs[4])
+		}
+		msgs = msgs[:4]
+	}
 	if len(msgs) == 4 {
 		if record, err = msgs[3].ToString(); err != nil {
 			return AcquireReply{}, unexpected("acquire", err)
@@ -69,9 +80,10 @@ func DecodeAcquire(res rueidis.RedisResult) (AcquireReply, error) {
 		}
 	}
 	r, err := ParseAcquire(v)
-	if err == nil && !r.Acquired {
+	if err == nil && !r.Acquired && record != "" {
 		// A damaged record costs the waiter its description, not the try.
 		r.Holder, _ = parseRecord(record)
+		r.HolderPTTL = pttl(left)
 	}
 	return r, err
 }

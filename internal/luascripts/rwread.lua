@@ -23,7 +23,7 @@ if writer == '' or redis.call('hexists', w, writer) == 0 then
   end
 end
 if pttl ~= -2 then
-  return refused(queued, R, client, pttl, holder)
+  return refused(queued, R, client, pttl, holder, pttl)
 end
 redis.call('hincrby', readers.counts, owner, 1)
 lease_start(readers, owner, server_ms(), lease, record_of(owner, 0, ARGV[8]))

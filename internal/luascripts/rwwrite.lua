@@ -31,7 +31,7 @@ if pttl == -2 then
   end
 end
 if pttl ~= -2 then
-  return refused(queued, W, client, pttl, holder)
+  return refused(queued, W, client, pttl, holder, pttl)
 end
 local token = grant(w, KEYS[7], owner, lease, ARGV[7])
 if queued then

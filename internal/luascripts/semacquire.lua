@@ -21,19 +21,22 @@ if recorded and recorded ~= size then
 end
 local prev = tonumber(redis.call('hget', qn, client))
 local ahead, mine = sem_ahead(client)
-local pttl, holder = -2, nil
+-- left is the named holder's lease left; the wait (pttl) may be shorter,
+-- a woken client's window.
+local pttl, left, holder = -2, -1, nil
 if held + n > size then
-  pttl, holder = first_end(holders, now)
+  left, holder = first_end(holders, now)
+  pttl = left
 elseif held + n + ahead > size then
   local _, first = sem_wake(spec, size - held, client)
   ahead, mine = sem_ahead(client)
   if held + n + ahead > size then
-    pttl, holder = first_end(holders, now)
-    pttl = wait_for(first, pttl)
+    left, holder = first_end(holders, now)
+    pttl = wait_for(first, left)
   end
 end
 if pttl ~= -2 then
-  local reply = refused(queued, Q, client, pttl, holder)
+  local reply = refused(queued, Q, client, pttl, holder, left)
   if queued then
     redis.call('hset', qn, client, n, '#size', size)
     redis.call('pexpire', qn, redis.call('pttl', Q.key))
