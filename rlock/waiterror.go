@@ -17,8 +17,11 @@ type WaitError struct {
 	// Holder is the holder at the last refused try; nil when unknown (no
 	// try was refused, or the free lock was kept for clients woken earlier).
 	Holder *Holder
-	// Position is this Client's place in the wait queue then, 1 = next; 0
-	// when unknown or not queued.
+	// Position is this Client's place in line then: 1 + the clients queued
+	// before it that it waits for, so 1 = next; 0 when unknown or not
+	// queued. An RWMutex writer waits for the readers and writers queued
+	// before it, a reader for the writers alone (the readers before it are
+	// admitted with it).
 	Position int
 	Err      error // the context's error, with what else ended the wait
 }

@@ -38,9 +38,10 @@ end
 
 -- refused is every acquire's refusal {0, wait, place, record, left}: wait
 -- (ms) the state may last without a message (-1: no bound); place in Q (1:
--- next; 0: not queued); record the holder's or '', to name who blocked a
--- waiter, and left that hold's lease left (ms, -1: no expiry): not always
--- the wait, which a woken client's window may end first.
+-- next; 0: not queued; the RWMutex's scripts count both queues instead);
+-- record the holder's or '', to name who blocked a waiter, and left that
+-- hold's lease left (ms, -1: no expiry): not always the wait, which a woken
+-- client's window may end first.
 local function refused(queued, Q, client, wait, record, left, fresh)
   local place = 0
   if queued then

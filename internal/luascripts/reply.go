@@ -24,8 +24,11 @@ type AcquireReply struct {
 	Token    int64 // the grant's fencing token; 0 for a side without
 	// PTTL, refused: how long to wait without a message (a hold's lease, or
 	// the wake window of a client queued before the caller); < 0 for no bound.
-	PTTL  time.Duration
-	Place int64 // a queued caller's place in the wait queue, 1 next; 0: not queued
+	PTTL time.Duration
+	// Place is a queued caller's place in line, 1 next (1 + the clients
+	// queued before it that it waits for: an RWMutex reader's counts
+	// writers alone); 0: not queued.
+	Place int64
 	// Holder is the record of the hold that refused the caller; zero when
 	// there is none (earlier queued clients were woken) or it is damaged.
 	Holder Record

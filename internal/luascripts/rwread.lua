@@ -6,7 +6,8 @@
 -- ARGV[6]  the write owner the caller holds, or "": a writer may always read
 -- ARGV[7]  wake spec (queue.lua)    ARGV[8]  about (record.lua)
 -- Returns {1, 0} (readers get no token), else queue.lua's refusal with the
--- writer's record; refused only for a queued writer, it wakes (rw_wake).
+-- writer's record and, as place, 1 + the writers queued before the caller;
+-- refused only for a queued writer, it wakes (rw_wake).
 local owner, lease, client, queued, writer = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1', ARGV[6]
 local pttl, holder = -2, nil
 if writer == '' or redis.call('hexists', w, writer) == 0 then
@@ -23,7 +24,14 @@ if writer == '' or redis.call('hexists', w, writer) == 0 then
   end
 end
 if pttl ~= -2 then
-  return refused(queued, R, client, pttl, holder, pttl)
+  local reply = refused(queued, R, client, pttl, holder, pttl)
+  if queued then
+    -- It waits for the writers queued before it; the readers before it
+    -- are admitted with it.
+    local mine = redis.call('zscore', R.key, client)
+    reply[3] = redis.call('zcount', W.key, '-inf', '(' .. mine) + 1
+  end
+  return reply
 end
 redis.call('hincrby', readers.counts, owner, 1)
 lease_start(readers, owner, server_ms(), lease, record_of(owner, 0, ARGV[8]))

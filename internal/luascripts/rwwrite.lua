@@ -6,7 +6,8 @@
 -- ARGV[5]  "1" to queue the client if refused (and dequeue it if granted)
 -- ARGV[6]  wake spec (queue.lua)    ARGV[7]  about (record.lua)
 -- Returns {1, token}, else queue.lua's refusal with the writer's record or
--- the first reader's to end; refused only for queued clients, it wakes.
+-- the first reader's to end and, as place, 1 + the clients (readers and
+-- writers) queued before the caller; refused only for queued clients, it wakes.
 local owner, lease, client, queued = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1'
 
 -- ahead counts the clients queued before the caller (all, when it is not).
@@ -31,7 +32,11 @@ if pttl == -2 then
   end
 end
 if pttl ~= -2 then
-  return refused(queued, W, client, pttl, holder, pttl)
+  local reply = refused(queued, W, client, pttl, holder, pttl)
+  if queued then
+    reply[3] = ahead() + 1 -- it waits for the readers queued before it too
+  end
+  return reply
 end
 local token = grant(w, KEYS[7], owner, lease, ARGV[7])
 if queued then
