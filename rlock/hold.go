@@ -52,6 +52,10 @@ type hold struct {
 	expiry       *time.Timer
 	deadline     atomic.Pointer[time.Time]
 	expiredCause atomic.Pointer[leaseEndError]
+	// extendUnseen: an Extend may have set a lease in Redis that the local
+	// deadline does not count (its reply came late, or never), so the
+	// hold's end at that deadline also releases it (expire).
+	extendUnseen atomic.Bool
 }
 
 // level is one Lock's share of a hold.
@@ -110,7 +114,7 @@ func (c *Client) newHold(parent context.Context, sd *side, tn *turn, t try, lo l
 func (h *hold) keep(sent time.Time) {
 	c := h.sd.c
 	if h.lease {
-		timer := time.AfterFunc(time.Until(h.localDeadline()), func() { h.lose(-1, h.expiredCause.Load()) })
+		timer := time.AfterFunc(time.Until(h.localDeadline()), h.expire)
 		c.mu.Lock()
 		h.expiry = timer
 		c.mu.Unlock()
@@ -230,7 +234,7 @@ func (h *hold) addLevel(parent context.Context) (context.Context, error) {
 		lv.cancel(ErrClosed) // as Close ended the others; Unlock still releases it
 	case h.lease && !time.Now().Before(h.localDeadline()):
 		// Born past its deadline (a late reply), as a context would be.
-		h.lose(-1, h.expiredCause.Load())
+		h.expire()
 	}
 	return ctx, nil
 }
@@ -353,7 +357,7 @@ func (h *hold) unlock(lv *level) error {
 	if h.lease && !time.Now().Before(h.localDeadline()) {
 		// Lost at the deadline whether or not its timer ran yet, so that an
 		// Unlock racing the timer reports the loss either way.
-		h.lose(-1, h.expiredCause.Load())
+		h.expire()
 	}
 	if settled, err := h.settle(); err != nil || settled == lv {
 		return err // a retry of lv's failed Unlock, now done
@@ -500,6 +504,16 @@ func (h *hold) foundGone(at string) error {
 	return fmt.Errorf("%q: the %s %w at %s", h.sd.name, h.sd.what, errFoundGone, at)
 }
 
+// expire ends a fixed-lease hold at its local deadline: the timer's
+// callback, or a call that finds the deadline passed. After an Extend that
+// may have pushed the lease out in Redis unseen it releases the hold too,
+// which would otherwise stay locked for that lease with nobody holding it.
+func (h *hold) expire() {
+	if h.lose(-1, h.expiredCause.Load()) && h.extendUnseen.Load() {
+		h.releaseLost()
+	}
+}
+
 // lose ends h, no longer held: its keeper stops, its levels' contexts end
 // with cause and the baton passes on. It is the loss callback of watchdog
 // entry from (-1: the lease timer, or a call that found the hold gone), so
@@ -530,11 +544,12 @@ func (h *hold) lose(from int, cause error) bool {
 	return true
 }
 
-// releaseLost gives back, in the background and best effort, a hold the
-// watchdog gave up at its deadline. Its lease may still run in Redis (the
-// drift margin), longer if a renewal already sent lands after the loss,
-// and no Unlock releases a lost hold; the scripts release only this
-// owner's holds. Close awaits it.
+// releaseLost gives back, in the background and best effort, a hold that
+// ended at its local deadline: the watchdog's, or a fixed lease's after an
+// Extend of unseen outcome (expire). Its lease may still run in Redis (the
+// drift margin), longer if a renewal or Extend already sent lands after
+// the loss, and no Unlock releases a lost hold; the scripts release only
+// this owner's holds. Close awaits it.
 func (h *hold) releaseLost() {
 	c := h.sd.c
 	c.mu.Lock()
@@ -616,9 +631,12 @@ func (h *hold) extend(lv *level, lease time.Duration) error {
 	if err := lv.held(); err != nil {
 		return err
 	}
+	// Set before the deadline is read: whenever the hold ends at it from
+	// here on, this call may have run in Redis unseen (expire releases it).
+	h.extendUnseen.Store(true)
 	deadline := h.localDeadline()
 	if !time.Now().Before(deadline) {
-		h.lose(-1, h.expiredCause.Load())
+		h.expire()
 		return fmt.Errorf("%w: %w", ErrNotHeld, h.expiredCause.Load())
 	}
 	h.ttl = max(h.ttl, lease) // counted before the call: it may run unseen
@@ -633,7 +651,8 @@ func (h *hold) extend(lv *level, lease time.Duration) error {
 		// A failover could undo it: the hold keeps its deadline.
 		return fmt.Errorf("%w: extend %q: %w (the lease stands as it was)", ErrNotReplicated, sd.name, notSynced)
 	case err != nil && notSynced == nil:
-		// If it ran, Redis keeps the hold longer than we count on: safe.
+		// If it ran, Redis keeps the hold longer than we count on: safe,
+		// and released if the hold ends at its deadline (extendUnseen).
 		return fmt.Errorf("latchkey: extend %q: %w (the lease stands as it was)", sd.name, err)
 	case !held:
 		h.lose(-1, h.foundGone("Extend"))
@@ -644,11 +663,16 @@ func (h *hold) extend(lv *level, lease time.Duration) error {
 		return nil
 	}
 	if !h.expiry.Stop() {
-		// The timer fired while the call was out: lost, and stays so.
+		// The timer fired while the call was out: lost, and stays so;
+		// its expire releases what this call extended.
 		return fmt.Errorf("%w: %w", ErrNotHeld, h.expiredCause.Load())
 	}
 	h.setLease(sent, lease)
 	h.expiry.Reset(time.Until(later))
+	if lease >= h.ttl {
+		// The new deadline counts every lease set before, seen or not.
+		h.extendUnseen.Store(false)
+	}
 	return nil
 }
 

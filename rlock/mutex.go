@@ -123,7 +123,8 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 // ErrNotHeld when lctx carries no live hold of this lock (a lost one also
 // ends lctx with ErrLockLost), and ErrInvalidArgument for a watchdog hold
 // or a lease out of WithLease's bounds. If the call fails, the hold keeps
-// the lease it had.
+// the lease it had; if it ends at that lease's deadline while the call may
+// have run in Redis (its reply came late, or never), it is released there.
 func (m *Mutex) Extend(lctx context.Context, lease time.Duration) error {
 	return m.c.extendCarried(lctx, m.err, m.keys.Lock, m.name, "hold", lease)
 }
