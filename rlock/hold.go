@@ -124,7 +124,7 @@ func (h *hold) keep(sent time.Time) {
 	for i, g := range h.sd.keep {
 		entries = append(entries, c.wd.Add(g[0], h.owner, sent, func(cause error) {
 			if h.lose(i, cause) && errors.Is(cause, watchdog.ErrExpired) {
-				h.releaseLost()
+				h.releaseLost(watchdog.DriftMargin(c.wd.Options().Timeout))
 			}
 		}, g[1:]...))
 	}
@@ -509,8 +509,9 @@ func (h *hold) foundGone(at string) error {
 // may have pushed the lease out in Redis unseen it releases the hold too,
 // which would otherwise stay locked for that lease with nobody holding it.
 func (h *hold) expire() {
-	if h.lose(-1, h.expiredCause.Load()) && h.extendUnseen.Load() {
-		h.releaseLost()
+	cause := h.expiredCause.Load()
+	if h.lose(-1, cause) && h.extendUnseen.Load() {
+		h.releaseLost(watchdog.DriftMargin(cause.lease))
 	}
 }
 
@@ -549,8 +550,11 @@ func (h *hold) lose(from int, cause error) bool {
 // Extend of unseen outcome (expire). Its lease may still run in Redis (the
 // drift margin), longer if a renewal or Extend already sent lands after
 // the loss, and no Unlock releases a lost hold; the scripts release only
-// this owner's holds. Close awaits it.
-func (h *hold) releaseLost() {
+// this owner's holds. It waits margin first, until the lease the holder
+// counted on could have run out in Redis: the margin is the holder's head
+// start to stop before anyone else gets the lock (docs/safety.md). Close
+// cuts that wait, and awaits the release.
+func (h *hold) releaseLost(margin time.Duration) {
 	c := h.sd.c
 	c.mu.Lock()
 	closed := c.closed
@@ -563,12 +567,16 @@ func (h *hold) releaseLost() {
 	}
 	go func() {
 		defer c.leaks.Done()
+		_ = sleep(context.Background(), c.closing, margin)
+		// io only for the count: nothing else sends for a lost hold (each
+		// call checks first), and an Unlock of it must not wait on these
+		// calls, which take up to ReleaseTimeout each when Redis is away.
 		h.io.Lock()
-		defer h.io.Unlock()
 		n := h.count
 		if h.pending != nil {
 			n++ // a failed Unlock's release may not have run
 		}
+		h.io.Unlock()
 		for ; n > 0; n-- {
 			r, err := h.sd.runRelease(luascripts.ReleaseArgs{Owner: h.owner, Count: n, Retry: true})
 			if err != nil || r.Left != n-1 {

@@ -1,0 +1,99 @@
+package integration
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
+	"github.com/latchkey/latchkey/rlock"
+	"github.com/latchkey/latchkey/watchdog"
+)
+
+// heldLostRelease holds the client's renewals while on (as heldRenewals)
+// and every Mutex release until releaseGate closes, noting the lock's PTTL
+// in Redis when the first release arrives.
+type heldLostRelease struct {
+	heldRenewals
+	rc          rueidis.Client // reads the PTTL
+	key         string
+	release     string // the release script's SHA
+	pttl        chan time.Duration
+	releaseGate chan struct{}
+}
+
+func (c heldLostRelease) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if args := cmd.Commands(); len(args) > 1 && args[0] == "EVALSHA" && args[1] == c.release {
+		p, err := c.rc.Do(context.Background(), c.rc.B().Pttl().Key(c.key).Build()).AsInt64()
+		if err == nil {
+			select {
+			case c.pttl <- time.Duration(p) * time.Millisecond:
+			default:
+			}
+		}
+		select {
+		case <-c.releaseGate:
+		case <-ctx.Done():
+			return c.Client.Do(ctx, cmd) // ctx's error, as a call cut short
+		}
+	}
+	return c.heldRenewals.Do(ctx, cmd)
+}
+
+// TestRegressLostHoldReleaseKeepsTheMargin: the release of a hold the
+// watchdog gave up (fac3673) comes when the lease the holder counted on
+// could have run out in Redis, not at once, and an Unlock of the lost hold
+// does not wait for it. Before the fix the release was sent at the loss,
+// with the drift margin (the holder's head start: docs/safety.md) still
+// left on the lock, and it held the hold's call lock, so that Unlock
+// waited for it as long as Redis did not answer (up to ReleaseTimeout).
+func TestRegressLostHoldReleaseKeepsTheMargin(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		const timeout = 3 * time.Second
+		name := lockName(t)
+		raw := redisClient(t, tp)
+		var on atomic.Bool
+		w := heldLostRelease{
+			heldRenewals: heldRenewals{Client: raw, sha: shaOf(luascripts.Renew), on: &on, n: new(atomic.Int64), sent: new(atomic.Int64), gate: make(chan struct{})},
+			rc:           raw, key: "latchkey:{" + name + "}", release: shaOf(luascripts.Release),
+			pttl: make(chan time.Duration, 1), releaseGate: make(chan struct{}),
+		}
+		c, err := rlock.NewClient(w, rlock.Options{WatchdogTimeout: timeout, ReleaseTimeout: time.Minute})
+		require.NoError(t, err)
+		m := c.Mutex(name)
+		require.Equal(t, w.key, m.Key())
+		lctx, err := m.Lock(ctx)
+		require.NoError(t, err)
+		awaitCond(t, 2*timeout, "a first renewal", func() bool { return w.sent.Load() > 0 })
+		on.Store(true)
+		requireLost(t, lctx, 2*timeout, "the hold whose renewals are held")
+
+		var left time.Duration
+		select {
+		case left = <-w.pttl:
+		case <-time.After(timeout):
+			t.Fatal("the lost hold was not released")
+		}
+		// The margin is 50 ms at this timeout; the lease ends in Redis a
+		// round trip after the local estimate, never before it.
+		require.Less(t, left, watchdog.DriftMargin(timeout)/2, "released with the holder's head start still on the lock")
+
+		unlocked := make(chan error, 1)
+		go func() { unlocked <- m.Unlock(lctx) }()
+		select {
+		case err := <-unlocked:
+			require.ErrorIs(t, err, rlock.ErrNotHeld)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Unlock of the lost hold waited for the background release")
+		}
+		close(w.releaseGate)
+		close(w.gate)
+		require.NoError(t, c.Close())
+		require.False(t, exists(t, raw, m.Key()), "the lost hold was not released")
+	})
+}
