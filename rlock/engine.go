@@ -81,13 +81,20 @@ func (sd *side) lock(ctx context.Context, lo lockOptions, deadline time.Time, no
 	if lv := sd.c.carried(ctx, sd.key); lv != nil && sd.reenter != nil {
 		return lv.h.reenter(ctx, lv)
 	}
-	lo.obs = sd.c.obs.begin(ctx, sd.metric, sd.name)
+	// A MultiMutex's member call carries the MultiMutex call's obs: that
+	// call is the one recorded, and the member's waits are its waits.
+	own := lo.obs == nil
+	if own {
+		lo.obs = sd.c.obs.begin(ctx, sd.metric, sd.name)
+	}
 	start := time.Now()
 	lctx, err := sd.acquireNew(ctx, lo, deadline, noWait)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		err = sd.waitError(start, err)
 	}
-	lo.obs.end(ctx, err)
+	if own {
+		lo.obs.end(ctx, err)
+	}
 	return lctx, err
 }
 

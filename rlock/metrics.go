@@ -46,11 +46,12 @@ const (
 	kindSemaphore
 	kindSpinSemaphore
 	kindCountDownLatch // Await's wait, and the zero's wake-up; no holds
+	kindMultiMutex     // its Lock and TryLock calls; its members' holds are kindMutex
 	numKinds
 )
 
 var kindNames = [numKinds]string{"mutex", "spin_mutex", "rwmutex_read", "spin_rwmutex_read",
-	"rwmutex_write", "spin_rwmutex_write", "semaphore", "spin_semaphore", "countdown_latch"}
+	"rwmutex_write", "spin_rwmutex_write", "semaphore", "spin_semaphore", "countdown_latch", "multimutex"}
 
 // spinIf is k's spin variant when spin is set.
 func (k lockKind) spinIf(spin bool) lockKind {

@@ -26,6 +26,7 @@ type MultiMutex struct {
 	names   []string // sorted, without duplicates
 	members []*Mutex // in names' order
 	id      string   // the members' keys, concatenated: the key of a multi hold
+	joined  string   // the names, comma-separated: its lock name in metrics and spans
 	err     error    // invalid names, reported by every method
 }
 
@@ -54,6 +55,7 @@ func (c *Client) MultiMutex(names ...string) *MultiMutex {
 		id.WriteString(m.keys.Lock)
 	}
 	mm.id = id.String()
+	mm.joined = strings.Join(sorted, ",")
 	return mm
 }
 
@@ -83,11 +85,19 @@ func (mm *MultiMutex) TryLock(ctx context.Context, opts ...LockOption) (context.
 // acquire takes every member, all or nothing, or fails with errBusy. A zero
 // deadline waits until ctx ends (Lock); a passed one still makes one round
 // of tries.
-func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time.Time, _ bool) (context.Context, error) {
-	var leaseOpt []LockOption
-	if lo.leaseSet {
-		leaseOpt = []LockOption{WithLease(lo.lease)}
+func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time.Time, _ bool) (_ context.Context, err error) {
+	// The call is recorded as one acquire of the MultiMutex: a member found
+	// busy, or taken and given back, is no acquire of its own (recordedBy).
+	// A re-entry re-enters every member, and they count it.
+	if ctx.Value(multiKey{mm.c, mm.id}) == nil {
+		lo.obs = mm.c.obs.begin(ctx, kindMultiMutex, mm.joined)
+		defer func() { lo.obs.end(ctx, err) }()
 	}
+	memberOpts := []LockOption{recordedBy(lo.obs)}
+	if lo.leaseSet {
+		memberOpts = append(memberOpts, WithLease(lo.lease))
+	}
+	memberOpts = slices.Clip(memberOpts) // each append below makes its own
 	held := make([]context.Context, len(mm.members))
 	releaseAll := func() {
 		for i := len(held) - 1; i >= 0; i-- {
@@ -105,11 +115,11 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 		wait := max(time.Until(deadline), 0)
 		switch {
 		case deadline.IsZero():
-			lctx, err = mm.members[next].Lock(ctx, leaseOpt...)
+			lctx, err = mm.members[next].Lock(ctx, memberOpts...)
 		case wait == 0 && round > 0:
 			return nil, errBusy // the wait is over, and a round was tried
 		default:
-			if lctx, ok, err = mm.members[next].TryLock(ctx, append(leaseOpt, WithWait(wait))...); err == nil && !ok {
+			if lctx, ok, err = mm.members[next].TryLock(ctx, append(memberOpts, WithWait(wait))...); err == nil && !ok {
 				err = errBusy
 			}
 		}
@@ -122,7 +132,7 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 			if held[i] != nil {
 				continue
 			}
-			lctx, ok, err := m.TryLock(ctx, leaseOpt...)
+			lctx, ok, err := m.TryLock(ctx, memberOpts...)
 			if err != nil && !transient(ctx, err) {
 				releaseAll()
 				return nil, err
@@ -140,6 +150,12 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 		releaseAll() // never wait while holding
 		next = busy
 	}
+}
+
+// recordedBy makes a member's call part of the MultiMutex call that obs
+// follows (nil: metrics and traces are off).
+func recordedBy(obs *acquireObs) LockOption {
+	return func(o *lockOptions) { o.obs = obs }
 }
 
 // Unlock releases one level of every member of the hold that ctx carries,

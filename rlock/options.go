@@ -221,7 +221,7 @@ type lockOptions struct {
 	leaseSet bool
 	wait     time.Duration // TryLock only
 	hasWait  bool
-	obs      *acquireObs // metrics and the wait span; nil when off
+	obs      *acquireObs // metrics and the wait span; nil when off (set by a MultiMutex for its members: recordedBy)
 }
 
 // WithLease gives the lock a fixed lease instead of the watchdog's: it
