@@ -131,8 +131,20 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 	// client is subscribed already: then it may be queued, which a plain
 	// try would not keep. noWait never queues.
 	if !sd.spin && !noWait && tn.sub == nil && c.hub.Subscribed(sd.inbox) {
-		if sub, err := c.hub.Subscribe(ctx, sd.inbox); err == nil {
+		if afterSubscribedHint != nil {
+			afterSubscribedHint()
+		}
+		// Close cuts this Subscribe as it cuts the wait: the subscription
+		// may have ended since the hint, and a new one waits for Redis.
+		sctx, release := c.cut(ctx)
+		sub, err := c.hub.Subscribe(sctx, sd.inbox)
+		release()
+		switch {
+		case err == nil:
 			tn.sub = sub
+		case c.isClosed():
+			c.leaveTurn(tn, sd, true, true)
+			return nil, ErrClosed
 		}
 	}
 	var first try
@@ -151,10 +163,8 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 		}
 	}
 	// Close cancels the contender's calls and waits for it to leave the queue.
-	cctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(c.closing, func() { cancel(ErrClosed) })
-	defer stop()
+	cctx, release := c.cut(ctx)
+	defer release()
 	t, err := sd.contend(cctx, tn, lo, deadline, first, firstErr)
 	if err != nil {
 		c.leaveTurn(tn, sd, true, true)
@@ -162,6 +172,10 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 	}
 	return sd.granted(ctx, tn, t, lo)
 }
+
+// afterSubscribedHint, set only by tests, runs between the Subscribed hint
+// and the Subscribe it prompts: the hint may go stale there (a linger ends).
+var afterSubscribedHint func()
 
 // granted turns the contender's grant into a hold: an exclusive hold keeps
 // the turn, any other passes it on.
@@ -524,6 +538,17 @@ type endedError struct{ err, last error }
 
 func (e *endedError) Error() string   { return e.err.Error() + " (last error: " + e.last.Error() + ")" }
 func (e *endedError) Unwrap() []error { return []error{e.err, e.last} }
+
+// cut is ctx, also cancelled, with cause ErrClosed, when the client
+// closes; release frees what watches the client.
+func (c *Client) cut(ctx context.Context) (cctx context.Context, release func()) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.closing, func() { cancel(ErrClosed) })
+	return cctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
 
 // sleep waits d: nil when it passed, else why not: ctx's error, or
 // ErrClosed when closing ended first (the caller's ctx ends later, if at
