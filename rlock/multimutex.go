@@ -93,7 +93,10 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 		lo.obs = mm.c.obs.begin(ctx, kindMultiMutex, mm.joined)
 		defer func() { lo.obs.end(ctx, err) }()
 	}
-	memberOpts := []LockOption{recordedBy(lo.obs)}
+	var memberOpts []LockOption
+	if lo.obs != nil {
+		memberOpts = append(memberOpts, recordedBy(lo.obs))
+	}
 	if lo.leaseSet {
 		memberOpts = append(memberOpts, WithLease(lo.lease))
 	}
