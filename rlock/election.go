@@ -128,11 +128,12 @@ func (e *Election) read(ctx context.Context) (Leadership, time.Duration, error) 
 
 // Observe reports the leader: the current one at once (the zero Leadership
 // when none leads), then each change, until ctx ends or the Client closes,
-// when it closes the channel. Grants and resignations are announced, not
-// polled; an observer also reads again when the lease it saw ends (a dead
-// leader announces nothing) and after a reconnect. Once things settle the
-// last Leadership delivered is the current leader; delivered Tokens never
-// go down, and a slow reader sees the latest change, not each one.
+// when it closes the channel. Grants, resignations and force-unlocks are
+// announced, not polled; an observer also reads again when the lease it saw
+// ends (a dead leader announces nothing) and after a reconnect. Once things
+// settle the last Leadership delivered is the current leader; delivered
+// Tokens never go down, and a slow reader sees the latest change, not each
+// one.
 func (e *Election) Observe(ctx context.Context) <-chan Leadership {
 	out := make(chan Leadership)
 	go e.observe(ctx, out)

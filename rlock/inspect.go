@@ -145,7 +145,8 @@ func (c *Client) inspect(ctx context.Context, kind Kind, name string) (LockInfo,
 // would. It reports whether there was anything to delete. When a key of
 // the lock holds another type it returns ErrWrongType and deletes nothing.
 // The former holder learns of it at its next watchdog renewal
-// (ErrLockLost), or not at all with a fixed lease: it is for recovery.
+// (ErrLockLost), or not at all with a fixed lease: it is for recovery. The
+// observers of the Election of that name are told at once, as after Resign.
 func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	return c.forceUnlock(ctx, KindMutex, name)
 }

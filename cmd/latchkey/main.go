@@ -71,8 +71,9 @@
 // # force-unlock
 //
 // force-unlock deletes the lock NAME whoever holds it, and wakes its
-// waiters as a release would. NAME is a Mutex (what run takes) unless
-// --kind says rwmutex or semaphore. It asks for confirmation on stdin
+// waiters as a release would; a Mutex is the leader's of the election NAME,
+// whose observers it tells as a resignation does. NAME is a Mutex (what
+// run takes) unless --kind says rwmutex or semaphore. It asks for confirmation on stdin
 // first unless given --yes; an answer other than y or yes leaves the lock
 // alone and exits 1. It exits 0 once the lock is gone, whether or not
 // there was one, 69 when Redis cannot be reached, 2 on a usage error. A

@@ -61,18 +61,26 @@ type Intro struct {
 	describe, forceUnlock *Script
 	keys                  []string
 	base                  string
+	// observers is the Mutex's: the channel of the election of its name,
+	// whose leader holds it; a force-unlock tells them. "" for other kinds.
+	observers string
 }
 
 // Intro is the Mutex's (describe.lua, forceunlock.lua).
 func (k Keys) Intro() Intro {
-	return Intro{Describe, ForceUnlock, []string{k.Lock, k.Queue}, k.Channel}
+	return Intro{describe: Describe, forceUnlock: ForceUnlock, keys: []string{k.Lock, k.Queue}, base: k.Channel,
+		observers: NewElectionKeys(k).Observers}
 }
 
 // Intro is the RWMutex's (rwdescribe.lua, rwforceunlock.lua).
-func (k RWKeys) Intro() Intro { return Intro{RWDescribe, RWForceUnlock, k.scripts(), k.Base} }
+func (k RWKeys) Intro() Intro {
+	return Intro{describe: RWDescribe, forceUnlock: RWForceUnlock, keys: k.scripts(), base: k.Base}
+}
 
 // Intro is the Semaphore's (semdescribe.lua, semforceunlock.lua).
-func (k SemKeys) Intro() Intro { return Intro{SemDescribe, SemForceUnlock, k.all(), k.Base} }
+func (k SemKeys) Intro() Intro {
+	return Intro{describe: SemDescribe, forceUnlock: SemForceUnlock, keys: k.all(), base: k.Base}
+}
 
 // Describe is the describe script and its call, returning at most
 // maxQueue clients per queue; ParseDescribe reads its reply.
@@ -82,8 +90,13 @@ func (in Intro) Describe(maxQueue int) (*Script, Call) {
 
 // ForceUnlock runs the force-unlock script: whether it deleted anything,
 // or else the key it found of a foreign type (then it deleted nothing).
+// A Mutex's also tells the observers of the election of its name.
 func (in Intro) ForceUnlock(ctx context.Context, c rueidis.Client, w Wake) (deleted bool, foreign string, err error) {
-	m, err := in.forceUnlock.Exec(ctx, c, in.keys, []string{in.base, w.spec()}).ToMessage()
+	args := []string{in.base, w.spec()}
+	if in.observers != "" {
+		args = append(args, in.observers)
+	}
+	m, err := in.forceUnlock.Exec(ctx, c, in.keys, args).ToMessage()
 	if err != nil {
 		return false, "", err
 	}

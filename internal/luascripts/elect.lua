@@ -7,7 +7,6 @@
 local r = acquire(KEYS, {unpack(ARGV, 1, 7)})
 if r[1] == 1 then
   redis.call('hset', KEYS[1], '#val', ARGV[8])
-  -- notify.WakeAllPayload: every observer of every process wakes and reads.
-  redis.call(publisher(ARGV[6]), ARGV[9], 'all')
+  announce(ARGV[6], ARGV[9])
 end
 return r

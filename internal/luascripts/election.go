@@ -35,7 +35,7 @@ func source(name string) string {
 // elect.lua), and the observers' channel in its hash tag.
 type ElectionKeys struct {
 	Keys
-	Observers string // the channel on which grants and resignations are announced
+	Observers string // the channel on which grants, resignations and force-unlocks are announced
 }
 
 // NewElectionKeys derives an election's keys from its Mutex's.

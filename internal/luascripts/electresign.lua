@@ -7,8 +7,8 @@
 -- Returns release.lua's reply.
 local r = release(KEYS, {unpack(ARGV, 1, 4)})
 -- A retry reports {0, 0} too, perhaps after another's grant: that one was
--- announced already.
-if r[1] == 0 and r[2] == 0 and redis.call('exists', KEYS[1]) == 0 then
-  redis.call(publisher(ARGV[3]), ARGV[5], 'all')
+-- announced already, and vacated finds its lock.
+if r[1] == 0 then
+  vacated(KEYS[1], r[2], ARGV[3], ARGV[5])
 end
 return r

@@ -60,5 +60,5 @@ func RunRedissonRelease(ctx context.Context, c rueidis.Client, k RedissonKeys, a
 // Intro is a Redisson lock's introspection (redissondescribe.lua,
 // redissonforceunlock.lua): holders without records, no queue.
 func (k RedissonKeys) Intro() Intro {
-	return Intro{RedissonDescribe, RedissonForceUnlock, []string{k.Lock, k.Channel}, k.Channel}
+	return Intro{describe: RedissonDescribe, forceUnlock: RedissonForceUnlock, keys: []string{k.Lock, k.Channel}, base: k.Channel}
 }

@@ -45,7 +45,7 @@ var (
 	Release     = script("release", "queue", "record")
 	Leave       = script("leave", "queue")
 	Renew       = script("renew", "leases")
-	ForceUnlock = script("forceunlock", "queue", "force")
+	ForceUnlock = script("forceunlock", "queue", "force", "announce")
 	Describe    = script("describe", "queue", "inspect")
 
 	RWRead        = script("rwread", "queue", "record", "leases", "rwqueue")
@@ -69,8 +69,8 @@ var (
 	LatchRead      = script("latchread")
 
 	// The election's (election.go): the Mutex's acquire and release inside.
-	Elect       = composed("elect", "acquire", "queue", "record")
-	ElectResign = composed("electresign", "release", "queue", "record")
+	Elect       = composed("elect", "acquire", "queue", "record", "announce")
+	ElectResign = composed("electresign", "release", "queue", "record", "announce")
 	ElectRead   = script("electread")
 
 	// Redisson's RLock format (redisson.go).
