@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/latchkey/latchkey/internal/luascripts"
 	"github.com/latchkey/latchkey/notify"
 )
@@ -105,18 +107,22 @@ func (e *Election) Leader(ctx context.Context) (Leadership, error) {
 		return Leadership{}, err
 	}
 	l, _, err := e.read(ctx)
-	if err == nil && l == (Leadership{}) {
+	switch {
+	case err != nil:
+		err = e.readError(err)
+	case l == (Leadership{}):
 		err = fmt.Errorf("%w in %q", ErrNoLeader, e.name)
 	}
 	return l, err
 }
 
 // read returns the leader (zero when none) and its lease left (< 0 when
-// none leads or its lock has no expiry).
+// none leads or its lock has no expiry), or the script's error as it is,
+// for luascripts.Classify.
 func (e *Election) read(ctx context.Context) (Leadership, time.Duration, error) {
 	r, err := luascripts.ReadLeader(ctx, e.c.rc, e.keys)
 	if err != nil {
-		return Leadership{}, 0, fmt.Errorf("latchkey: reading the leader of %q: %w", e.name, err)
+		return Leadership{}, 0, err
 	}
 	if r.PTTL == -2*time.Millisecond {
 		return Leadership{}, r.PTTL, nil
@@ -127,33 +133,88 @@ func (e *Election) read(ctx context.Context) (Leadership, time.Duration, error) 
 }
 
 // Observe reports the leader: the current one at once (the zero Leadership
-// when none leads), then each change, until ctx ends or the Client closes,
-// when it closes the channel. Grants, resignations and force-unlocks are
+// when none leads), then each change, until ctx ends, the Client closes, or
+// Redis refuses the observer with an error no retry cures (Watch's), when
+// it closes the channel. Grants, resignations and force-unlocks are
 // announced, not polled; an observer also reads again when the lease it saw
 // ends (a dead leader announces nothing) and after a reconnect. Once things
 // settle the last Leadership delivered is the current leader; delivered
 // Tokens never go down, and a slow reader sees the latest change, not each
-// one.
+// one. Options.Logger hears of the errors retried (Warn) and of the one that
+// ended the observer (Error); Watch returns the latter.
 func (e *Election) Observe(ctx context.Context) <-chan Leadership {
 	out := make(chan Leadership)
-	go e.observe(ctx, out)
+	go func() {
+		defer close(out)
+		send := func(l Leadership) error {
+			select {
+			case out <- l:
+				return nil
+			case <-ctx.Done(): // ctx is not nil when Watch calls send
+				return ctxErr(ctx)
+			case <-e.c.closing.Done():
+				return ErrClosed
+			}
+		}
+		log := e.c.opts.Logger
+		var retrying func(error)
+		if log != nil {
+			retrying = func(err error) {
+				if err != nil {
+					log.Warn("latchkey: observing the election failed; retrying", "election", e.name, "error", err)
+				} else {
+					log.Info("latchkey: observing the election again", "election", e.name)
+				}
+			}
+		}
+		err := e.Watch(ctx, send, retrying)
+		if log != nil && errors.Is(err, ErrObserveFailed) {
+			log.Error("latchkey: observing the election stopped", "election", e.name, "error", err)
+		}
+	}()
 	return out
 }
 
-func (e *Election) observe(ctx context.Context, out chan<- Leadership) {
-	defer close(out)
-	if ready(ctx, e.err) != nil {
-		return
+// Watch calls f with the leader at once (the zero Leadership when none
+// leads), then with each change, as Observe delivers them, until ctx ends
+// or the Client closes (it returns ctx's error or ErrClosed), f returns an
+// error (it returns that one), or Redis refuses the observer with an error
+// no retry cures, such as an ACL's NOPERM (it returns ErrObserveFailed
+// wrapping it). Errors that may clear, such as a lost connection, are
+// retried with a backoff; retrying, when not nil, is called with each one
+// that differs from the last it was told, then with nil once a read
+// succeeds again. Watch calls f and retrying on its caller's goroutine.
+func (e *Election) Watch(ctx context.Context, f func(Leadership) error, retrying func(error)) error {
+	if err := ready(ctx, e.err); err != nil {
+		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(e.c.closing, cancel)()
+	// ended is Watch's error once wctx ended.
+	ended := func() error {
+		if e.c.isClosed() {
+			return ErrClosed
+		}
+		return ctxErr(ctx)
+	}
 	retry := luascripts.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
+	told := retryTold{tell: retrying}
 	var sub *notify.Subscription
 	for sub == nil {
 		var err error
-		if sub, err = e.c.hub.Subscribe(ctx, e.keys.Observers); err != nil && (errors.Is(err, notify.ErrClosed) || !retry.Sleep(ctx)) {
-			return
+		sub, err = e.c.hub.Subscribe(wctx, e.keys.Observers)
+		switch {
+		case err == nil:
+		case wctx.Err() != nil || errors.Is(err, notify.ErrClosed):
+			return ended()
+		case luascripts.Classify(redisCause(err)) != luascripts.Unknown:
+			return fmt.Errorf("%w: subscribing to the announcements of %q: %w", ErrObserveFailed, e.name, err)
+		default:
+			told.failed(fmt.Errorf("latchkey: subscribing to the announcements of %q: %w", e.name, err))
+			if !retry.Sleep(wctx) {
+				return ended()
+			}
 		}
 	}
 	defer sub.Release()
@@ -162,29 +223,73 @@ func (e *Election) observe(ctx context.Context, out chan<- Leadership) {
 	first := true
 	for {
 		mark := sub.Mark() // before the read, so an announcement after it ends the wait
-		l, left, err := e.read(ctx)
+		l, left, err := e.read(wctx)
 		// A backstop: a Mutex's grant is not announced. The watchdog's
 		// timeout, defaults applied (Options' field is 0 unless set).
 		wait := e.c.wd.Options().Timeout
 		switch {
+		case err != nil && wctx.Err() != nil:
+			return ended()
+		case err != nil && luascripts.Classify(err) != luascripts.Unknown:
+			return fmt.Errorf("%w: reading the leader of %q: %w", ErrObserveFailed, e.name, err)
 		case err != nil:
+			told.failed(e.readError(err))
 			wait = retry.Next()
-		case first || newer(l, last, top):
-			select {
-			case out <- l:
-			case <-ctx.Done():
-				return
-			}
-			first, last, top = false, l, max(top, l.Token)
-			fallthrough
 		default:
+			told.recovered()
+			if first || newer(l, last, top) {
+				if err := f(l); err != nil {
+					return err
+				}
+				first, last, top = false, l, max(top, l.Token)
+			}
 			retry.Reset()
 			if left >= 0 {
 				wait = ttlBound(left)
 			}
 		}
-		if _, err := sub.Wait(ctx, mark, wait); err != nil {
-			return
+		if _, err := sub.Wait(wctx, mark, wait); err != nil {
+			return ended()
+		}
+	}
+}
+
+// readError is the error of read, which returns the script's own.
+func (e *Election) readError(err error) error {
+	return fmt.Errorf("latchkey: reading the leader of %q: %w", e.name, err)
+}
+
+// redisCause is Redis' reply that a refused subscription's error wraps, or
+// err: luascripts.Classify knows a reply only unwrapped.
+func redisCause(err error) error {
+	var re *rueidis.RedisError
+	if errors.As(err, &re) {
+		return re
+	}
+	return err
+}
+
+// retryTold tells an observer's retried errors to tell, when not nil: each
+// one that differs from the last told, then nil once a read succeeds.
+type retryTold struct {
+	tell func(error)
+	last string // the last error told, "" when none since the last success
+}
+
+func (r *retryTold) failed(err error) {
+	if msg := err.Error(); msg != r.last {
+		r.last = msg
+		if r.tell != nil {
+			r.tell(err)
+		}
+	}
+}
+
+func (r *retryTold) recovered() {
+	if r.last != "" {
+		r.last = ""
+		if r.tell != nil {
+			r.tell(nil)
 		}
 	}
 }

@@ -37,6 +37,10 @@ var (
 	// a release, the lock was released, but a failover could bring it back
 	// until its lease ends.
 	ErrNotReplicated = errors.New("latchkey: not acknowledged by enough replicas")
+	// ErrObserveFailed: Redis refused an election's observer (Watch,
+	// Observe) with an error no retry cures, such as an ACL's NOPERM; it
+	// wraps Redis' error.
+	ErrObserveFailed = errors.New("latchkey: observing the election failed")
 )
 
 // ctxErr reports why ctx ended, keeping both ctx.Err() (so errors.Is with

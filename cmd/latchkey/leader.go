@@ -26,7 +26,8 @@ type leaderOut struct {
 }
 
 // leader is `latchkey leader NAME`: the election NAME's current leader,
-// or with --watch each change until SIGINT or SIGTERM.
+// or with --watch each change until SIGINT, SIGTERM or an error that no
+// retry cures.
 func leader(args, env []string, std stdio) int {
 	var c common
 	fs := newFlags("leader", "[--json] [--watch] [flags] NAME", env, std, &c)
@@ -47,8 +48,8 @@ func leader(args, env []string, std stdio) int {
 	defer closeLocks()
 	e := locks.Election(name)
 	print := func(l rlock.Leadership) error { return writeLeader(std.out, name, l, *asJSON, *watch) }
-	// Read once with --watch too: Observe closes its channel on an invalid
-	// name without saying why, and this reports it as without --watch.
+	// Read once with --watch too: a Redis that cannot be reached at the
+	// start exits 69 as without --watch, where the watch would retry it.
 	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
 	l, err := e.Leader(ctx)
 	cancel()
@@ -65,20 +66,31 @@ func leader(args, env []string, std stdio) int {
 	if !*watch {
 		return 0
 	}
-	// Watching ends normally with a signal; the channel closes then.
+	// Watching ends normally with a signal. Errors that may clear (Redis
+	// out of reach) are retried, said once each; one that cannot (Redis
+	// refusing the user, NOPERM) ends it.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	for l := range e.Observe(ctx) {
-		if err := print(l); err != nil {
-			fmt.Fprintf(std.err, "latchkey: %v\n", err)
-			return exitError
+	var printErr error
+	err = e.Watch(ctx, func(l rlock.Leadership) error {
+		printErr = print(l)
+		return printErr
+	}, func(err error) {
+		if err != nil {
+			fmt.Fprintf(std.err, "latchkey: %v; retrying\n", err)
+		} else {
+			fmt.Fprintf(std.err, "latchkey: watching %q again\n", name)
 		}
-	}
-	if ctx.Err() == nil {
-		fmt.Fprintf(std.err, "latchkey: watching %q ended\n", name)
+	})
+	switch {
+	case ctx.Err() != nil:
+		return 0
+	case printErr != nil:
+		fmt.Fprintf(std.err, "latchkey: %v\n", printErr)
 		return exitError
 	}
-	return 0
+	fmt.Fprintf(std.err, "latchkey: %v\n", err)
+	return exitFor(err)
 }
 
 // writeLeader prints l: a line "VALUE token T client C host H pid P

@@ -103,7 +103,9 @@
 // leader prints the current leader of the election NAME (rlock.Election):
 // its value, fencing token, client, host, pid and since when it leads, or
 // "(no leader)"; JSON with --json. With --watch it prints the leader, then
-// each change as it is announced, until SIGINT or SIGTERM (exit 0). A
+// each change as it is announced, until SIGINT or SIGTERM (exit 0); errors
+// that may clear (Redis out of reach) are said on stderr once each and
+// retried, one that cannot (Redis refusing the user: NOPERM) ends it. A
 // holder of the Mutex NAME (`latchkey run NAME`) leads with an empty
 // value. It exits 1 on an error, 69 when Redis cannot be reached, 2 on a
 // usage error.
