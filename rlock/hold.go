@@ -61,9 +61,9 @@ type hold struct {
 // level is one Lock's share of a hold.
 type level struct {
 	h        *hold
-	cancel   context.CancelCauseFunc
-	released bool      // guarded by Client.mu
-	callers  []uintptr // the stack of the Lock call, for the leak warning
+	cancel   context.CancelCauseFunc // written under Client.mu (end), read by its Unlock and under mu
+	released bool                    // guarded by Client.mu
+	callers  []uintptr               // the stack of the Lock call, for the leak warning
 	cleanup  runtime.Cleanup
 }
 
@@ -398,8 +398,12 @@ func (h *hold) unlock(lv *level) error {
 // keep its context's parents reachable (a dropped outer level would never
 // be found leaked).
 func (lv *level) end() {
-	lv.cancel(nil)
-	lv.cancel = func(error) {}
+	c := lv.h.sd.c
+	c.mu.Lock()
+	cancel := lv.cancel
+	lv.cancel = func(error) {} // under mu: Close's endLevels reads it
+	c.mu.Unlock()
+	cancel(nil)
 }
 
 // settle re-sends the release of a failed Unlock (h.pending) as a retry,
@@ -621,10 +625,13 @@ func (lv *level) held() error {
 func (h *hold) endLevels(cause error) {
 	c := h.sd.c
 	c.mu.Lock()
-	levels := slices.Clone(h.levels)
+	cancels := make([]context.CancelCauseFunc, len(h.levels))
+	for i, lv := range h.levels {
+		cancels[i] = lv.cancel // an Unlock's end may replace it meanwhile
+	}
 	c.mu.Unlock()
-	for _, lv := range levels {
-		lv.cancel(cause)
+	for _, cancel := range cancels {
+		cancel(cause)
 	}
 }
 
