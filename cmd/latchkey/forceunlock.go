@@ -36,7 +36,7 @@ func forceUnlock(args, env []string, std stdio) int {
 	name := fs.Arg(0)
 	locks, closeLocks, err := connect(c, rlock.Options{})
 	if err != nil {
-		fmt.Fprintf(std.err, "latchkey: %v\n", err)
+		fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))
 		return exitFor(err)
 	}
 	defer closeLocks()
@@ -44,14 +44,14 @@ func forceUnlock(args, env []string, std stdio) int {
 	info, err := ops.inspect(locks, ctx, name)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(std.err, "latchkey: %v\n", err)
+		fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))
 		return exitFor(err)
 	}
 	if !*yes {
 		// Who would lose the lock, before the question: the operator may
 		// be about to break a job that is still working.
 		if err := writeTable(std.err, []rlock.LockInfo{info}, true); err != nil {
-			fmt.Fprintf(std.err, "latchkey: %v\n", err)
+			fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))
 			return exitError
 		}
 		fmt.Fprintf(std.err, "Delete the %s %q whoever holds it? [y/N] ", *kind, name)
@@ -67,7 +67,7 @@ func forceUnlock(args, env []string, std stdio) int {
 	defer cancel()
 	existed, err := ops.forceUnlock(locks, ctx, name)
 	if err != nil {
-		fmt.Fprintf(std.err, "latchkey: %v\n", err)
+		fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))
 		return exitFor(err)
 	}
 	if existed {

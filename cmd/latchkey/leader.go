@@ -42,7 +42,7 @@ func leader(args, env []string, std stdio) int {
 	name := fs.Arg(0)
 	locks, closeLocks, err := connect(c, rlock.Options{})
 	if err != nil {
-		fmt.Fprintf(std.err, "latchkey: %v\n", err)
+		fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))
 		return exitFor(err)
 	}
 	defer closeLocks()
@@ -60,7 +60,7 @@ func leader(args, env []string, std stdio) int {
 		err = print(l) // Observe prints the leader first when watching
 	}
 	if err != nil {
-		fmt.Fprintf(std.err, "latchkey: %v\n", err)
+		fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))
 		return exitFor(err)
 	}
 	if !*watch {
@@ -77,7 +77,7 @@ func leader(args, env []string, std stdio) int {
 		return printErr
 	}, func(err error) {
 		if err != nil {
-			fmt.Fprintf(std.err, "latchkey: %v; retrying\n", err)
+			fmt.Fprintf(std.err, "latchkey: %s; retrying\n", errText(err))
 		} else {
 			fmt.Fprintf(std.err, "latchkey: watching %q again\n", name)
 		}
@@ -86,10 +86,10 @@ func leader(args, env []string, std stdio) int {
 	case ctx.Err() != nil:
 		return 0
 	case printErr != nil:
-		fmt.Fprintf(std.err, "latchkey: %v\n", printErr)
+		fmt.Fprintf(std.err, "latchkey: %s\n", errText(printErr))
 		return exitError
 	}
-	fmt.Fprintf(std.err, "latchkey: %v\n", err)
+	fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))
 	return exitFor(err)
 }
 

@@ -348,3 +348,7 @@ type stdio struct {
 	in       io.Reader
 	out, err io.Writer
 }
+
+// errText is err's message without the "latchkey: " that the library's
+// errors start with: a line of the CLI says it once, at its start.
+func errText(err error) string { return strings.TrimPrefix(err.Error(), "latchkey: ") }

@@ -85,7 +85,7 @@ func runCmd(args, env []string, std stdio) int {
 	// `latchkey status` shows what the holder runs.
 	locks, closeLocks, err := connect(c, rlock.Options{WatchdogTimeout: time.Duration(*wdTimeout), ClientName: strings.ToValidUTF8(*clientName, "?")})
 	if err != nil {
-		fmt.Fprintf(std.err, "latchkey: %v\n", err)
+		fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))
 		return exitFor(err)
 	}
 	defer closeLocks()
@@ -121,7 +121,7 @@ func runCmd(args, env []string, std stdio) int {
 			fmt.Fprintf(std.err, "latchkey: the lock %q was lost before %s ended\n", name, cmdArgs[0])
 			return exitLost
 		}
-		fmt.Fprintf(std.err, "latchkey: releasing the lock %q: %v (it expires with its lease)\n", name, err)
+		fmt.Fprintf(std.err, "latchkey: releasing the lock %q: %s (it expires with its lease)\n", name, errText(err))
 	}
 	return code
 }
@@ -199,10 +199,10 @@ func acquire(ctx context.Context, cancel context.CancelFunc, l side, wait time.D
 	switch {
 	case r.busy != nil && errors.Is(r.err, r.busy):
 		// The library's WaitError says who held the lock and our place.
-		fmt.Fprintf(std.err, "latchkey: the lock %q is busy\n%v\n", l.name, r.err)
+		fmt.Fprintf(std.err, "latchkey: the lock %q is busy\n%s\n", l.name, errText(r.err))
 		return nil, conflict
 	case r.err != nil:
-		fmt.Fprintf(std.err, "latchkey: taking the lock %q: %v\n", l.name, r.err)
+		fmt.Fprintf(std.err, "latchkey: taking the lock %q: %s\n", l.name, errText(r.err))
 		return nil, exitFor(r.err)
 	case !r.ok:
 		fmt.Fprintf(std.err, "latchkey: the lock %q is busy\n", l.name)
@@ -238,7 +238,7 @@ func hold(l side, lctx context.Context, cmdArgs, env []string, grace time.Durati
 	if l.token != nil {
 		token, err := l.token(lctx)
 		if err != nil {
-			fmt.Fprintf(std.err, "latchkey: the lock %q: %v\n", l.name, err)
+			fmt.Fprintf(std.err, "latchkey: the lock %q: %s\n", l.name, errText(err))
 			return exitLost
 		}
 		env = append(env, "LATCHKEY_TOKEN="+strconv.FormatInt(token, 10))
@@ -248,7 +248,7 @@ func hold(l side, lctx context.Context, cmdArgs, env []string, grace time.Durati
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = std.in, std.out, std.err
 	cmd.SysProcAttr = cmdSysProcAttr()
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(std.err, "latchkey: %v\n", err)
+		fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return exitNotFound
 		}
@@ -270,7 +270,7 @@ func hold(l side, lctx context.Context, cmdArgs, env []string, grace time.Durati
 			_ = cmd.Process.Signal(sig)
 		case <-lost:
 			lost = nil
-			fmt.Fprintf(std.err, "latchkey: the lock %q was lost (%v); stopping %s\n", l.name, context.Cause(lctx), cmdArgs[0])
+			fmt.Fprintf(std.err, "latchkey: the lock %q was lost (%s); stopping %s\n", l.name, errText(context.Cause(lctx)), cmdArgs[0])
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			t := time.NewTimer(grace)
 			defer t.Stop()

@@ -81,7 +81,7 @@ var kinds = map[rlock.Kind]struct {
 func inspect(c common, std stdio, read func(context.Context, *rlock.Client) ([]rlock.LockInfo, error), print func([]rlock.LockInfo) error) int {
 	locks, closeLocks, err := connect(c, rlock.Options{})
 	if err != nil {
-		fmt.Fprintf(std.err, "latchkey: %v\n", err)
+		fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))
 		return exitFor(err)
 	}
 	defer closeLocks()
@@ -92,7 +92,7 @@ func inspect(c common, std stdio, read func(context.Context, *rlock.Client) ([]r
 		err = print(infos)
 	}
 	if err != nil {
-		fmt.Fprintf(std.err, "latchkey: %v\n", err)
+		fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))
 		return exitFor(err)
 	}
 	return 0
