@@ -180,8 +180,9 @@ func (e *Election) Observe(ctx context.Context) <-chan Leadership {
 // or the Client closes (it returns ctx's error or ErrClosed), f returns an
 // error (it returns that one), or Redis refuses the observer with an error
 // no retry cures, such as an ACL's NOPERM (it returns ErrObserveFailed
-// wrapping it). Errors that may clear, such as a lost connection, are
-// retried with a backoff; retrying, when not nil, is called with each one
+// wrapping it). Errors that may clear, such as a lost connection or Redis
+// loading its data (LOADING) or busy with a script (BUSY), are retried
+// with a backoff; retrying, when not nil, is called with each one
 // that differs from the last it was told, then with nil once a read
 // succeeds again. Watch calls f and retrying on its caller's goroutine.
 func (e *Election) Watch(ctx context.Context, f func(Leadership) error, retrying func(error)) error {
@@ -208,7 +209,7 @@ func (e *Election) Watch(ctx context.Context, f func(Leadership) error, retrying
 		case err == nil:
 		case wctx.Err() != nil || errors.Is(err, notify.ErrClosed):
 			return ended()
-		case luascripts.Classify(redisCause(err)) != luascripts.Unknown:
+		case !retried(redisCause(err)):
 			return fmt.Errorf("%w: subscribing to the announcements of %q: %w", ErrObserveFailed, e.name, err)
 		default:
 			told.failed(fmt.Errorf("latchkey: subscribing to the announcements of %q: %w", e.name, err))
@@ -230,7 +231,7 @@ func (e *Election) Watch(ctx context.Context, f func(Leadership) error, retrying
 		switch {
 		case err != nil && wctx.Err() != nil:
 			return ended()
-		case err != nil && luascripts.Classify(err) != luascripts.Unknown:
+		case err != nil && !retried(err):
 			return fmt.Errorf("%w: reading the leader of %q: %w", ErrObserveFailed, e.name, err)
 		case err != nil:
 			told.failed(e.readError(err))
@@ -257,6 +258,12 @@ func (e *Election) Watch(ctx context.Context, f func(Leadership) error, retrying
 // readError is the error of read, which returns the script's own.
 func (e *Election) readError(err error) error {
 	return fmt.Errorf("latchkey: reading the leader of %q: %w", e.name, err)
+}
+
+// retried reports whether an observer tries again after err: a call of
+// unknown outcome, or a refusal for a state Redis passes through.
+func retried(err error) bool {
+	return luascripts.Classify(err) == luascripts.Unknown || luascripts.Passing(err)
 }
 
 // redisCause is Redis' reply that a refused subscription's error wraps, or

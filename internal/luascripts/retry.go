@@ -3,6 +3,7 @@ package luascripts
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -39,6 +40,24 @@ func Classify(err error) Outcome {
 		return Permanent
 	}
 	return Unknown
+}
+
+// Passing reports whether err is Redis refusing a call for a state it
+// passes through (loading its data, busy with a script, a failover or
+// migration under way, too few replicas): the call did not run, and a
+// caller that can wait, such as an election's observer, tries again where
+// a lock call returns the error.
+func Passing(err error) bool {
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) {
+		return false
+	}
+	word, _, _ := strings.Cut(re.Error(), " ")
+	switch word {
+	case "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS":
+		return true
+	}
+	return false
 }
 
 // Backoff is a doubling pause: Min, 2·Min, … up to Max.
