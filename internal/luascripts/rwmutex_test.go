@@ -360,21 +360,35 @@ func TestRegressRWDeadWriterFirst(t *testing.T) {
 		bw.woken(t)
 		f.writeOnce("BW", "cb")
 	})
+	// A reader queued behind dead writers only gets in; one queued before it
+	// is woken, and holds it back no more than it would a writer-free queue.
 	t.Run("reader", func(t *testing.T) {
-		f := newRW(t, standaloneClient(t))
-		f.wake = minuteWindows
-		require.True(t, f.write("X", "cx", false).Acquired)
-		require.False(t, f.write("DW", "cd", true).Acquired)
-		ar := f.listen("ca", false)
-		require.False(t, f.read("AR", "ca", true).Acquired)
-		// The writer's lease runs out: nobody releases, nobody is told.
-		do(t, f.c, f.c.B().Del().Key(f.k.Write).Build())
-		r := f.read("AR", "ca", true)
-		require.True(t, r.Acquired, "refused for %v behind a dead writer", r.PTTL)
-		ar.quiet(t)
-		assert.Empty(t, zmembers(t, f.c, f.k.QueueW))
-		left, _ := f.unlock("AR", false, 1, false)
-		assert.Zero(t, left)
-		f.gone()
+		for _, before := range []bool{false, true} {
+			f := newRW(t, standaloneClient(t))
+			f.wake = minuteWindows
+			require.True(t, f.write("X", "cx", false).Acquired)
+			require.False(t, f.write("DW", "cd", true).Acquired)
+			r1 := f.listen("c1", false)
+			if before {
+				require.False(t, f.read("R1", "c1", true).Acquired)
+			}
+			ar := f.listen("ca", false)
+			require.False(t, f.read("AR", "ca", true).Acquired)
+			// The writer's lease runs out: nobody releases, nobody is told.
+			do(t, f.c, f.c.B().Del().Key(f.k.Write).Build())
+			r := f.read("AR", "ca", true)
+			require.True(t, r.Acquired, "reader before it %v: refused for %v behind a dead writer", before, r.PTTL)
+			ar.quiet(t)
+			if before {
+				r1.woken(t)
+				require.True(t, f.read("R1", "c1", true).Acquired)
+				left, _ := f.unlock("R1", false, 1, false)
+				assert.Zero(t, left)
+			}
+			assert.Empty(t, zmembers(t, f.c, f.k.QueueW))
+			left, _ := f.unlock("AR", false, 1, false)
+			assert.Zero(t, left)
+			f.gone()
+		}
 	})
 }

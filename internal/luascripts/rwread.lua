@@ -16,8 +16,10 @@ if writer == '' or redis.call('hexists', w, writer) == 0 then
     local before = first_writer(ARGV[7])
     local mine = before and redis.call('zscore', R.key, client)
     if before and (not mine or before < tonumber(mine)) then
-      local n, first, _, left = rw_wake(ARGV[7], redis.call('hlen', readers.counts), client, nil, before)
-      if n > 0 or left and (not mine or left < tonumber(mine)) then
+      local _, first, _, left = rw_wake(ARGV[7], redis.call('hlen', readers.counts), client, nil, before)
+      -- Refused while a writer is left before it; readers woken with it
+      -- are no reason: they share.
+      if left and (not mine or left < tonumber(mine)) then
         pttl = wait_for(first, math.max(redis.call('pttl', readers.counts), -1))
       end
     end
