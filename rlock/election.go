@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/latchkey/latchkey/internal/luascripts"
 	"github.com/latchkey/latchkey/notify"
 )
@@ -201,22 +199,15 @@ func (e *Election) Watch(ctx context.Context, f func(Leadership) error, retrying
 	}
 	retry := luascripts.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
 	told := retryTold{tell: retrying}
-	var sub *notify.Subscription
-	for sub == nil {
-		var err error
-		sub, err = e.c.hub.Subscribe(wctx, e.keys.Observers)
-		switch {
-		case err == nil:
-		case wctx.Err() != nil || errors.Is(err, notify.ErrClosed):
-			return ended()
-		case !retried(redisCause(err)):
-			return fmt.Errorf("%w: subscribing to the announcements of %q: %w", ErrObserveFailed, e.name, err)
-		default:
-			told.failed(fmt.Errorf("latchkey: subscribing to the announcements of %q: %w", e.name, err))
-			if !retry.Sleep(wctx) {
-				return ended()
-			}
-		}
+	sub, err := e.c.subscribe(wctx, e.keys.Observers, time.Time{}, func(err error) {
+		told.failed(fmt.Errorf("latchkey: subscribing to the announcements of %q: %w", e.name, err))
+	})
+	switch {
+	case err == nil:
+	case wctx.Err() != nil || errors.Is(err, notify.ErrClosed):
+		return ended()
+	default:
+		return fmt.Errorf("%w: subscribing to the announcements of %q: %w", ErrObserveFailed, e.name, err)
 	}
 	defer sub.Release()
 	var last Leadership
@@ -258,22 +249,6 @@ func (e *Election) Watch(ctx context.Context, f func(Leadership) error, retrying
 // readError is the error of read, which returns the script's own.
 func (e *Election) readError(err error) error {
 	return fmt.Errorf("latchkey: reading the leader of %q: %w", e.name, err)
-}
-
-// retried reports whether an observer tries again after err: a call of
-// unknown outcome, or a refusal for a state Redis passes through.
-func retried(err error) bool {
-	return luascripts.Classify(err) == luascripts.Unknown || luascripts.Passing(err)
-}
-
-// redisCause is Redis' reply that a refused subscription's error wraps, or
-// err: luascripts.Classify knows a reply only unwrapped.
-func redisCause(err error) error {
-	var re *rueidis.RedisError
-	if errors.As(err, &re) {
-		return re
-	}
-	return err
 }
 
 // retryTold tells an observer's retried errors to tell, when not nil: each

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/latchkey/latchkey/internal/luascripts"
 	"github.com/latchkey/latchkey/notify"
 )
@@ -314,7 +316,7 @@ type notified struct {
 
 func (n *notified) ready(ctx context.Context, sd *side, deadline time.Time) (bool, error) {
 	if n.tn.sub == nil {
-		sub, err := sd.c.subscribe(ctx, sd.inbox, deadline)
+		sub, err := sd.c.subscribe(ctx, sd.inbox, deadline, nil)
 		if err != nil {
 			return false, err
 		}
@@ -354,19 +356,51 @@ func (p *polling) pause(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// subscribe subscribes to channel, giving up at deadline (errBusy).
-func (c *Client) subscribe(ctx context.Context, channel string, deadline time.Time) (*notify.Subscription, error) {
+// subscribe subscribes to channel, giving up at deadline (errBusy; zero:
+// none). A subscription that failed for a reason that may clear (retried)
+// is tried again, with a backoff, until ctx ends; failed, when not nil,
+// hears of each such failure.
+func (c *Client) subscribe(ctx context.Context, channel string, deadline time.Time, failed func(error)) (*notify.Subscription, error) {
 	sctx := ctx
 	if !deadline.IsZero() {
 		var cancel context.CancelFunc
 		sctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	sub, err := c.hub.Subscribe(sctx, channel)
-	if err != nil && ctx.Err() == nil && sctx.Err() != nil {
-		return nil, errBusy
+	for retry := retryBackoff(); ; {
+		sub, err := c.hub.Subscribe(sctx, channel)
+		if err == nil {
+			return sub, nil
+		}
+		if sctx.Err() == nil && !errors.Is(err, notify.ErrClosed) && retried(redisCause(err)) {
+			if failed != nil {
+				failed(err)
+			}
+			if retry.Sleep(sctx) {
+				continue
+			}
+		}
+		if ctx.Err() == nil && sctx.Err() != nil {
+			return nil, errBusy
+		}
+		return nil, err
 	}
-	return sub, err
+}
+
+// retried reports whether an observer tries again after err: a call of
+// unknown outcome, or a refusal for a state Redis passes through.
+func retried(err error) bool {
+	return luascripts.Classify(err) == luascripts.Unknown || luascripts.Passing(err)
+}
+
+// redisCause is Redis' reply that a refused subscription's error wraps, or
+// err: luascripts.Classify knows a reply only unwrapped.
+func redisCause(err error) error {
+	var re *rueidis.RedisError
+	if errors.As(err, &re) {
+		return re
+	}
+	return err
 }
 
 // runRelease runs the side's release of r (the caller sets Owner, Count,

@@ -118,7 +118,7 @@ func (l *CountDownLatch) Await(ctx context.Context) (err error) {
 	}
 	round, known := st.Round, err == nil
 
-	sub, err := l.c.hub.Subscribe(cctx, l.keys.Channel)
+	sub, err := l.c.subscribe(cctx, l.keys.Channel, time.Time{}, nil)
 	if err != nil {
 		return ended(ctx, cctx, fmt.Errorf("latchkey: await latch %q: %w", l.name, err))
 	}
@@ -159,7 +159,7 @@ func (l *CountDownLatch) read(ctx context.Context) (luascripts.LatchState, error
 	return st, nil
 }
 
-// retryable: the connection failed, not Redis or the caller.
+// retryable: the call may clear (retried), and the caller still waits.
 func (l *CountDownLatch) retryable(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && luascripts.Classify(err) == luascripts.Unknown
+	return ctx.Err() == nil && retried(err)
 }
