@@ -516,7 +516,7 @@ func ExampleSemaphore() {
 
 	pool := locks.Semaphore("licences", 3)
 	var mu sync.Mutex
-	inUse, most := int64(0), int64(0)
+	inUse, most, done := int64(0), int64(0), 0
 	var wg sync.WaitGroup
 	for job := range 6 {
 		n := int64(1 + job%2)
@@ -538,14 +538,18 @@ func ExampleSemaphore() {
 			mu.Unlock()
 			if err := pool.Release(pctx); err != nil {
 				log.Print(err)
+				return
 			}
+			mu.Lock()
+			done++
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
 	free, err := pool.Available(context.Background())
-	fmt.Println(most <= pool.Size(), free, err)
+	fmt.Println(done, "jobs;", most >= 1 && most <= pool.Size(), free, err)
 	// Output:
-	// true 3 <nil>
+	// 6 jobs; true 3 <nil>
 }
 
 // With SyncReplicas every grant, renewal and release waits until that many
