@@ -97,9 +97,15 @@ func (c *Client) adopt(sd *side, tn *turn, t try, lo lockOptions) *hold {
 func (c *Client) newHold(parent context.Context, sd *side, tn *turn, t try, lo lockOptions) (context.Context, error) {
 	h := c.adopt(sd, tn, t, lo)
 	h.base = parent
-	if c.isClosed() {
+	switch {
+	case c.isClosed():
 		_ = h.releaseLast() // born after Close; a failed release expires within its lease
 		return nil, ErrClosed
+	case parent.Err() != nil:
+		// Granted as the caller gave up (a handover racing its ctx in
+		// enterTurn's select): given back, as attempt gives a late grant.
+		_ = h.releaseLast()
+		return nil, ctxErr(parent)
 	}
 	if h.lease {
 		h.setLease(t.sent, lo.lease)
