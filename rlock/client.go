@@ -44,7 +44,7 @@ type Client struct {
 
 	mu     sync.Mutex
 	closed bool
-	turns  map[string]*turn   // by side (turn.go)
+	turns  map[turnKey]*turn  // by side (turn.go)
 	holds  map[*hold]struct{} // live holds, whose contexts Close ends
 }
 
@@ -97,7 +97,7 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 		wd:        wd,
 		closing:   closing,
 		close:     cancel,
-		turns:     make(map[string]*turn),
+		turns:     make(map[turnKey]*turn),
 		holds:     make(map[*hold]struct{}),
 	}, nil
 }

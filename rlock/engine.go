@@ -20,7 +20,7 @@ import (
 type side struct {
 	c         *Client
 	name      string
-	key       string // the context key of its holds; also its turn's, with ":spin" for the spin variant
+	key       string // the context key of its holds; with spin, its turn's key (turnKey)
 	inbox     string // the channel on which a release wakes this client
 	what      string // "lock", "read lock", "write lock", "permits": for messages
 	metric    lockKind
@@ -61,12 +61,14 @@ type try struct {
 	sent  time.Time
 }
 
-func (sd *side) turnKey() string {
-	if sd.spin {
-		return sd.key + ":spin"
-	}
-	return sd.key
+// turnKey names sd's turn: its key and variant, as a pair (Redisson's
+// keys are bare names, so no suffix can mark the spin variant's turn).
+type turnKey struct {
+	key  string
+	spin bool
 }
+
+func (sd *side) turnKey() turnKey { return turnKey{sd.key, sd.spin} }
 
 // onWait marks obs's acquire (or Await) of name as waiting, and calls the
 // OnWait hook.
