@@ -22,6 +22,20 @@ import (
 // default for it (a stack dump, exit 2) would leave CMD running unlocked.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
+// caught are the forwarded signals run was not started ignoring: catching
+// one would undo the ignore for CMD too (nohup's SIGHUP, a background
+// job's SIGINT), since a child starts with the default for every signal
+// Go handles.
+func caught() []os.Signal {
+	var sigs []os.Signal
+	for _, s := range forwarded {
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	return sigs
+}
+
 // runCmd is `latchkey run`.
 func runCmd(args, env []string, std stdio) int {
 	var c common
@@ -79,7 +93,7 @@ func runCmd(args, env []string, std stdio) int {
 	// Signals are caught from here on: during the wait they end it, and
 	// once CMD runs they are CMD's.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
+	signal.Notify(sigs, caught()...)
 	defer signal.Stop(sigs)
 
 	// `latchkey status` shows what the holder runs.
