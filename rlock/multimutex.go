@@ -111,6 +111,7 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 		}
 	}
 	next := 0 // the member to wait for: the first, then whichever was busy
+	var lastErr error // the last round's transient failure, if it ended it
 	for round := 0; ; round++ {
 		var lctx context.Context
 		var ok bool
@@ -120,7 +121,8 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 		case deadline.IsZero():
 			lctx, err = mm.members[next].Lock(ctx, memberOpts...)
 		case wait == 0 && round > 0:
-			return nil, errBusy // the wait is over, and a round was tried
+			// The wait is over, and a round was tried: a failure is no "busy".
+			return nil, busyOr(lastErr)
 		default:
 			if lctx, ok, err = mm.members[next].TryLock(ctx, append(memberOpts, WithWait(wait))...); err == nil && !ok {
 				err = errBusy
@@ -131,6 +133,7 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 		}
 		held[next] = lctx
 		busy := -1 // the others, in order, without waiting
+		lastErr = nil
 		for i, m := range mm.members {
 			if held[i] != nil {
 				continue
@@ -142,7 +145,7 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 			}
 			// A transient failure (undone) counts as busy: the wait retries.
 			if !ok {
-				busy = i
+				busy, lastErr = i, err
 				break
 			}
 			held[i] = lctx
