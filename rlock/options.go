@@ -155,8 +155,9 @@ type SyncReplicas struct {
 	// Replicas is how many replicas must acknowledge each change (0: off).
 	// Ask for every replica that may be promoted.
 	Replicas int
-	// Timeout bounds each WAIT. Default DefaultSyncTimeout; it must be
-	// shorter than the watchdog's interval.
+	// Timeout bounds each WAIT. Default DefaultSyncTimeout, or half the
+	// watchdog's interval when that is shorter; it must be shorter than the
+	// interval.
 	Timeout time.Duration
 }
 
@@ -199,7 +200,9 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: SyncReplicas %+v must not be negative", ErrInvalidOptions, o.SyncReplicas)
 	}
 	if o.SyncReplicas.Replicas > 0 && o.SyncReplicas.Timeout == 0 {
-		o.SyncReplicas.Timeout = DefaultSyncTimeout
+		// Shorter than the interval, as it must be, whatever the timeout.
+		interval := cmp.Or(o.WatchdogInterval, cmp.Or(o.WatchdogTimeout, watchdog.DefaultTimeout)/3)
+		o.SyncReplicas.Timeout = min(DefaultSyncTimeout, interval/2)
 	}
 	return o, nil
 }
