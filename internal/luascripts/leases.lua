@@ -27,7 +27,10 @@ local function lease_live(side, owner, now)
   return score and tonumber(score) >= now
 end
 
--- drop_lapsed drops every owner whose lease ran out before now.
+-- drop_lapsed drops every owner whose lease ran out before now. A side
+-- whose counts hash keeps a running total (side.total, a field name: a
+-- Semaphore's "#held") has the dead owners' counts taken off it; one
+-- without (an RWMutex's readers) pays nothing for that.
 local function drop_lapsed(side, now)
   local before = string.format('(%d', now)
   local dead = redis.call('zrangebyscore', side.leases, '-inf', before)
@@ -35,6 +38,17 @@ local function drop_lapsed(side, now)
     -- In slices: unpack is bounded by Lua's C stack (the usual count is one).
     for i = 1, #dead, 1000 do
       local j = math.min(i + 999, #dead)
+      if side.total then
+        -- Only fields still there count (one gone was taken off already),
+        -- and while they are there the hash exists: no total outlives it.
+        local gone = 0
+        for _, n in ipairs(redis.call('hmget', side.counts, unpack(dead, i, j))) do
+          gone = gone + (tonumber(n) or 0)
+        end
+        if gone ~= 0 then
+          redis.call('hincrby', side.counts, side.total, -gone)
+        end
+      end
       redis.call('hdel', side.counts, unpack(dead, i, j))
       redis.call('hdel', side.records, unpack(dead, i, j))
     end

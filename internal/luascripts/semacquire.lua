@@ -11,8 +11,8 @@
 local owner, n, size = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local lease, client, queued, spec = tonumber(ARGV[5]), ARGV[6], ARGV[7] == '1', ARGV[8]
 local now = server_ms()
-local held = sem_held(now)
-local recorded = sem_size()
+local held, recorded = sem_held(now)
+recorded = sem_size(recorded)
 if recorded and recorded ~= size then
   if held > 0 or redis.call('exists', Q.key) == 1 then
     return {-1, recorded}
@@ -43,7 +43,8 @@ if pttl ~= -2 then
   end
   return reply
 end
-redis.call('hset', h, owner, n, '#size', size)
+-- owner is new: its permits add to the total.
+redis.call('hset', h, owner, n, '#size', size, '#held', held + n)
 lease_start(holders, owner, now, lease, record_of(owner, 0, ARGV[9]))
 if queued and mine then
   dequeue(Q, client)

@@ -10,7 +10,7 @@ import (
 // SemKeys are the keys of one Semaphore, all under its hash tag.
 type SemKeys struct {
 	Base    string // "<prefix>:{<name>}:sem", which the others extend
-	Holders string // {owner -> permits} and "#size"
+	Holders string // {owner -> permits}, "#size" and "#held" (the permits held)
 	Leases  string // the holders' lease set {owner -> the end of its lease, server ms}
 	Records string // the holders' records {owner -> record}
 	Queue   string // waiting clients (QueueEntry), oldest first

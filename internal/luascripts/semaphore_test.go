@@ -100,7 +100,7 @@ func TestSemAcquireRelease(t *testing.T) {
 	f := newSem(t, standaloneClient(t), []string{standaloneAddr}, false, 3)
 	require.True(t, f.acquire("A", "a", 2, false).Acquired)
 	require.True(t, f.acquire("B", "b", 1, false).Acquired)
-	assert.Equal(t, map[string]string{"A": "2", "B": "1", "#size": "3"}, hgetall(t, f.c, f.k.Holders))
+	assert.Equal(t, map[string]string{"A": "2", "B": "1", "#size": "3", "#held": "3"}, hgetall(t, f.c, f.k.Holders))
 	recs := hgetall(t, f.c, f.k.Records)
 	assert.Regexp(t, `^A\|0\|[0-9]+\|$`, recs["A"], "the grant's record: owner, no token, time, no description")
 	assert.Len(t, recs, 2)

@@ -5,8 +5,8 @@
 -- is in use with another size.
 local size = tonumber(ARGV[1])
 local held = sem_held(server_ms())
-sem_settle()
-local recorded = sem_size()
+sem_settle(held)
+local recorded = sem_size(tonumber(redis.call('hget', h, '#size')))
 if recorded and recorded ~= size then
   return {-1, recorded}
 end

@@ -5,4 +5,4 @@
 -- permits as counts, and the size.
 local holds = {}
 live_holds(holds, '', holders)
-return {holds, {queue_head('', Q, ARGV[1], qn)}, sem_size() or 0, woken_of(Q) or ''}
+return {holds, {queue_head('', Q, ARGV[1], qn)}, sem_size(tonumber(redis.call('hget', h, '#size'))) or 0, woken_of(Q) or ''}

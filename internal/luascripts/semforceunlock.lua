@@ -7,7 +7,7 @@ local bad = foreign('hzhzh')
 if bad then
   return bad
 end
-local size = sem_size()
+local size = sem_size(tonumber(redis.call('hget', h, '#size')))
 if redis.call('del', h, holders.leases, holders.records) + unwake(Q) == 0 then
   return 0
 end

@@ -4,25 +4,39 @@
 --   KEYS[1] B:h   KEYS[2] B:h:e   KEYS[3] B:h:rec
 --   KEYS[4] B:q   KEYS[5] B:qn
 -- and B as ARGV[1] (but semavailable and semdescribe, which wake nobody)
--- for the channels B:ch:<client>. B:h and B:qn record "#size". n permits
--- are granted iff the live held permits, n and the wants of the clients
--- queued before the caller (all, for one not queued) fit in the size.
+-- for the channels B:ch:<client>. B:h and B:qn record "#size"; B:h keeps
+-- "#held", the sum of its owners' permits, which every script that grants,
+-- releases, drops or deletes holders keeps exact: none reads every holder.
+-- n permits are granted iff the live held permits, n and the wants of the
+-- clients queued before the caller (all, for one not queued) fit in the
+-- size.
 local h, qn = KEYS[1], KEYS[5]
 local Q = {key = KEYS[4], wants = KEYS[5], ch = (ARGV[1] or '') .. ':ch:'}
-local holders = {counts = KEYS[1], leases = KEYS[2], records = KEYS[3]}
+local holders = {counts = KEYS[1], leases = KEYS[2], records = KEYS[3], total = '#held'}
 
 -- sem_held drops the holders whose lease ran out before now and returns
--- the permits the others hold.
+-- the permits the others hold and the size B:h records.
 local function sem_held(now)
   drop_lapsed(holders, now)
-  local held = 0
-  local kv = redis.call('hgetall', h)
-  for i = 1, #kv, 2 do
-    if string.sub(kv[i], 1, 1) ~= '#' then
-      held = held + tonumber(kv[i + 1])
+  local v = redis.call('hmget', h, '#held', '#size')
+  return tonumber(v[1]) or 0, tonumber(v[2])
+end
+
+-- sem_settle deletes B:h once only "#size" and "#held" are left (B:qn
+-- keeps the size for waiters); held is sem_held's.
+local function sem_settle(held)
+  if held == 0 and redis.call('hlen', h) == 2 then
+    local v = redis.call('hmget', h, '#held', '#size')
+    if v[1] and v[2] then
+      redis.call('del', h)
     end
   end
-  return held
+end
+
+-- sem_size is the size the semaphore is in use with, or nil: recorded,
+-- sem_held's, else B:qn's.
+local function sem_size(recorded)
+  return recorded or tonumber(redis.call('hget', qn, '#size'))
 end
 
 -- want_of is what a queued client waits for.
@@ -31,7 +45,9 @@ local function want_of(client)
 end
 
 -- sem_ahead returns the permits wanted by the clients queued before client
--- (all of them when it is not queued), and whether it is queued.
+-- (all of them when it is not queued), and whether it is queued: O(those
+-- clients), read in slices of one HMGET (unpack is bounded by Lua's C
+-- stack).
 local function sem_ahead(client)
   local rank = redis.call('zrank', Q.key, client)
   local clients = {}
@@ -41,30 +57,20 @@ local function sem_ahead(client)
     clients = redis.call('zrange', Q.key, 0, rank - 1)
   end
   local sum = 0
-  for _, c in ipairs(clients) do
-    sum = sum + want_of(c)
+  for i = 1, #clients, 1000 do
+    for _, w in ipairs(redis.call('hmget', qn, unpack(clients, i, math.min(i + 999, #clients)))) do
+      sum = sum + (tonumber(w) or 1)
+    end
   end
   return sum, rank ~= false
-end
-
--- sem_size is the size the semaphore is in use with, or nil.
-local function sem_size()
-  return tonumber(redis.call('hget', h, '#size')) or tonumber(redis.call('hget', qn, '#size'))
-end
-
--- sem_settle deletes B:h once only "#size" is left (B:qn keeps it for waiters).
-local function sem_settle()
-  if redis.call('hlen', h) == 1 and redis.call('hexists', h, '#size') == 1 then
-    redis.call('del', h)
-  end
 end
 
 -- sem_free drops dead holders, settles B:h and returns the free permits of
 -- the recorded size, else of size.
 local function sem_free(size, now)
-  size = sem_size() or tonumber(size)
-  local held = sem_held(now)
-  sem_settle()
+  local held, recorded = sem_held(now)
+  size = sem_size(recorded) or tonumber(size)
+  sem_settle(held)
   return size - held
 end
 

@@ -9,13 +9,22 @@
 -- that reached a client.
 local owner, spec, retry = ARGV[2], ARGV[4], ARGV[5] == '1'
 local now = server_ms()
-local live, has_field = lease_live(holders, owner, now), redis.call('hexists', h, owner) == 1
+local live, field = lease_live(holders, owner, now), redis.call('hget', h, owner)
+local has_field = field ~= false
 local result = 0
 if not (live and has_field) and not (retry and not live and not has_field) then
   result = -1
 end
 lease_end(holders, owner)
-redis.call('hdel', h, owner)
+if has_field then
+  -- Taken off the total with the field, so a retry that finds it gone
+  -- takes off nothing.
+  local n = tonumber(field)
+  if n and n ~= 0 then
+    redis.call('hincrby', h, '#held', -n)
+  end
+  redis.call('hdel', h, owner)
+end
 local free = sem_free(ARGV[3], now)
 local woken = 0
 if free > 0 then
