@@ -158,7 +158,8 @@ func (c *Client) ForceUnlockRWMutex(ctx context.Context, name string) (bool, err
 }
 
 // ForceUnlockSemaphore is ForceUnlock for a Semaphore: it deletes every
-// holder's permits.
+// holder's permits. Holders whose lease ran out are not counted as
+// something to delete: they hold nothing.
 func (c *Client) ForceUnlockSemaphore(ctx context.Context, name string) (bool, error) {
 	return c.forceUnlock(ctx, KindSemaphore, name)
 }

@@ -173,3 +173,55 @@ func TestRegressSemHeldTotal(t *testing.T) {
 		})
 	}
 }
+
+// TestRegressSemStaleSize: once no live holder is left, the holders hash
+// must go, and Inspect and ForceUnlock see only live state. semacquire
+// dropped lapsed holders without settling the hash, which expires with the
+// longest lease ever started: after a long-lease holder released early and
+// a short-lease holder crashed, "#size" outlived them for the long lease,
+// Inspect reported a Size with nobody holding or waiting, and ForceUnlock
+// reported (and counted) a force-unlock for deleting only that.
+func TestRegressSemStaleSize(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			f := semFor(t, m.sharded, 3)
+			forceUnlock := func() bool {
+				ok, foreign, err := f.k.Intro().ForceUnlock(t.Context(), f.c, f.wake)
+				require.NoError(t, err)
+				require.Empty(t, foreign)
+				return ok
+			}
+
+			// Nobody waits: Inspect and ForceUnlock find nothing live.
+			require.True(t, f.acquire("A", "a", 1, false).Acquired)
+			require.True(t, f.acquireLease("D", "d", 1, false, 20*time.Millisecond).Acquired)
+			assert.Zero(t, f.release("A", false))
+			lapse(t, f, "D")
+			d := describe(t, f.c, f.k.Intro(), 10)
+			assert.Empty(t, d.Holds)
+			assert.Zero(t, d.Size, "a size with nobody holding or waiting")
+			assert.False(t, forceUnlock(), "a force-unlock of nothing live")
+			f.gone()
+
+			// A client waits (told, without a window): a refused acquire that
+			// drops the last holder, dead, deletes the holders hash.
+			require.True(t, f.acquire("A", "a", 1, false).Acquired)
+			require.True(t, f.acquireLease("D", "d", 1, false, 20*time.Millisecond).Acquired)
+			w := f.listen("w")
+			require.True(t, refused(f.acquire("x", "w", 3, true)))
+			assert.Zero(t, f.release("A", false))
+			w.woken(t) // the probe: it does not fit beside D
+			lapse(t, f, "D")
+			require.True(t, refused(f.acquire("X", "x", 1, false)), "overtook the waiter")
+			w.woken(t)
+			assert.False(t, exists(t, f.c, f.k.Holders), "the holders hash outlived its holders")
+			d = describe(t, f.c, f.k.Intro(), 10)
+			assert.Empty(t, d.Holds)
+			assert.EqualValues(t, 3, d.Size, "the waiter's size")
+			assert.False(t, forceUnlock(), "a force-unlock of nothing live")
+			assert.True(t, f.leave("w"))
+			w.quiet(t)
+			f.gone()
+		})
+	}
+}

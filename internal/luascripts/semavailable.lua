@@ -4,9 +4,8 @@
 -- Drops dead holders. Returns {free, 0}, or {-1, size} when the semaphore
 -- is in use with another size.
 local size = tonumber(ARGV[1])
-local held = sem_held(server_ms())
-sem_settle(held)
-local recorded = sem_size(tonumber(redis.call('hget', h, '#size')))
+local held, recorded = sem_held(server_ms())
+recorded = sem_size(recorded)
 if recorded and recorded ~= size then
   return {-1, recorded}
 end

@@ -2,7 +2,14 @@
 -- KEYS[1..5]  semqueue.lua's
 -- ARGV[1]  the most queued clients to return (> 0)
 -- Returns a describe reply (inspect.lua): the live holders with their
--- permits as counts, and the size.
+-- permits as counts, and the size (0 when nobody live holds or waits).
 local holds = {}
 live_holds(holds, '', holders)
-return {holds, {queue_head('', Q, ARGV[1], qn)}, sem_size(tonumber(redis.call('hget', h, '#size'))) or 0, woken_of(Q) or ''}
+-- Live state only: B:h's "#size" outlives dead holders until a script
+-- drops them, B:qn's lives with the queue.
+local size
+if #holds > 0 then
+  size = tonumber(redis.call('hget', h, '#size'))
+end
+size = size or sem_size() or 0
+return {holds, {queue_head('', Q, ARGV[1], qn)}, size, woken_of(Q) or ''}

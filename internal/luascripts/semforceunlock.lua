@@ -7,7 +7,10 @@ local bad = foreign('hzhzh')
 if bad then
   return bad
 end
-local size = sem_size(tonumber(redis.call('hget', h, '#size')))
+-- Dead holders are nobody's: dropping them (and B:h with the last) is no
+-- force-unlock, so only live state counts.
+local _, recorded = sem_held(server_ms())
+local size = sem_size(recorded)
 if redis.call('del', h, holders.leases, holders.records) + unwake(Q) == 0 then
   return 0
 end

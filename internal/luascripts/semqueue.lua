@@ -15,22 +15,20 @@ local Q = {key = KEYS[4], wants = KEYS[5], ch = (ARGV[1] or '') .. ':ch:'}
 local holders = {counts = KEYS[1], leases = KEYS[2], records = KEYS[3], total = '#held'}
 
 -- sem_held drops the holders whose lease ran out before now and returns
--- the permits the others hold and the size B:h records.
+-- the permits the others hold and the size B:h records. It deletes B:h
+-- once no holder is left, whichever script drops the last: its "#size"
+-- must not outlive them (B:qn keeps the size for waiters).
 local function sem_held(now)
   drop_lapsed(holders, now)
   local v = redis.call('hmget', h, '#held', '#size')
-  return tonumber(v[1]) or 0, tonumber(v[2])
-end
-
--- sem_settle deletes B:h once only "#size" and "#held" are left (B:qn
--- keeps the size for waiters); held is sem_held's.
-local function sem_settle(held)
-  if held == 0 and redis.call('hlen', h) == 2 then
-    local v = redis.call('hmget', h, '#held', '#size')
-    if v[1] and v[2] then
-      redis.call('del', h)
-    end
+  local held, size = tonumber(v[1]) or 0, tonumber(v[2])
+  -- Only when no other field is left: no owner's field goes on the word
+  -- of the total alone.
+  if held == 0 and size and redis.call('hlen', h) == (v[1] and 2 or 1) then
+    redis.call('del', h)
+    return 0, nil
   end
+  return held, size
 end
 
 -- sem_size is the size the semaphore is in use with, or nil: recorded,
@@ -65,13 +63,11 @@ local function sem_ahead(client)
   return sum, rank ~= false
 end
 
--- sem_free drops dead holders, settles B:h and returns the free permits of
--- the recorded size, else of size.
+-- sem_free drops dead holders (settling B:h) and returns the free permits
+-- of the recorded size, else of size.
 local function sem_free(size, now)
   local held, recorded = sem_held(now)
-  size = sem_size(recorded) or tonumber(size)
-  sem_settle(held)
-  return size - held
+  return (sem_size(recorded) or tonumber(size)) - held
 end
 
 -- sem_wake wakes the queued clients whose wants fit in free, oldest first,
