@@ -62,9 +62,11 @@ func (w *Watchdog) loop() {
 			// and a scan of every entry per tick's end would be waste.
 			continue
 		case gone := <-w.gone:
-			for _, e := range gone {
-				e.lose(ErrGone)
+			causes := make([]error, len(gone))
+			for i := range gone {
+				causes[i] = ErrGone
 			}
+			w.loseAll(gone, causes)
 			continue
 		}
 		// Expired entries go first, so that a tick does not renew them.
@@ -100,7 +102,12 @@ func (w *Watchdog) expire(now time.Time) time.Time {
 		}
 	}
 	w.armed = earliest
+	// Earliest deadline first: in a mass loss (Redis gone), the holders
+	// whose leases end first in Redis hear first.
+	slices.SortFunc(dead, func(a, b *Entry) int { return a.deadline.Compare(b.deadline) })
 	w.mu.Unlock()
+	var lost []*Entry
+	var causes []error
 	for _, e := range dead {
 		w.mu.Lock()
 		last := e.lastErr
@@ -110,12 +117,15 @@ func (w *Watchdog) expire(now time.Time) time.Time {
 		w.mu.Unlock()
 		switch {
 		case renewed:
+			continue
 		case last != nil:
-			e.lose(fmt.Errorf("%w (last error: %v)", ErrExpired, last))
+			causes = append(causes, fmt.Errorf("%w (last error: %v)", ErrExpired, last))
 		default:
-			e.lose(ErrExpired)
+			causes = append(causes, ErrExpired)
 		}
+		lost = append(lost, e)
 	}
+	w.loseAll(lost, causes)
 	return earliest
 }
 

@@ -337,21 +337,37 @@ func (e *Entry) Deadline() time.Time {
 	return e.deadline
 }
 
-func (e *Entry) lose(cause error) {
+// lose ends e unless it was stopped: no longer kept, its onLost hears
+// cause. It reports whether it ended e (loseAll logs it).
+func (e *Entry) lose(cause error) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
-		return
+		return false
 	}
 	e.stopped = true
 	e.w.mu.Lock()
 	delete(e.w.entries, e)
 	e.w.stats.Lost++
 	e.w.mu.Unlock()
-	if l := e.w.opts.Logger; l != nil {
-		l.Error("latchkey: lease lost", "key", e.key, "owner", e.owner, "cause", cause)
-	}
 	if e.onLost != nil {
 		e.onLost(fmt.Errorf("%w: %s", cause, e.key))
+	}
+	return true
+}
+
+// loseAll ends entries, each with its cause, in order, then logs the
+// losses: every holder hears first, however slow the Logger.
+func (w *Watchdog) loseAll(entries []*Entry, causes []error) {
+	lost := make([]bool, len(entries))
+	for i, e := range entries {
+		lost[i] = e.lose(causes[i])
+	}
+	if l := w.opts.Logger; l != nil {
+		for i, e := range entries {
+			if lost[i] {
+				l.Error("latchkey: lease lost", "key", e.key, "owner", e.owner, "cause", causes[i])
+			}
+		}
 	}
 }
