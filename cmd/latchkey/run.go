@@ -211,6 +211,11 @@ func acquire(ctx context.Context, cancel context.CancelFunc, l side, wait time.D
 		return nil, 128 + signum(sig)
 	}
 	switch {
+	case r.busy != nil && errors.Is(r.err, r.busy) && exitFor(r.err) == exitUnavailable:
+		// The wait ran out with Redis out of reach (its last try's error):
+		// that, not a holder, is why; --conflict-exit-code must not hide it.
+		fmt.Fprintf(std.err, "latchkey: waiting for the lock %q: %s\n", l.name, errText(r.err))
+		return nil, exitUnavailable
 	case r.busy != nil && errors.Is(r.err, r.busy):
 		// The library's WaitError says who held the lock and our place.
 		fmt.Fprintf(std.err, "latchkey: the lock %q is busy\n%s\n", l.name, errText(r.err))
