@@ -27,8 +27,8 @@ import (
 //     user's permissions inside scripts too.
 //   - subscribe … sunsubscribe: waiting for unlock messages (sharded on
 //     Cluster, classic otherwise).
-//   - cluster|slots: rueidis reads the Cluster topology, and Client.List
-//     finds the masters with it. (Redis 8 is asked CLUSTER SHARDS instead:
+//   - cluster|slots: rueidis reads the Cluster topology, Client.List finds
+//     the masters with it, and the watchdog groups its renewals by master. (Redis 8 is asked CLUSTER SHARDS instead:
 //     add cluster|shards there.)
 //   - scan: Client.List (latchkey list) walks the keys. ACL key patterns do
 //     not filter what SCAN returns, so it shows the names (not the values)

@@ -13,11 +13,12 @@ import (
 )
 
 // A tick's renew calls go out in chunks of chunkCalls calls, at most
-// chunkParallel chunks at once across all ticks, each applied as soon as
-// its replies are in: with 1,000,000 leases a tick is 10,000 calls, and
-// waiting for all of them before counting any let a slow server turn into
-// mass loss (issue 21). The bound keeps a later tick's calls from queueing
-// in Redis ahead of an earlier tick's, whose leases are due sooner.
+// chunkParallel chunks awaiting their first replies at once across all
+// ticks, each applied as soon as its replies are in: with 1,000,000 leases
+// a tick is 10,000 calls, and waiting for all of them before counting any
+// let a slow server turn into mass loss (issue 21). The bound keeps a later
+// tick's calls from queueing in Redis ahead of an earlier tick's, whose
+// leases are due sooner.
 const (
 	chunkCalls    = 64
 	chunkParallel = 4
@@ -41,6 +42,7 @@ func (w *Watchdog) loop() {
 	retry.Stop()
 	defer retry.Stop()
 	backoff := luascripts.Backoff{Min: retryMin, Max: w.opts.Interval}
+	w.refreshMasters(time.Now()) // for the first tick's renewals
 	for {
 		renew, all := false, false
 		select {
@@ -70,9 +72,11 @@ func (w *Watchdog) loop() {
 			continue
 		}
 		// Expired entries go first, so that a tick does not renew them.
-		next := w.expire(time.Now())
+		now := time.Now()
+		next := w.expire(now)
 		if renew {
 			retry.Stop()
+			w.refreshMasters(now)
 			w.startTick(all)
 		}
 		if next.IsZero() {
@@ -204,6 +208,14 @@ type tickTotals struct {
 	failed                       bool
 }
 
+func (t *tickTotals) add(u tickTotals) {
+	t.calls += u.calls
+	t.renewed += u.renewed
+	t.late += u.late
+	t.errors += u.errors
+	t.failed = t.failed || u.failed
+}
+
 // tick renews todo, earliest deadline first: leases that share a slot go
 // into calls of up to BatchSize keys, sent in chunks (see chunkCalls), and
 // it tells the loop when all are done whether a renewal failed (other than
@@ -237,15 +249,12 @@ send:
 		chunk := batches[:n:n]
 		batches = batches[n:]
 		wg.Go(func() {
-			defer func() { <-w.sending }()
-			t := w.renewChunk(chunk)
+			release := sync.OnceFunc(func() { <-w.sending })
+			defer release()
+			t := w.renewChunk(chunk, release)
 			mu.Lock()
 			defer mu.Unlock()
-			totals.calls += t.calls
-			totals.renewed += t.renewed
-			totals.late += t.late
-			totals.errors += t.errors
-			totals.failed = totals.failed || t.failed
+			totals.add(t)
 		})
 	}
 	if order.sent != nil {
@@ -300,23 +309,15 @@ func (w *Watchdog) batches(todo []due) [][]*Entry {
 	return out
 }
 
-// renewChunk runs one chunk's renew calls and applies their results. A
-// lease counts as renewed when its reply came before its local deadline,
-// however long the call took: the new deadline runs from the chunk's send
-// time, which is no later than Redis ran it.
-func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
+// renewChunk runs one chunk's renew calls and applies their results, as
+// requests of their own per group (see groups): each group counts as its
+// replies come in, so that on a Cluster a master that stops answering
+// holds back only its own leases. release runs once the first group's
+// replies are applied: the chunk has then reached Redis, and a master that
+// holds the rest must not keep later chunks from going to the others.
+func (w *Watchdog) renewChunk(chunk [][]*Entry, release func()) (t tickTotals) {
 	lease := luascripts.Millis(w.opts.Timeout)
 	calls := make([]luascripts.Call, len(chunk))
-	var latest time.Time
-	w.mu.Lock()
-	for _, batch := range chunk {
-		for _, e := range batch {
-			if e.deadline.After(latest) {
-				latest = e.deadline
-			}
-		}
-	}
-	w.mu.Unlock()
 	for i, batch := range chunk {
 		n := len(batch)
 		for _, e := range batch {
@@ -331,8 +332,81 @@ func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
 	for _, call := range calls {
 		w.meters.recordBatch(len(call.Keys))
 	}
+	groups := w.groups(chunk)
+	if groups == nil {
+		// One server or master answers them all (or the slot map is not
+		// read yet): one pipelined request, no goroutine.
+		t = w.renewGroup(chunk, calls)
+		release()
+		return t
+	}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, g := range groups {
+		wg.Go(func() {
+			batches := make([][]*Entry, len(g))
+			sub := make([]luascripts.Call, len(g))
+			for j, i := range g {
+				batches[j], sub[j] = chunk[i], calls[i]
+			}
+			gt := w.renewGroup(batches, sub)
+			release()
+			mu.Lock()
+			defer mu.Unlock()
+			t.add(gt)
+		})
+	}
+	wg.Wait()
+	return t
+}
 
-	// A reply is of use until the chunk's latest deadline, not only its
+// groups splits a chunk's calls (by index) into the requests that go out on
+// their own, nil when one request takes them all: on a Cluster, the calls
+// of each master (see masters; with SyncReplicas each request's WAIT
+// follows its calls on that master's connection). Until the slot map has
+// been read, and elsewhere, one request takes them all.
+func (w *Watchdog) groups(chunk [][]*Entry) [][]int {
+	of := w.masters.of.Load()
+	if of == nil || len(chunk) == 1 {
+		return nil
+	}
+	var out [][]int
+	at := make(map[int32]int, 4) // master -> its group in out
+	for i, batch := range chunk {
+		m := of[batch[0].slot]
+		k, ok := at[m]
+		if !ok {
+			k = len(out)
+			at[m] = k
+			out = append(out, nil)
+		}
+		out[k] = append(out[k], i)
+	}
+	if len(out) == 1 {
+		return nil
+	}
+	return out
+}
+
+// renewGroup sends one request's renew calls, batches[i]'s in calls[i], and
+// applies their results. A lease counts as renewed when its reply came
+// before its local deadline, however long the call took: the new deadline
+// runs from the send time, which is no later than Redis ran it.
+func (w *Watchdog) renewGroup(batches [][]*Entry, calls []luascripts.Call) (t tickTotals) {
+	var latest time.Time
+	w.mu.Lock()
+	for _, batch := range batches {
+		for _, e := range batch {
+			if e.deadline.After(latest) {
+				latest = e.deadline
+			}
+		}
+	}
+	w.mu.Unlock()
+
+	// A reply is of use until the group's latest deadline, not only its
 	// earliest: the loop gives each lease up at its own deadline meanwhile.
 	ctx, cancel := context.WithDeadline(w.ctx, latest)
 	sent := time.Now()
@@ -346,7 +420,7 @@ func (w *Watchdog) renewChunk(chunk [][]*Entry) (t tickTotals) {
 	t.calls = uint64(len(calls))
 	w.mu.Lock()
 	for i, r := range results {
-		batch := chunk[i]
+		batch := batches[i]
 		held, err := parseRenew(r, len(calls[i].Keys))
 		if err == nil && acks[i] != nil {
 			// Renewed on the master only: a failover could lose it, so it

@@ -6,8 +6,10 @@
 // locks are. Every Interval the watchdog extends its leases that are due
 // (every one, while Redis keeps up) to Timeout in pipelined calls, earliest
 // deadline first: leases that share a Cluster slot go into multi-key calls
-// of up to BatchSize keys, sent in chunks whose results count as each chunk's
-// replies come in. A lease whose renewal is still out is not sent again. The
+// of up to BatchSize keys, sent in chunks, one request per Cluster master,
+// whose results count as each request's replies come in: a master that
+// does not answer holds back only its own leases. A lease whose renewal is
+// still out is not sent again. The
 // renew script extends a key only while the owner's field is still there, so
 // a renewal racing with a release cannot bring the released lock back.
 //
@@ -184,6 +186,8 @@ type Watchdog struct {
 	// dispatched closes when the last regular tick started has sent all
 	// its calls (see tickOrder); guarded by mu.
 	dispatched chan struct{}
+	// masters groups a chunk's calls by the Cluster master serving them.
+	masters masters
 
 	mu      sync.Mutex
 	entries map[*Entry]struct{}
