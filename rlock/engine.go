@@ -389,7 +389,7 @@ func (c *Client) subscribe(ctx context.Context, channel string, deadline time.Ti
 	}
 }
 
-// retried reports whether an observer tries again after err: a call of
+// retried reports whether a waiter tries again after err: a call of
 // unknown outcome, or a refusal for a state Redis passes through.
 func retried(err error) bool {
 	return luascripts.Classify(err) == luascripts.Unknown || luascripts.Passing(err)
