@@ -152,7 +152,8 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
 }
 
 // ForceUnlockRWMutex is ForceUnlock for an RWMutex: it deletes the write
-// hold and every read hold.
+// hold and every read hold. Readers whose lease ran out are not counted as
+// something to delete: they hold nothing.
 func (c *Client) ForceUnlockRWMutex(ctx context.Context, name string) (bool, error) {
 	return c.forceUnlock(ctx, KindRWMutex, name)
 }

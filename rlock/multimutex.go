@@ -110,7 +110,7 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 			}
 		}
 	}
-	next := 0 // the member to wait for: the first, then whichever was busy
+	next := 0         // the member to wait for: the first, then whichever was busy
 	var lastErr error // the last round's transient failure, if it ended it
 	for round := 0; ; round++ {
 		var lctx context.Context

@@ -7,6 +7,9 @@ local bad = foreign('hhzhzz')
 if bad then
   return bad
 end
+-- Dead readers are nobody's: dropping them is no force-unlock, so only
+-- live state counts (a dead writer's key has expired already).
+drop_lapsed(readers, server_ms())
 if redis.call('del', w, readers.counts, readers.leases, readers.records) + unwake(R) + unwake(W) == 0 then
   return 0
 end

@@ -392,3 +392,34 @@ func TestRegressRWDeadWriterFirst(t *testing.T) {
 		}
 	})
 }
+
+// TestRegressRWForceUnlockOnlyLive: a force-unlock of an RWMutex whose only
+// reader left crashed and its lease ran out finds nothing live: it reports
+// (and the client counts) no force-unlock, and leaves nothing behind. The
+// readers' keys expire with the longest lease ever started, so after a
+// long-lease reader released early they outlived the dead one, and the
+// force-unlock deleted them and reported true.
+func TestRegressRWForceUnlockOnlyLive(t *testing.T) {
+	f := newRW(t, standaloneClient(t))
+	require.True(t, f.acquire(false, "L", "cl", false, time.Hour).Acquired)
+	require.True(t, f.acquire(false, "D", "cd", false, 20*time.Millisecond).Acquired)
+	left, _ := f.unlock("L", false, 1, false)
+	require.Zero(t, left)
+	end := leaseEnd(t, f.c, f.k.ReadLeases, "D")
+	require.Eventually(t, func() bool { return serverMillis(t, f.c) > end }, 5*time.Second, time.Millisecond, "D's lease to run out")
+	ok, foreign, err := f.k.Intro().ForceUnlock(t.Context(), f.c, f.wake)
+	require.NoError(t, err)
+	require.Empty(t, foreign)
+	assert.False(t, ok, "a force-unlock of a reader whose lease ran out")
+	f.gone()
+
+	// A live reader beside a dead one is a force-unlock.
+	require.True(t, f.read("L", "cl", false).Acquired)
+	require.True(t, f.acquire(false, "D", "cd", false, 20*time.Millisecond).Acquired)
+	end = leaseEnd(t, f.c, f.k.ReadLeases, "D")
+	require.Eventually(t, func() bool { return serverMillis(t, f.c) > end }, 5*time.Second, time.Millisecond, "D's lease to run out")
+	ok, _, err = f.k.Intro().ForceUnlock(t.Context(), f.c, f.wake)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	f.gone()
+}
