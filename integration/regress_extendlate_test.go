@@ -52,6 +52,23 @@ type extendKind struct {
 	tryLock func(ctx context.Context, c *rlock.Client, name string) (bool, error)
 }
 
+// The RWMutex rows' rival is a writer, for both sides.
+func rwWriterRival(ctx context.Context, c *rlock.Client, name string) (context.Context, error) {
+	return c.RWMutex(name).Lock(ctx)
+}
+
+func rwWriterUnlock(c *rlock.Client, name string, lctx context.Context) error {
+	return c.RWMutex(name).Unlock(lctx)
+}
+
+func rwWriterTryLock(ctx context.Context, c *rlock.Client, name string) (bool, error) {
+	lctx, ok, err := c.RWMutex(name).TryLock(ctx)
+	if ok {
+		err = c.RWMutex(name).Unlock(lctx)
+	}
+	return ok, err
+}
+
 var extendKinds = []extendKind{
 	{
 		name: "Mutex",
@@ -81,17 +98,9 @@ var extendKinds = []extendKind{
 		extend: func(c *rlock.Client, name string, lctx context.Context, lease time.Duration) error {
 			return c.RWMutex(name).Extend(lctx, lease)
 		},
-		rival: func(ctx context.Context, c *rlock.Client, name string) (context.Context, error) {
-			return c.RWMutex(name).Lock(ctx)
-		},
-		unlock: func(c *rlock.Client, name string, lctx context.Context) error { return c.RWMutex(name).Unlock(lctx) },
-		tryLock: func(ctx context.Context, c *rlock.Client, name string) (bool, error) {
-			lctx, ok, err := c.RWMutex(name).TryLock(ctx)
-			if ok {
-				err = c.RWMutex(name).Unlock(lctx)
-			}
-			return ok, err
-		},
+		rival:   rwWriterRival,
+		unlock:  rwWriterUnlock,
+		tryLock: rwWriterTryLock,
 	},
 	{
 		// The rival is a writer: a read hold left in Redis excludes it.
@@ -102,17 +111,9 @@ var extendKinds = []extendKind{
 		extend: func(c *rlock.Client, name string, lctx context.Context, lease time.Duration) error {
 			return c.RWMutex(name).RExtend(lctx, lease)
 		},
-		rival: func(ctx context.Context, c *rlock.Client, name string) (context.Context, error) {
-			return c.RWMutex(name).Lock(ctx)
-		},
-		unlock: func(c *rlock.Client, name string, lctx context.Context) error { return c.RWMutex(name).Unlock(lctx) },
-		tryLock: func(ctx context.Context, c *rlock.Client, name string) (bool, error) {
-			lctx, ok, err := c.RWMutex(name).TryLock(ctx)
-			if ok {
-				err = c.RWMutex(name).Unlock(lctx)
-			}
-			return ok, err
-		},
+		rival:   rwWriterRival,
+		unlock:  rwWriterUnlock,
+		tryLock: rwWriterTryLock,
 	},
 	{
 		name: "Semaphore",
