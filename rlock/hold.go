@@ -344,6 +344,11 @@ func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) 
 		}
 		// The outcome is unknown: take back the hold it may have added.
 		undoErr := sd.undo(h.owner, h.count+1)
+		if undoErr != nil {
+			// Redis may count one hold more than h: settle re-sends the
+			// undo before the owner's next call, as a failed Unlock's.
+			h.pending = &level{}
+		}
 		err = c.unknownOutcome(sd.name, err, undoErr)
 		if !transient(ctx, err) || undoErr != nil {
 			return nil, ended(ctx, ctx, err)
