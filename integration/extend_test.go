@@ -23,7 +23,7 @@ func TestExtend(t *testing.T) {
 
 		require.NoError(t, m.Extend(inner, 5*time.Second))
 		for _, c := range []context.Context{lctx, inner} {
-			d, ok := c.Deadline()
+			d, ok := rlock.LeaseEnd(c)
 			require.True(t, ok)
 			require.Greater(t, time.Until(d), 4*time.Second, "a level's deadline did not move")
 		}
@@ -49,9 +49,9 @@ func TestExtendNeverShortens(t *testing.T) {
 	forEachTopology(t, func(t *testing.T, tp topology) {
 		m := lockClient(t, tp, rlock.Options{}).Mutex(lockName(t))
 		lctx := mustLock(t, context.Background(), m, rlock.WithLease(10*time.Second))
-		before, _ := lctx.Deadline()
+		before, _ := rlock.LeaseEnd(lctx)
 		require.NoError(t, m.Extend(lctx, time.Second))
-		after, _ := lctx.Deadline()
+		after, _ := rlock.LeaseEnd(lctx)
 		require.Equal(t, before, after)
 		require.NoError(t, m.Unlock(lctx))
 	})

@@ -47,7 +47,7 @@ func TestFaultLatency(t *testing.T) {
 		lctx, err := m.Lock(ctx, rlock.WithLease(lease))
 		elapsed := time.Since(start)
 		require.NoError(t, err)
-		deadline, ok := lctx.Deadline()
+		deadline, ok := rlock.LeaseEnd(lctx)
 		require.True(t, ok)
 		validity := time.Until(deadline)
 		require.LessOrEqual(t, validity, lease-elapsed+time.Millisecond, "validity beyond what is left of the lease")

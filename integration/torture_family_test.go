@@ -111,7 +111,7 @@ func live(h *famHold, now time.Time) bool {
 	if h.ctx.Err() != nil {
 		return false
 	}
-	d, ok := h.ctx.Deadline()
+	d, ok := rlock.LeaseEnd(h.ctx)
 	return !ok || now.Before(d)
 }
 

@@ -362,6 +362,37 @@ func ExampleMutex_Extend() {
 	// <nil>
 }
 
+// LeaseEnd tells how long a WithLease hold has left, and follows Extend;
+// the lock context's own Deadline stays its parent's, so that a timeout
+// derived from it keeps its timer.
+func ExampleLeaseEnd() {
+	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	defer rc.Close()
+	locks, _ := rlock.NewClient(rc, rlock.Options{})
+	defer locks.Close()
+
+	m := locks.Mutex("report:daily")
+	lctx, err := m.Lock(context.Background(), rlock.WithLease(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	end, _ := rlock.LeaseEnd(lctx)
+	fmt.Println("ends within 10s:", time.Until(end) <= 10*time.Second)
+	if err := m.Extend(lctx, time.Minute); err != nil {
+		log.Fatal(err)
+	}
+	end, _ = rlock.LeaseEnd(lctx)
+	fmt.Println("extended past 50s:", time.Until(end) > 50*time.Second)
+	_, hasDeadline := lctx.Deadline()
+	fmt.Println("context deadline:", hasDeadline)
+	fmt.Println(m.Unlock(lctx))
+	// Output:
+	// ends within 10s: true
+	// extended past 50s: true
+	// context deadline: false
+	// <nil>
+}
+
 // Locker adapts a lock to code that takes a sync.Locker, here a sync.Cond.
 func ExampleLocker() {
 	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})

@@ -157,23 +157,48 @@ func (h *hold) localDeadline() time.Time {
 }
 
 // lockCtx is the context a Lock returns; only its caller refers to it, so
-// the runtime tells when it is dropped without its Unlock (leaked). Of a
-// leased hold its deadline is the hold's, which Extend moves; the hold's
-// timer, not one of the context's own, ends it.
+// the runtime tells when it is dropped without its Unlock (leaked). A
+// leased hold's timer, not a deadline of the context's own, ends it: its
+// Deadline is its parent's, since Extend moves the lease's end and a
+// context's deadline must never move (a timeout derived from it would be
+// dropped). LeaseEnd reads the lease's end.
 type lockCtx struct {
 	context.Context
 	lease *hold
 }
 
-func (c *lockCtx) Deadline() (time.Time, bool) {
-	if c.lease == nil {
-		return c.Context.Deadline()
+// leaseEndKey is the context key LeaseEnd looks up.
+type leaseEndKey struct{}
+
+func (c *lockCtx) Value(key any) any {
+	if _, ok := key.(leaseEndKey); ok && c.lease != nil {
+		return earlier(c.lease.localDeadline(), c.Context.Value(key))
 	}
-	d := c.lease.localDeadline()
-	if parent, ok := c.Context.Deadline(); ok && parent.Before(d) {
-		return parent, true
+	return c.Context.Value(key)
+}
+
+// earlier is the earlier of d and the lease end outer (a time.Time, or
+// nil for none).
+func earlier(d time.Time, outer any) time.Time {
+	if o, ok := outer.(time.Time); ok && o.Before(d) {
+		return o
 	}
-	return d, true
+	return d
+}
+
+// LeaseEnd reports when ctx ends for a lease: the earliest local deadline
+// of the WithLease holds it carries (a lock context, or one derived from
+// it), each a drift margin before the lock's expiry in Redis and moved by
+// Extend. ok is false when ctx carries no leased hold: a watchdog hold
+// lasts until its Unlock or its loss. Check it before a step that must
+// not outlive the lock, as ctx.Deadline is not: a context's deadline
+// never moves, and Extend would move this one.
+func LeaseEnd(ctx context.Context) (end time.Time, ok bool) {
+	if ctx == nil {
+		return time.Time{}, false
+	}
+	end, ok = ctx.Value(leaseEndKey{}).(time.Time)
+	return end, ok
 }
 
 // stopKeeper stops renewing (or timing) h, except entry skip (whose loss
@@ -205,8 +230,11 @@ type leaseEndError struct {
 
 func (e *leaseEndError) Error() string {
 	its := "its"
-	if e.what != "lock" {
-		its = "its " + e.what + "'"
+	switch {
+	case e.what == "permits":
+		its = "its permits'"
+	case e.what != "lock":
+		its = "its " + e.what + "'s"
 	}
 	return fmt.Sprintf("%v: %q: %s lease of %v is about to run out (take a longer lease, or omit WithLease to have the watchdog renew it)", ErrLockLost, e.name, its, e.lease)
 }

@@ -70,7 +70,7 @@ func (mm *MultiMutex) Names() []string { return slices.Clone(mm.names) }
 // Unlock, with a cause matching ErrLockLost when any member is lost, and
 // with ErrClosed when the client closes. Options are Mutex.Lock's, for
 // every member; with WithLease, each member's lease runs from its own
-// acquisition and the context's deadline is the earliest.
+// acquisition and the context's lease end (LeaseEnd) is the earliest.
 func (mm *MultiMutex) Lock(ctx context.Context, opts ...LockOption) (context.Context, error) {
 	return mm.c.lockCall(ctx, mm.err, opts, mm.acquire)
 }
@@ -216,7 +216,7 @@ func (mm *MultiMutex) label() string {
 
 // multiHold is one Lock's hold of every member, and the context Lock
 // returns. It also carries each member's level, so a nested Lock of one
-// member re-enters; its deadline is the earliest member's (Extend may move
+// member re-enters; its lease end is the earliest member's (Extend may move
 // them).
 type multiHold struct {
 	context.Context
@@ -264,6 +264,15 @@ func (mh *multiHold) Value(key any) any {
 		if k == (multiKey{mh.mm.c, mh.mm.id}) {
 			return mh
 		}
+	case leaseEndKey:
+		// The earliest member's: the first to end ends the multi context.
+		end := mh.Context.Value(key)
+		for _, lctx := range mh.members {
+			if d, ok := LeaseEnd(lctx); ok {
+				end = earlier(d, end)
+			}
+		}
+		return end
 	case levelKey:
 		if k.c == mh.mm.c {
 			for i, m := range mh.mm.members {
@@ -274,14 +283,4 @@ func (mh *multiHold) Value(key any) any {
 		}
 	}
 	return mh.Context.Value(key)
-}
-
-func (mh *multiHold) Deadline() (time.Time, bool) {
-	d, ok := mh.Context.Deadline()
-	for _, lctx := range mh.members {
-		if md, mok := lctx.Deadline(); mok && (!ok || md.Before(d)) {
-			d, ok = md, true
-		}
-	}
-	return d, ok
 }

@@ -119,7 +119,7 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
 
 // Extend pushes out the expiry of the fixed-lease hold that lctx carries
 // to at least lease from when its call was sent; every level's context
-// gets the later deadline. It never shortens a lease. It returns
+// gets the later end (LeaseEnd). It never shortens a lease. It returns
 // ErrNotHeld when lctx carries no live hold of this lock (a lost one also
 // ends lctx with ErrLockLost), and ErrInvalidArgument for a watchdog hold
 // or a lease out of WithLease's bounds. If the call fails, the hold keeps

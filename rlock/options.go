@@ -229,8 +229,8 @@ type lockOptions struct {
 
 // WithLease gives the lock a fixed lease instead of the watchdog's: it
 // expires lease after the acquire was sent unless unlocked first. Its
-// context ends with ErrLockLost watchdog.DriftMargin(lease) earlier (its
-// deadline), before a fast clock or a late timer could let another in. A
+// context ends with ErrLockLost watchdog.DriftMargin(lease) earlier
+// (LeaseEnd tells when), before a fast clock or a late timer could let another in. A
 // re-entry keeps the lease of the Lock it re-enters: WithLease given to it
 // is checked but not applied.
 func WithLease(lease time.Duration) LockOption {

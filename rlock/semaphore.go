@@ -24,8 +24,8 @@ const MaxSemaphoreSize = 1<<53 - 1
 // Ownership is Mutex's: each Acquire is a new owner of its permits, carried
 // by the context it returns, and they expire with their lease. Semaphores
 // are not reentrant: an Acquire with a context that carries permits of
-// this semaphore takes permits of its own, and its context shadows the
-// first's until its Release. Waiting is fair across clients: a request is
+// this semaphore takes permits of its own, and its context carries only
+// those (Release each set through its own context). Waiting is fair across clients: a request is
 // granted only when it fits beside the permits held and those wanted by
 // clients queued before it, so a stream of small requests cannot starve a
 // large one.

@@ -153,6 +153,9 @@ func TestContextsAreCheckedBeforeIO(t *testing.T) {
 	cancelled, cancel := context.WithCancelCause(context.Background())
 	cancel(errors.New("the caller gave up"))
 	for _, m := range contextMethods(t, ".", "fenced") {
+		if m.recv == "" && m.name == "LeaseEnd" {
+			continue // reads the context, sends nothing: see TestLeaseEndWithoutHold
+		}
 		t.Run(strings.TrimPrefix(m.recv+"."+m.name, "."), func(t *testing.T) {
 			recvs, ok := receivers[m.recv]
 			require.True(t, ok, "no receiver of type %s: add one to this test", m.recv)
@@ -328,4 +331,14 @@ func TestClosedClientRefusesBeforeIO(t *testing.T) {
 	require.ErrorIs(t, err, rlock.ErrClosed)
 	_, _, err = c.SpinMutex("ok").TryLock(context.Background())
 	require.ErrorIs(t, err, rlock.ErrClosed)
+}
+
+// TestLeaseEndWithoutHold: a context that carries no leased hold, nil
+// included, has no lease end.
+func TestLeaseEndWithoutHold(t *testing.T) {
+	var nilCtx context.Context
+	for _, ctx := range []context.Context{nilCtx, context.Background()} {
+		_, ok := rlock.LeaseEnd(ctx)
+		require.False(t, ok)
+	}
 }
