@@ -275,6 +275,11 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 			script, calls[i] = intro(kind, luascripts.NewKeys(c.opts.Prefix+":{"+name+"}")).Describe(MaxInspectWaiters)
 		}
 		for i, res := range script.ExecMulti(ctx, c.rc, calls) {
+			if luascripts.IsTryAgain(res.Error()) {
+				// Its slot is half-migrated: Exec retries, as for Inspect,
+				// until the migration or ctx ends.
+				res = script.Exec(ctx, c.rc, calls[i].Keys, calls[i].Args)
+			}
 			info, err := describedInfo(kind, names[i], res)
 			if err != nil {
 				return nil, fmt.Errorf("latchkey: list: inspect %s %q: %w", kind, names[i], err)
