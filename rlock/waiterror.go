@@ -3,8 +3,10 @@ package rlock
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // WaitError is the error of a Lock (RLock, Acquire, ...) whose context
@@ -62,11 +64,11 @@ func (e *WaitError) Error() string {
 		b.WriteString(": held by ")
 		switch {
 		case h.Client.Name != "":
-			fmt.Fprintf(&b, "%s (host %s, pid %d)", h.Client.Name, h.Client.Host, h.Client.PID)
+			fmt.Fprintf(&b, "%s (host %s, pid %d)", printable(h.Client.Name), printable(h.Client.Host), h.Client.PID)
 		case h.Client.Host != "":
-			fmt.Fprintf(&b, "host %s, pid %d", h.Client.Host, h.Client.PID)
+			fmt.Fprintf(&b, "host %s, pid %d", printable(h.Client.Host), h.Client.PID)
 		default:
-			b.WriteString(h.Owner)
+			b.WriteString(printable(h.Owner))
 		}
 		if !h.Since.IsZero() {
 			fmt.Fprintf(&b, " for %v", time.Since(h.Since).Round(time.Second))
@@ -80,6 +82,18 @@ func (e *WaitError) Error() string {
 	}
 	fmt.Fprintf(&b, ": %v", e.Err)
 	return b.String()
+}
+
+// printable is s as it is when every rune is printable, else quoted as a Go
+// string: the holder's names come from Redis, whose writers could otherwise
+// put escape sequences or newlines in a message printed on a terminal or a
+// log line. A leading quote is quoted too, so a quoted name is unambiguous
+// (the CLI's tables follow the same rule).
+func printable(s string) string {
+	if !utf8.ValidString(s) || strings.HasPrefix(s, `"`) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // Unwrap returns the context's error (and what else ended the wait).

@@ -78,11 +78,12 @@ func forceUnlock(args, env []string, std stdio) int {
 	return 0
 }
 
-// heldBy names the holders info found, for the record of what was deleted.
+// heldBy names the holders info found, for the record of what was deleted,
+// as the table shows them: Redis' writers choose the names (shown).
 func heldBy(info rlock.LockInfo) string {
 	var held []string
 	for _, h := range info.Holders {
-		held = append(held, fmt.Sprintf("%s (host %q, pid %d)", who(h.Client, h.Owner), h.Client.Host, h.Client.PID))
+		held = append(held, fmt.Sprintf("%s (host %q, pid %d)", shown(who(h.Client, h.Owner)), h.Client.Host, h.Client.PID))
 	}
 	if len(held) == 0 {
 		return ""
