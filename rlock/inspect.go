@@ -142,8 +142,10 @@ func (c *Client) inspect(ctx context.Context, kind Kind, name string) (LockInfo,
 
 // ForceUnlock deletes the Mutex called name whoever holds it, drops a
 // woken client that has not come, and wakes the next waiter as a release
-// would. It reports whether there was anything to delete. When a key of
-// the lock holds another type it returns ErrWrongType and deletes nothing.
+// would. It reports whether it deleted a hold, or the open wake window of
+// a client for which the free lock was kept: dropping only windows that
+// passed is no force-unlock, nor counted as one. When a key of the lock
+// holds another type it returns ErrWrongType and deletes nothing.
 // The former holder learns of it at its next watchdog renewal
 // (ErrLockLost), or not at all with a fixed lease: it is for recovery. The
 // observers of the Election of that name are told at once, as after Resign.

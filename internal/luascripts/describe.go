@@ -88,8 +88,10 @@ func (in Intro) Describe(maxQueue int) (*Script, Call) {
 	return in.describe, Call{Keys: in.keys, Args: []string{strconv.Itoa(maxQueue)}}
 }
 
-// ForceUnlock runs the force-unlock script: whether it deleted anything,
-// or else the key it found of a foreign type (then it deleted nothing).
+// ForceUnlock runs the force-unlock script: whether it deleted a hold or a
+// woken client's open window (dropping only windows that passed is not a
+// force-unlock), or else the key it found of a foreign type (then it
+// deleted nothing).
 // A Mutex's also tells the observers of the election of its name.
 func (in Intro) ForceUnlock(ctx context.Context, c rueidis.Client, w Wake) (deleted bool, foreign string, err error) {
 	args := []string{in.base, w.spec()}

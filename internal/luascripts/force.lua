@@ -1,13 +1,19 @@
 -- force: the prelude of the force-unlock scripts, after queue.lua's.
 
 -- unwake drops Q's woken clients (for a force-unlock: told, they have not
--- come, and may never) and returns how many.
+-- come, and may never) and returns how many, and how many of them had their
+-- window open: the free lock was kept for those, not for one whose window
+-- passed (nobody's, as a dead holder is).
 local function unwake(Q)
-  local woken = redis.call('zrangebyscore', Q.key, '-inf', '(0')
-  for _, c in ipairs(woken) do
-    dequeue(Q, c)
+  local woken = redis.call('zrangebyscore', Q.key, '-inf', '(0', 'WITHSCORES')
+  local now, open = server_ms(), 0
+  for i = 1, #woken, 2 do
+    dequeue(Q, woken[i])
+    if -tonumber(woken[i + 1]) >= now then
+      open = open + 1
+    end
   end
-  return #woken
+  return #woken / 2, open
 end
 
 -- foreign returns the first of KEYS holding another type than types says

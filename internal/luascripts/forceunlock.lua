@@ -5,16 +5,20 @@
 -- KEYS[1..2]  describe.lua's
 -- ARGV[1]  the lock's channel   ARGV[2]  wake spec (queue.lua)
 -- ARGV[3]  the election's observers' channel
--- Returns 1 when something was deleted or dropped (and the next woken), 0
--- when nothing was, or the name of a key of another type (nothing deleted).
+-- Returns 1 when a hold, or a woken client's open window, was deleted, else
+-- 0 (dropping only windows that passed is no force-unlock, though the next
+-- is woken all the same), or the name of a key of another type (nothing
+-- deleted).
 local bad = foreign('hz')
 if bad then
   return bad
 end
 local Q = {key = KEYS[2], ch = ARGV[1] .. ':'}
-if redis.call('del', KEYS[1]) + unwake(Q) == 0 then
+local held = redis.call('del', KEYS[1])
+local dropped, open = unwake(Q)
+if held + dropped == 0 then
   return 0
 end
 local _, _, told = wake(Q, ARGV[2], 1, one)
 vacated(KEYS[1], told, ARGV[2], ARGV[3])
-return 1
+return math.min(held + open, 1)

@@ -10,8 +10,11 @@ end
 -- Dead readers are nobody's: dropping them is no force-unlock, so only
 -- live state counts (a dead writer's key has expired already).
 drop_lapsed(readers, server_ms())
-if redis.call('del', w, readers.counts, readers.leases, readers.records) + unwake(R) + unwake(W) == 0 then
+local held = redis.call('del', w, readers.counts, readers.leases, readers.records)
+local rdropped, ropen = unwake(R)
+local wdropped, wopen = unwake(W)
+if held + rdropped + wdropped == 0 then
   return 0
 end
 rw_wake(ARGV[2], 0)
-return 1
+return math.min(held + ropen + wopen, 1)

@@ -11,10 +11,12 @@ end
 -- force-unlock, so only live state counts.
 local _, recorded = sem_held(server_ms())
 local size = sem_size(recorded)
-if redis.call('del', h, holders.leases, holders.records) + unwake(Q) == 0 then
+local held = redis.call('del', h, holders.leases, holders.records)
+local dropped, open = unwake(Q)
+if held + dropped == 0 then
   return 0
 end
 if size then
   sem_wake(ARGV[2], size)
 end
-return 1
+return math.min(held + open, 1)
