@@ -259,8 +259,8 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 		pattern = "*"
 	}
 	err := c.latchkeyOnly("List") // it cannot tell a Redisson lock from any hash
-	if len(pattern) > MaxNameLen || containsBrace(pattern) {
-		err = fmt.Errorf("%w: pattern %q must not contain braces (or be over %d bytes)", ErrInvalidName, pattern, MaxNameLen)
+	if perr := ValidatePattern(pattern); perr != nil {
+		err = perr
 	}
 	if err := ready(ctx, err); err != nil {
 		return nil, err

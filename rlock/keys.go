@@ -36,3 +36,19 @@ func validateName(name string, braces bool) error {
 }
 
 func containsBrace(s string) bool { return strings.ContainsAny(s, "{}") }
+
+// ValidateName returns the ErrInvalidName that a handle on the lock (or
+// Election) called name would return, or nil, without a Client: for a
+// program, such as the latchkey CLI, that checks its input before it
+// connects. It is the rule of the latchkey protocol (see Client.Mutex);
+// ProtocolRedisson also allows braces that form a hash tag.
+func ValidateName(name string) error { return validateName(name, false) }
+
+// ValidatePattern returns the ErrInvalidName that List would return for
+// pattern, or nil: a pattern has no braces and is at most MaxNameLen bytes.
+func ValidatePattern(pattern string) error {
+	if len(pattern) > MaxNameLen || containsBrace(pattern) {
+		return fmt.Errorf("%w: pattern %q must not contain braces (or be over %d bytes)", ErrInvalidName, pattern, MaxNameLen)
+	}
+	return nil
+}

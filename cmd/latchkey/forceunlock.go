@@ -34,6 +34,9 @@ func forceUnlock(args, env []string, std stdio) int {
 		return usageError(fs, "--kind %q: want mutex, rwmutex or semaphore", *kind)
 	}
 	name := fs.Arg(0)
+	if code := checkInput(std, rlock.ValidateName(name)); code >= 0 {
+		return code
+	}
 	locks, closeLocks, err := connect(c, rlock.Options{})
 	if err != nil {
 		fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))

@@ -40,6 +40,9 @@ func leader(args, env []string, std stdio) int {
 		return usageError(fs, "want one NAME, after the flags")
 	}
 	name := fs.Arg(0)
+	if code := checkInput(std, rlock.ValidateName(name)); code >= 0 {
+		return code
+	}
 	locks, closeLocks, err := connect(c, rlock.Options{})
 	if err != nil {
 		fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))

@@ -109,10 +109,17 @@
 // holder of the Mutex NAME (`latchkey run NAME`) leads with an empty
 // value. It exits 1 on an error, 69 when Redis cannot be reached, 2 on a
 // usage error.
+//
+// # Bad input and time limits
+//
+// Every command checks its NAME or PATTERN before it connects, so a bad one
+// exits 2 whether Redis is up or not; a call that runs out of the command's
+// own time exits 1, not 69, unless it also failed to reach Redis.
 package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -269,6 +276,17 @@ func lookup(env []string, key string) string {
 	return v
 }
 
+// checkInput reports err, rlock's verdict on a NAME or PATTERN, as a usage
+// error (and returns -1 for nil). The commands ask before they connect, so
+// that bad input exits 2 whether or not Redis can be reached.
+func checkInput(std stdio, err error) int {
+	if err == nil {
+		return -1
+	}
+	fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))
+	return exitUsage
+}
+
 // connect opens a rueidis client on c.redis and a latchkey client on it
 // with opts (c.prefix as its Prefix). close closes both.
 func connect(c common, opts rlock.Options) (locks *rlock.Client, close func(), err error) {
@@ -313,7 +331,13 @@ func exitFor(err error) int {
 	case errors.Is(err, errBadURL), errors.Is(err, rlock.ErrInvalidArgument), errors.Is(err, rlock.ErrInvalidName),
 		errors.Is(err, rlock.ErrInvalidOptions), errors.Is(err, rlock.ErrSizeMismatch):
 		return exitUsage
-	case errors.Is(err, errUnavailable), errors.As(err, &netErr), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+	case errors.Is(err, errUnavailable), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+		return exitUnavailable
+	case errors.Is(err, context.DeadlineExceeded):
+		// A command's own timeout ran out, Redis answering: it is a
+		// net.Error too (Timeout), which must not make it "unreachable".
+		return exitError
+	case errors.As(err, &netErr):
 		return exitUnavailable
 	}
 	return exitError

@@ -86,6 +86,9 @@ func runCmd(args, env []string, std stdio) int {
 	case set["size"] && (*permits < 1 || *permits > *size):
 		return usageError(fs, "--permits %d: want 1 to --size (%d)", *permits, *size)
 	}
+	if code := checkInput(std, rlock.ValidateName(name)); code >= 0 {
+		return code
+	}
 	if *clientName == "" {
 		*clientName = defaultClientName(cmdArgs[0])
 	}

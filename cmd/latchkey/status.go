@@ -46,6 +46,13 @@ func status(args, env []string, std stdio, list bool) int {
 	case !known:
 		return usageError(fs, "--kind %q: want mutex, rwmutex or semaphore", kind)
 	}
+	check := rlock.ValidateName
+	if list {
+		check = rlock.ValidatePattern
+	}
+	if code := checkInput(std, check(fs.Arg(0))); code >= 0 {
+		return code
+	}
 	return inspect(c, std, func(ctx context.Context, locks *rlock.Client) ([]rlock.LockInfo, error) {
 		if list {
 			return locks.List(ctx, fs.Arg(0))
