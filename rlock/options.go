@@ -155,9 +155,14 @@ type SyncReplicas struct {
 	// Replicas is how many replicas must acknowledge each change (0: off).
 	// Ask for every replica that may be promoted.
 	Replicas int
-	// Timeout bounds each WAIT. Default DefaultSyncTimeout, or half the
-	// watchdog's interval when that is shorter; it must be shorter than the
-	// interval.
+	// Timeout bounds each WAIT. Default the shortest of DefaultSyncTimeout,
+	// half the watchdog's interval and half ReleaseTimeout. It must be
+	// shorter than the interval and than ReleaseTimeout, which bounds a
+	// release and its WAIT together: a WAIT cut short by it hides that the
+	// release ran (Unlock fails with the context's error, not
+	// ErrNotReplicated). Keep it well under: Redis ends a WAIT up to a
+	// server tick late (100ms at the default hz), and a release may take
+	// more than one round (NOSCRIPT on a server's first, a redirect).
 	Timeout time.Duration
 }
 
@@ -198,11 +203,16 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: ClientName is %d bytes, the limit is %d", ErrInvalidOptions, len(o.ClientName), MaxClientNameLen)
 	case o.SyncReplicas.Replicas < 0 || o.SyncReplicas.Timeout < 0:
 		return o, fmt.Errorf("%w: SyncReplicas %+v must not be negative", ErrInvalidOptions, o.SyncReplicas)
+	case o.SyncReplicas.Replicas > 0 && o.SyncReplicas.Timeout >= o.ReleaseTimeout:
+		// A release and its WAIT share ReleaseTimeout: a WAIT it cut short
+		// fails the release's reply with it (ErrNotReplicated unsaid).
+		return o, fmt.Errorf("%w: SyncReplicas.Timeout %v must be shorter than ReleaseTimeout %v, which bounds a release and its WAIT together; shorten the one or lengthen the other", ErrInvalidOptions, o.SyncReplicas.Timeout, o.ReleaseTimeout)
 	}
 	if o.SyncReplicas.Replicas > 0 && o.SyncReplicas.Timeout == 0 {
-		// Shorter than the interval, as it must be, whatever the timeout.
+		// Shorter than the interval and ReleaseTimeout, as it must be,
+		// whatever they are.
 		interval := cmp.Or(o.WatchdogInterval, cmp.Or(o.WatchdogTimeout, watchdog.DefaultTimeout)/3)
-		o.SyncReplicas.Timeout = min(DefaultSyncTimeout, interval/2)
+		o.SyncReplicas.Timeout = min(DefaultSyncTimeout, interval/2, o.ReleaseTimeout/2)
 	}
 	return o, nil
 }

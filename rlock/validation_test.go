@@ -64,6 +64,8 @@ func TestNewClientRejects(t *testing.T) {
 		"negative spin min":     {SpinBackoffMin: -1},
 		"negative release time": {ReleaseTimeout: -1},
 		"unknown pubsub mode":   {PubSub: 7},
+		"sync timeout >= release timeout": {ReleaseTimeout: 300 * time.Millisecond,
+			SyncReplicas: rlock.SyncReplicas{Replicas: 1, Timeout: 300 * time.Millisecond}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := rlock.NewClient(&noIO{}, opts)

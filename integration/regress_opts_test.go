@@ -1,0 +1,45 @@
+package integration
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/rlock"
+)
+
+// TestRegressSyncTimeoutUnderReleaseTimeout: SyncReplicas' WAIT fits in
+// ReleaseTimeout, which bounds a release and its WAIT together. The default
+// WAIT was 1 s whatever ReleaseTimeout, so with a replica that did not
+// acknowledge, a release of 300 ms ran out mid-WAIT: Unlock returned
+// "context deadline exceeded" instead of ErrNotReplicated (it had
+// released), and the outer Unlock of a re-entered hold failed settling the
+// inner one and left the lock held until the watchdog gave up.
+func TestRegressSyncTimeoutUnderReleaseTimeout(t *testing.T) {
+	ctx := context.Background()
+	tp, replicaPID := primaryWithReplica(t)
+	c := lockClient(t, tp, rlock.Options{ReleaseTimeout: 300 * time.Millisecond, SyncReplicas: rlock.SyncReplicas{Replicas: 1}})
+	rc := redisClient(t, tp)
+	m := c.Mutex(lockName(t))
+	// A server's first release spends a round on NOSCRIPT, WAIT included,
+	// before the script's: too much for this ReleaseTimeout whatever the
+	// WAIT's. Not this test's matter: load the release script first.
+	warm, err := m.Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Unlock(warm))
+
+	outer, err := m.Lock(ctx)
+	require.NoError(t, err)
+	inner, err := m.Lock(outer)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(replicaPID, syscall.SIGSTOP))
+	t.Cleanup(func() { syscall.Kill(replicaPID, syscall.SIGCONT) })
+	assert.ErrorIs(t, m.Unlock(inner), rlock.ErrNotReplicated, "the inner Unlock")
+	require.ErrorIs(t, m.Unlock(outer), rlock.ErrNotReplicated, "the outer Unlock")
+	require.False(t, exists(t, rc, m.Key()), "the lock was not released")
+	require.NoError(t, syscall.Kill(replicaPID, syscall.SIGCONT))
+}
