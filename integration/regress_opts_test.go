@@ -43,3 +43,15 @@ func TestRegressSyncTimeoutUnderReleaseTimeout(t *testing.T) {
 	require.False(t, exists(t, rc, m.Key()), "the lock was not released")
 	require.NoError(t, syscall.Kill(replicaPID, syscall.SIGCONT))
 }
+
+// TestRegressRedissonShardedRefusedByNewClient: ProtocolRedisson with
+// PubSubSharded off a Cluster, where Redisson publishes with PUBLISH, is
+// refused by NewClient. It was accepted, and then every Mutex, Inspect and
+// ForceUnlock call of the Client failed with ErrInvalidOptions.
+func TestRegressRedissonShardedRefusedByNewClient(t *testing.T) {
+	c, err := rlock.NewClient(redisClient(t, topologies()[0]), rlock.Options{Protocol: rlock.ProtocolRedisson, PubSub: rlock.PubSubSharded})
+	if err == nil {
+		require.NoError(t, c.Close())
+	}
+	require.ErrorIs(t, err, rlock.ErrInvalidOptions)
+}

@@ -65,6 +65,10 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 		// so a release could not tell a listening client from a gone one.
 		return nil, fmt.Errorf("%w: PubSubClassic cannot wake waiters correctly on Redis Cluster; use PubSubSharded (Redis 7+), or SpinMutex on Redis 6", ErrInvalidOptions)
 	}
+	if !cluster && opts.Protocol == ProtocolRedisson && opts.PubSub == PubSubSharded {
+		// Refused here, not at each call: no lock of this Client could work.
+		return nil, fmt.Errorf("%w: ProtocolRedisson with PubSubSharded off a Cluster: Redisson publishes with PUBLISH there (leave PubSub at PubSubAuto)", ErrInvalidOptions)
+	}
 	id, err := uuid.NewRandom() // random: no two clients anywhere share owner ids
 	if err != nil {
 		return nil, fmt.Errorf("latchkey: generating the client id: %w", err)

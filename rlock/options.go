@@ -81,7 +81,8 @@ type Options struct {
 	RenewBatchSize int
 
 	// PubSub selects the pub/sub flavour. Default PubSubAuto; PubSubClassic
-	// on a Cluster client is ErrInvalidOptions.
+	// on a Cluster client, and PubSubSharded with ProtocolRedisson off one,
+	// are ErrInvalidOptions.
 	PubSub PubSubMode
 
 	// SpinBackoffMin and SpinBackoffMax bound the spin variants' jittered

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/redis/rueidis"
-
 	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
@@ -54,8 +52,7 @@ func (c *Client) newRedissonMutex(name string, spin bool) *Mutex {
 
 // redissonName checks a lock name for ProtocolRedisson: 1 to MaxNameLen
 // bytes, and, since Redisson derives its channel's and token's names from
-// it, a name that keeps them in its Redis Cluster slot. It also refuses
-// SPUBLISH off a Cluster, where Redisson publishes with PUBLISH.
+// it, a name that keeps them in its Redis Cluster slot.
 func (c *Client) redissonName(name string) error {
 	keys := luascripts.NewRedissonKeys(name)
 	switch err := validateName(name, true); {
@@ -63,8 +60,6 @@ func (c *Client) redissonName(name string) error {
 		return err
 	case hashTag(name) != hashTag(keys.Channel): // "a}b", "a{b", "a{}b"
 		return fmt.Errorf("%w: %q: Redisson's channel %q would hash to another Redis Cluster slot (a brace without its pair, or an empty {})", ErrInvalidName, name, keys.Channel)
-	case c.wake.Sharded && c.rc.Mode() != rueidis.ClientModeCluster:
-		return fmt.Errorf("%w: ProtocolRedisson with PubSubSharded off a Cluster: Redisson publishes with PUBLISH there (leave PubSub at PubSubAuto)", ErrInvalidOptions)
 	}
 	return nil
 }
