@@ -55,3 +55,17 @@ func TestRegressRedissonShardedRefusedByNewClient(t *testing.T) {
 	}
 	require.ErrorIs(t, err, rlock.ErrInvalidOptions)
 }
+
+// TestRegressShortWatchdogTimeoutNamed: a WatchdogTimeout below
+// 3 × watchdog.MinInterval, with no WatchdogInterval, is refused naming
+// WatchdogTimeout. The refusal named only the default interval
+// ("Interval 6.666ms must be at least MinInterval"), a field never set.
+func TestRegressShortWatchdogTimeoutNamed(t *testing.T) {
+	c, err := rlock.NewClient(redisClient(t, topologies()[0]), rlock.Options{WatchdogTimeout: 20 * time.Millisecond})
+	if err == nil {
+		require.NoError(t, c.Close())
+	}
+	require.ErrorIs(t, err, rlock.ErrInvalidOptions)
+	require.ErrorContains(t, err, "WatchdogTimeout 20ms")
+	require.ErrorContains(t, err, "unless WatchdogInterval is set")
+}

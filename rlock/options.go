@@ -70,7 +70,8 @@ type Options struct {
 	Prefix string
 
 	// WatchdogTimeout is the lease of a lock taken without WithLease,
-	// renewed while it is held. Default 30s; at most MaxLease.
+	// renewed while it is held. Default 30s; at most MaxLease, and at least
+	// 3 × watchdog.MinInterval (30ms) unless WatchdogInterval is set.
 	WatchdogTimeout time.Duration
 	// WatchdogInterval is the renewal period. Default WatchdogTimeout/3; at
 	// least watchdog.MinInterval and shorter than WatchdogTimeout less
@@ -190,6 +191,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: watchdog settings must not be negative", ErrInvalidOptions)
 	case o.WatchdogTimeout > MaxLease:
 		return o, fmt.Errorf("%w: WatchdogTimeout %v exceeds MaxLease (%v)", ErrInvalidOptions, o.WatchdogTimeout, MaxLease)
+	case o.WatchdogTimeout > 0 && o.WatchdogInterval == 0 && o.WatchdogTimeout/3 < watchdog.MinInterval:
+		// Said here: the watchdog would name the default interval, which
+		// the caller never set.
+		return o, fmt.Errorf("%w: WatchdogTimeout %v is below %v (3 × watchdog.MinInterval) unless WatchdogInterval is set", ErrInvalidOptions, o.WatchdogTimeout, 3*watchdog.MinInterval)
 	case o.SpinBackoffMin < 0 || o.SpinBackoffMax < o.SpinBackoffMin:
 		return o, fmt.Errorf("%w: need 0 < SpinBackoffMin (%v) <= SpinBackoffMax (%v)", ErrInvalidOptions, o.SpinBackoffMin, o.SpinBackoffMax)
 	case o.SpinBackoffMax > MaxLease:
