@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
+	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/latchkey/latchkey/rlock"
 )
 
@@ -30,6 +31,9 @@ import (
 //   - cluster|slots: rueidis reads the Cluster topology, Client.List finds
 //     the masters with it, and the watchdog groups its renewals by master. (Redis 8 is asked CLUSTER SHARDS instead:
 //     add cluster|shards there.)
+//   - asking: a call on a slot being migrated gets -ASK, which rueidis (and
+//     SyncReplicas' own routing) follows by sending ASKING first; refused, the
+//     call goes back and forth between the two nodes until its context ends.
 //   - scan: Client.List (latchkey list) walks the keys. ACL key patterns do
 //     not filter what SCAN returns, so it shows the names (not the values)
 //     of keys outside the prefix: a user that never lists may go without.
@@ -46,7 +50,7 @@ var aclCommands = []string{
 	"hgetall", "hmget", "hdel", "hlen", "zrank", "zrange", "zrangebyscore", "zcount", "zcard", "zscore",
 	"zremrangebyscore", "pexpireat",
 	"subscribe", "unsubscribe", "ssubscribe", "sunsubscribe",
-	"cluster|slots",
+	"cluster|slots", "asking",
 	"scan",
 }
 
@@ -349,4 +353,71 @@ func TestACLClientTracking(t *testing.T) {
 	lctx := mustLock(t, ctx, m)
 	require.NoError(t, m.Unlock(lctx))
 	require.ErrorIs(t, lctx.Err(), context.Canceled)
+}
+
+// TestRegressACLAsking: the minimal grant lets latchkey work on a slot
+// being migrated. It lacked asking, which rueidis sends before the command
+// an -ASK redirects, so the importing node answered the command -MOVED
+// back to the source: a re-entry and the watchdog's renewals of a lock
+// whose keys had moved were refused until the migration ended.
+func TestRegressACLAsking(t *testing.T) {
+	ctx := t.Context()
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	cl, err := redistest.StartCluster(sctx, 3)
+	cancel()
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, cl.Close()) })
+	tp := topology{name: "cluster-acl", addrs: cl.Addrs, cluster: true, user: "latchkey-acl-test", password: "acl-test-secret"}
+	for _, addr := range tp.addrs {
+		admin := nodeClient(t, addr)
+		require.NoError(t, admin.Do(ctx, admin.B().Arbitrary(aclSetUser(tp.user, tp.password, rlock.DefaultPrefix)...).Build()).Error())
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("refused to %s: %v", tp.user, aclDenials(t, tp.addrs, tp.user))
+		}
+	})
+
+	c := lockClient(t, tp, rlock.Options{WatchdogTimeout: 600 * time.Millisecond}) // renewals every 200ms
+	m := c.Mutex(lockName(t))
+	lctx := mustLock(t, ctx, m)
+	slot := redistest.SlotOf(m.Key())
+	from, err := cl.MasterOf(ctx, slot)
+	require.NoError(t, err)
+	to := cl.Addrs[0]
+	for i := 1; to == from; i++ {
+		to = cl.Addrs[i]
+	}
+	// The lock's keys move; the slot stays MIGRATING on from, which
+	// answers -ASK for them.
+	mig, err := cl.BeginMigration(ctx, slot, to)
+	require.NoError(t, err)
+	_, err = mig.MoveKeys(ctx, 0)
+	require.NoError(t, err)
+
+	rctx, cancel := context.WithTimeout(lctx, 5*time.Second)
+	defer cancel()
+	inner, err := m.Lock(rctx)
+	require.NoError(t, err, "a re-entry through -ASK")
+	renewed := c.WatchdogStats().Renewed
+	awaitCond(t, 5*time.Second, "two renewals through -ASK", func() bool { return c.WatchdogStats().Renewed >= renewed+2 })
+	require.NoError(t, lctx.Err(), "lost the lock while its slot migrates")
+	require.Empty(t, aclDenials(t, tp.addrs, tp.user), "the server refused the latchkey user something")
+
+	// A release names the lock's channel as a key, which exists on no node,
+	// so the importing node answers it TRYAGAIN until the slot is its own:
+	// the Unlocks, retried, complete once the migration does.
+	unlocked := make(chan error, 1)
+	go func() {
+		err := m.Unlock(inner)
+		if err == nil {
+			err = m.Unlock(lctx)
+		}
+		unlocked <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, mig.Finish(ctx))
+	require.NoError(t, recvErr(t, unlocked, 10*time.Second, "the Unlocks"))
+	require.False(t, exists(t, redisClient(t, topology{addrs: tp.addrs, cluster: true}), m.Key()), "the lock was not released")
+	require.Empty(t, aclDenials(t, tp.addrs, tp.user), "the server refused the latchkey user something")
 }
