@@ -144,10 +144,12 @@ type Options struct {
 	// Prefix and HandoffWindow do not apply to ProtocolRedisson.
 	Protocol Protocol
 
-	// OnAttempt, when set, is called after every run of the acquire script
-	// with the lock's name and whether it acquired; OnWait each time a
-	// waiter (or a latch's Await) goes to sleep. For metrics and tests: they
-	// run on the caller's goroutine and must be fast.
+	// OnAttempt, when set, is called after every run of an acquire script,
+	// and of a re-entry script (a Lock or RLock whose context carries a
+	// hold of the lock), with the lock's name and whether it acquired (or
+	// re-entered); OnWait each time a waiter (or a latch's Await) goes to
+	// sleep. For metrics and tests: they run on the caller's goroutine and
+	// must be fast.
 	OnAttempt func(name string, acquired bool)
 	OnWait    func(name string)
 }

@@ -27,9 +27,10 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// ErrStale is returned by Write when a newer token has already written: the
-// writer's lock was lost (its lease ran out) and someone else holds it now.
-// Stop working on the resource; take the lock again if there is still work.
+// ErrStale is returned by Write and Claim when a newer token has already
+// written or claimed (a claim alone raises the fence): the caller's lock was
+// lost (its lease ran out) and someone else holds it now. Stop working on
+// the resource; take the lock again if there is still work.
 var ErrStale = errors.New("fenced: stale fencing token")
 
 // ErrInvalidToken is returned, before any I/O, for a token below 1 (tokens
@@ -43,8 +44,10 @@ var ErrInvalidToken = errors.New("fenced: invalid fencing token")
 const MaxToken = 1<<53 - 1
 
 // ErrInvalidName is returned, before any I/O, by every method of a Store
-// whose name contains a brace, as rlock refuses such lock names: a brace
-// would change the keys' Redis Cluster hash tag.
+// whose name contains a brace, as rlock does for lock names under its
+// default ProtocolLatchkey: a brace would change the keys' Redis Cluster
+// hash tag. (Under ProtocolRedisson rlock takes braces, as Redisson does;
+// a Store's name need not be the lock's.)
 var ErrInvalidName = errors.New("fenced: invalid name")
 
 // ErrInvalidArgument is returned, before any I/O, for a nil context.
