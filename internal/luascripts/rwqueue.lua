@@ -87,3 +87,14 @@ local function rw_wake(spec, nreaders, rstop, wstop, before)
     before = nil
   end
 end
+
+-- rw_refused is rwread's and rwwrite's refusal by Q (their own queue):
+-- queue.lua's, with place() as the place when queued (it counts the clients
+-- of both queues that the caller waits behind).
+local function rw_refused(Q, client, queued, pttl, holder, place)
+  local reply = refused(queued, Q, client, pttl, holder, pttl)
+  if queued then
+    reply[3] = place()
+  end
+  return reply
+end

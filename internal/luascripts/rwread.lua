@@ -26,14 +26,11 @@ if writer == '' or redis.call('hexists', w, writer) == 0 then
   end
 end
 if pttl ~= -2 then
-  local reply = refused(queued, R, client, pttl, holder, pttl)
-  if queued then
-    -- It waits for the writers queued before it; the readers before it
-    -- are admitted with it.
-    local mine = redis.call('zscore', R.key, client)
-    reply[3] = redis.call('zcount', W.key, '-inf', '(' .. mine) + 1
-  end
-  return reply
+  -- It waits for the writers queued before it; the readers before it
+  -- are admitted with it.
+  return rw_refused(R, client, queued, pttl, holder, function()
+    return redis.call('zcount', W.key, '-inf', '(' .. redis.call('zscore', R.key, client)) + 1
+  end)
 end
 redis.call('hincrby', readers.counts, owner, 1)
 lease_start(readers, owner, server_ms(), lease, record_of(owner, 0, ARGV[8]))

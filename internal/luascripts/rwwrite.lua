@@ -32,11 +32,10 @@ if pttl == -2 then
   end
 end
 if pttl ~= -2 then
-  local reply = refused(queued, W, client, pttl, holder, pttl)
-  if queued then
-    reply[3] = ahead() + 1 -- it waits for the readers queued before it too
-  end
-  return reply
+  -- It waits for the readers queued before it too.
+  return rw_refused(W, client, queued, pttl, holder, function()
+    return ahead() + 1
+  end)
 end
 local token = grant(w, KEYS[7], owner, lease, ARGV[7])
 if queued then
