@@ -156,23 +156,27 @@ func (c *Client) newSide(name, key, inbox, what string, metric lockKind, spin bo
 	return &side{c: c, last: new(atomic.Pointer[refusal]), name: name, key: key, inbox: inbox, what: what, metric: metric, spin: spin}
 }
 
+// bindExclusive makes sd an exclusive side that runs x's calls.
+func (sd *side) bindExclusive(x luascripts.Exclusive) {
+	rc := sd.c.rc
+	sd.exclusive = true
+	sd.acquire = func(ctx context.Context, a luascripts.AcquireArgs) (reply, error) {
+		r, err := x.Acquire(ctx, rc, a)
+		return reply{AcquireReply: r}, err
+	}
+	sd.reenter = func(ctx context.Context, owner string) (int64, error) { return x.Reenter(ctx, rc, owner) }
+	sd.release = func(ctx context.Context, a luascripts.ReleaseArgs) (luascripts.ReleaseReply, error) {
+		return x.Release(ctx, rc, a)
+	}
+}
+
 func (c *Client) newMutex(name string, spin bool) *Mutex {
 	if c.opts.Protocol == ProtocolRedisson {
 		return c.newRedissonMutex(name, spin)
 	}
 	keys, err := lockKeys(c.opts.Prefix, name)
 	sd := c.newSide(name, keys.Lock, keys.Inbox(c.id), "lock", kindMutex.spinIf(spin), spin)
-	sd.exclusive = true
-	sd.acquire = func(ctx context.Context, a luascripts.AcquireArgs) (reply, error) {
-		r, err := luascripts.RunAcquire(ctx, c.rc, keys, a)
-		return reply{AcquireReply: r}, err
-	}
-	sd.reenter = func(ctx context.Context, owner string) (int64, error) {
-		return luascripts.RunReenter(ctx, c.rc, keys, owner)
-	}
-	sd.release = func(ctx context.Context, a luascripts.ReleaseArgs) (luascripts.ReleaseReply, error) {
-		return luascripts.RunRelease(ctx, c.rc, keys, a)
-	}
+	sd.bindExclusive(keys)
 	sd.leave = func(ctx context.Context) error {
 		_, err := luascripts.RunLeave(ctx, c.rc, keys, c.entry, c.wake)
 		return err

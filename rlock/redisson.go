@@ -34,17 +34,7 @@ const (
 func (c *Client) newRedissonMutex(name string, spin bool) *Mutex {
 	keys := luascripts.NewRedissonKeys(name)
 	sd := c.newSide(name, name, keys.Channel, "lock", kindMutex.spinIf(spin), spin)
-	sd.exclusive = true
-	sd.acquire = func(ctx context.Context, a luascripts.AcquireArgs) (reply, error) {
-		r, err := luascripts.RunRedissonAcquire(ctx, c.rc, keys, a)
-		return reply{AcquireReply: r}, err
-	}
-	sd.reenter = func(ctx context.Context, owner string) (int64, error) {
-		return luascripts.RunRedissonReenter(ctx, c.rc, keys, owner)
-	}
-	sd.release = func(ctx context.Context, a luascripts.ReleaseArgs) (luascripts.ReleaseReply, error) {
-		return luascripts.RunRedissonRelease(ctx, c.rc, keys, a)
-	}
+	sd.bindExclusive(keys)
 	sd.leave = func(context.Context) error { return nil } // waiters only listen on the channel
 	sd.keep = [][]string{{name}}
 	return &Mutex{c: c, name: name, keys: luascripts.Keys{Lock: name}, sd: sd, err: c.redissonName(name)}

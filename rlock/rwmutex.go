@@ -76,7 +76,7 @@ func (rw *RWMutex) newSide(write, spin bool, writer string) *side {
 	if write {
 		sd.key, sd.what, sd.metric = keys.Write, "write lock", kindWrite.spinIf(spin)
 		sd.reenter = func(ctx context.Context, owner string) (int64, error) {
-			return luascripts.RunReenter(ctx, c.rc, luascripts.Keys{Lock: keys.Write}, owner)
+			return luascripts.Keys{Lock: keys.Write}.Reenter(ctx, c.rc, owner)
 		}
 		sd.keep = [][]string{{keys.Write}}
 	}

@@ -26,6 +26,14 @@ func NewKeys(base string) Keys {
 	return Keys{Lock: base, Channel: base + ":ch", Fence: base + ":fence", Queue: base + ":q"}
 }
 
+// Exclusive is an exclusive lock's calls: latchkey's (Keys) or Redisson's
+// (RedissonKeys), so that one Mutex side runs either.
+type Exclusive interface {
+	Acquire(ctx context.Context, c rueidis.Client, a AcquireArgs) (AcquireReply, error)
+	Reenter(ctx context.Context, c rueidis.Client, owner string) (int64, error)
+	Release(ctx context.Context, c rueidis.Client, a ReleaseArgs) (ReleaseReply, error)
+}
+
 // QueueEntry is how client, described by about (ClientInfo JSON, or ""),
 // stands in every wait queue: the scripts take it where they take the
 // client, and wake "<channel>:<client>". The description rides in the
@@ -78,8 +86,8 @@ func (k Keys) AcquireArgv(a AcquireArgs) []string {
 	return []string{a.Owner, Millis(a.Lease), a.Client, flag(a.Waiter), recordAbout(a.About), a.Wake.spec(), k.Channel}
 }
 
-// RunAcquire runs the acquire script; see runAcquire.
-func RunAcquire(ctx context.Context, c rueidis.Client, k Keys, a AcquireArgs) (AcquireReply, error) {
+// Acquire runs the acquire script; see runAcquire.
+func (k Keys) Acquire(ctx context.Context, c rueidis.Client, a AcquireArgs) (AcquireReply, error) {
 	return runAcquire(ctx, c, Acquire, k.AcquireKeys(), k.AcquireArgv(a), a.Sync)
 }
 
@@ -90,8 +98,8 @@ func recordAbout(about string) string {
 	return strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + about
 }
 
-// RunReenter runs the reenter script; see runReenter.
-func RunReenter(ctx context.Context, c rueidis.Client, k Keys, owner string) (int64, error) {
+// Reenter runs the reenter script; see runReenter.
+func (k Keys) Reenter(ctx context.Context, c rueidis.Client, owner string) (int64, error) {
 	return runReenter(ctx, c, Reenter, []string{k.Lock}, owner)
 }
 
@@ -120,8 +128,8 @@ type ReleaseArgs struct {
 	Sync      Sync // replicas to acknowledge the release
 }
 
-// RunRelease runs the release script; see runRelease.
-func RunRelease(ctx context.Context, c rueidis.Client, k Keys, a ReleaseArgs) (ReleaseReply, error) {
+// Release runs the release script; see runRelease.
+func (k Keys) Release(ctx context.Context, c rueidis.Client, a ReleaseArgs) (ReleaseReply, error) {
 	args := []string{a.Owner, strconv.FormatInt(a.Count, 10), a.Wake.spec(), flag(a.Retry)}
 	if a.Heir != "" {
 		args = append(args, a.Heir, Millis(a.HeirLease), recordAbout(a.HeirAbout), flag(a.HeirCheck))

@@ -87,7 +87,7 @@ func TestQueueDescriptions(t *testing.T) {
 		assert.Zero(t, d.Clients[0].Want, "a Mutex's waiters want no permits")
 
 		// Nobody listens for c1: the release's wake-up drops it, and c2.
-		_, err := luascripts.RunRelease(ctx, c, k, luascripts.ReleaseArgs{Owner: "holder", Count: 1, Wake: wake})
+		_, err := k.Release(ctx, c, luascripts.ReleaseArgs{Owner: "holder", Count: 1, Wake: wake})
 		require.NoError(t, err)
 		assert.False(t, exists(t, c, k.Queue), "dropped, with their descriptions")
 

@@ -29,23 +29,23 @@ func RedissonPrefixed(prefix, name string) string {
 	return prefix + ":{" + name + "}"
 }
 
-// RunRedissonAcquire runs redissonacquire.lua for a new owner: granted
-// with the new token, or refused with the holder's PTTL; see RunAcquire
+// Acquire runs redissonacquire.lua for a new owner: granted
+// with the new token, or refused with the holder's PTTL; see Keys.Acquire
 // (it reads a's Owner, Lease and Sync).
-func RunRedissonAcquire(ctx context.Context, c rueidis.Client, k RedissonKeys, a AcquireArgs) (AcquireReply, error) {
+func (k RedissonKeys) Acquire(ctx context.Context, c rueidis.Client, a AcquireArgs) (AcquireReply, error) {
 	return runAcquire(ctx, c, RedissonAcquire, []string{k.Lock, k.Token}, []string{Millis(a.Lease), a.Owner}, a.Sync)
 }
 
-// RunRedissonReenter runs redissonreenter.lua: owner's new hold count, 0
+// Reenter runs redissonreenter.lua: owner's new hold count, 0
 // when it holds none.
-func RunRedissonReenter(ctx context.Context, c rueidis.Client, k RedissonKeys, owner string) (int64, error) {
+func (k RedissonKeys) Reenter(ctx context.Context, c rueidis.Client, owner string) (int64, error) {
 	return runReenter(ctx, c, RedissonReenter, []string{k.Lock, k.Token}, owner)
 }
 
-// RunRedissonRelease runs redissonrelease.lua; its reply reads as
-// RunRelease's (Woken: the subscribers the unlock message reached). It
+// Release runs redissonrelease.lua; its reply reads as
+// Keys.Release's (Woken: the subscribers the unlock message reached). It
 // ignores HeirAbout (Redisson keeps no records).
-func RunRedissonRelease(ctx context.Context, c rueidis.Client, k RedissonKeys, a ReleaseArgs) (ReleaseReply, error) {
+func (k RedissonKeys) Release(ctx context.Context, c rueidis.Client, a ReleaseArgs) (ReleaseReply, error) {
 	publish := "publish" // what Redisson subscribes for: sharded pub/sub on a Redis 7 Cluster
 	if a.Wake.Sharded {
 		publish = "spublish"

@@ -58,13 +58,13 @@ func testRedissonLock(t *testing.T, c rueidis.Client, addrs []string, sharded bo
 	ctx := t.Context()
 	msgs := subscribe(t, addrs, sharded, k.Channel)
 	acquire := func(owner string) luascripts.AcquireReply {
-		r, err := luascripts.RunRedissonAcquire(ctx, c, k, luascripts.AcquireArgs{Owner: owner, Lease: lease})
+		r, err := k.Acquire(ctx, c, luascripts.AcquireArgs{Owner: owner, Lease: lease})
 		require.NoError(t, err)
 		return r
 	}
 	release := func(a luascripts.ReleaseArgs) luascripts.ReleaseReply {
 		a.Wake.Sharded = sharded
-		r, err := luascripts.RunRedissonRelease(ctx, c, k, a)
+		r, err := k.Release(ctx, c, a)
 		require.NoError(t, err)
 		return r
 	}
@@ -77,11 +77,11 @@ func testRedissonLock(t *testing.T, c rueidis.Client, addrs []string, sharded bo
 	between(t, r.PTTL, lease-time.Minute, lease, "a refusal tells the holder's PTTL")
 	assert.Equal(t, "1", get(t, c, k.Token), "a refusal takes no token")
 
-	n, err := luascripts.RunRedissonReenter(ctx, c, k, "u:1")
+	n, err := k.Reenter(ctx, c, "u:1")
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), n)
 	assert.Equal(t, "2", get(t, c, k.Token), "a re-entry takes a token, as RFencedLock's does")
-	n, err = luascripts.RunRedissonReenter(ctx, c, k, "u:2")
+	n, err = k.Reenter(ctx, c, "u:2")
 	require.NoError(t, err)
 	assert.Zero(t, n, "no re-entry without a hold")
 

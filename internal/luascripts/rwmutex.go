@@ -42,7 +42,7 @@ func (k RWKeys) Inbox(client string, write bool) string {
 	return k.Base + ":ch:" + side(write) + ":" + client
 }
 
-// RunRWAcquire runs RWWrite when write, else RWRead; see RunAcquire.
+// RunRWAcquire runs RWWrite when write, else RWRead; see Keys.Acquire.
 // writer, for RWRead, is the write owner the caller holds, or "".
 func RunRWAcquire(ctx context.Context, c rueidis.Client, k RWKeys, a AcquireArgs, write bool, writer string) (AcquireReply, error) {
 	if write {
@@ -60,7 +60,7 @@ func RunRWReenter(ctx context.Context, c rueidis.Client, k RWKeys, owner string)
 }
 
 // RunRWUnlock runs RWUnlock on the write hold (write) or a read hold; see
-// RunRelease (it hands over to nobody).
+// Keys.Release (it hands over to nobody).
 func RunRWUnlock(ctx context.Context, c rueidis.Client, k RWKeys, a ReleaseArgs, write bool) (ReleaseReply, error) {
 	return runRelease(ctx, c, RWUnlock, k.scripts(),
 		[]string{k.Base, a.Owner, side(write), itoa(a.Count), a.Wake.spec(), flag(a.Retry)}, a.Sync)

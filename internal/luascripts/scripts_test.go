@@ -166,7 +166,7 @@ func acquireRaw(t *testing.T, c rueidis.Client, k luascripts.Keys, a luascripts.
 
 func acquire(t *testing.T, c rueidis.Client, k luascripts.Keys, a luascripts.AcquireArgs) luascripts.AcquireReply {
 	t.Helper()
-	r, err := luascripts.RunAcquire(t.Context(), c, k, a)
+	r, err := k.Acquire(t.Context(), c, a)
 	require.NoError(t, err)
 	return r
 }
@@ -190,14 +190,14 @@ func enqueue(t *testing.T, c rueidis.Client, k luascripts.Keys, client string) {
 
 func reenter(t *testing.T, c rueidis.Client, k luascripts.Keys, owner string) int64 {
 	t.Helper()
-	n, err := luascripts.RunReenter(t.Context(), c, k, owner)
+	n, err := k.Reenter(t.Context(), c, owner)
 	require.NoError(t, err)
 	return n
 }
 
 func release(t *testing.T, c rueidis.Client, k luascripts.Keys, a luascripts.ReleaseArgs) luascripts.ReleaseReply {
 	t.Helper()
-	r, err := luascripts.RunRelease(t.Context(), c, k, a)
+	r, err := k.Release(t.Context(), c, a)
 	require.NoError(t, err)
 	return r
 }
@@ -677,7 +677,7 @@ func TestReenter(t *testing.T) {
 	t.Run("NegativeCount", func(t *testing.T) {
 		k := newKeys(t, c)
 		do(t, c, c.B().Hset().Key(k.Lock).FieldValue().FieldValue("A", "-5").Build())
-		_, err := luascripts.RunReenter(t.Context(), c, k, "A")
+		_, err := k.Reenter(t.Context(), c, "A")
 		assert.ErrorIs(t, err, luascripts.ErrUnexpectedReply)
 	})
 }

@@ -38,14 +38,14 @@ func (k SemKeys) all() []string {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // RunSemAcquire runs SemAcquire for n permits (1..size) of a semaphore of
-// size; see RunAcquire (the reply's Size reports a semaphore in use with
+// size; see Keys.Acquire (the reply's Size reports a semaphore in use with
 // another size).
 func RunSemAcquire(ctx context.Context, c rueidis.Client, k SemKeys, a AcquireArgs, n, size int64) (AcquireReply, error) {
 	return runAcquire(ctx, c, SemAcquire, k.all(), []string{k.Base, a.Owner, itoa(n), itoa(size),
 		Millis(a.Lease), a.Client, flag(a.Waiter), a.Wake.spec(), recordAbout(a.About)}, a.Sync)
 }
 
-// RunSemRelease runs SemRelease; see RunRelease (Left is 0 when released,
+// RunSemRelease runs SemRelease; see Keys.Release (Left is 0 when released,
 // -1 when the owner held no permits). size is the caller's, for when the
 // recorded one is gone.
 func RunSemRelease(ctx context.Context, c rueidis.Client, k SemKeys, a ReleaseArgs, size int64) (ReleaseReply, error) {

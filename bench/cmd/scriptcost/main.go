@@ -212,14 +212,14 @@ var variants = []variant{
 	{"latchkey", "acquire.lua + release.lua: hash {owner: count}, fencing INCR, wait queue with wake windows, holder record in the hash",
 		func(ctx context.Context, rc rueidis.Client, i, n int) error {
 			k, o := keysOf(i), owner(n)
-			r, err := luascripts.RunAcquire(ctx, rc, k, luascripts.AcquireArgs{Owner: o, Lease: 10 * time.Second, Client: clientID, About: about})
+			r, err := k.Acquire(ctx, rc, luascripts.AcquireArgs{Owner: o, Lease: 10 * time.Second, Client: clientID, About: about})
 			if err != nil {
 				return err
 			}
 			if !r.Acquired {
 				return errRefused
 			}
-			_, err = luascripts.RunRelease(ctx, rc, k, luascripts.ReleaseArgs{Owner: o, Count: 1, Wake: luascripts.Wake{Window: 50 * time.Millisecond}})
+			_, err = k.Release(ctx, rc, luascripts.ReleaseArgs{Owner: o, Count: 1, Wake: luascripts.Wake{Window: 50 * time.Millisecond}})
 			return err
 		}},
 	{"wide", "hash+fence with latchkey's KEYS and ARGV, a two-key EXISTS and the release's ZPOPMIN; no queue logic",
