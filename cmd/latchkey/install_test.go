@@ -88,3 +88,23 @@ func TestDocsNameEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestRegressBuildsOffLinux: the module, tests included, compiles on macOS,
+// and the library and CLI build on Windows. internal/redistest set Linux's
+// Pdeathsig in a file every system compiles, so no test of the module (nor
+// `make demo`, which starts servers through it) compiled off Linux.
+func TestRegressBuildsOffLinux(t *testing.T) {
+	out, err := exec.Command(goCommand(), "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", err)
+	}
+	root := strings.TrimSpace(string(out))
+	for _, c := range []struct{ goos, verb string }{{"darwin", "vet"}, {"windows", "build"}} {
+		cmd := exec.Command(goCommand(), c.verb, "./...")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GOOS="+c.goos, "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("GOOS=%s go %s ./...: %v\n%s", c.goos, c.verb, err, out)
+		}
+	}
+}

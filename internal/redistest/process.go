@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // Binary returns the path of the redis-server executable: $REDIS_SERVER when
@@ -219,13 +218,7 @@ func startRedisProcessIn(ctx context.Context, bin string, port int, set procSetu
 	// not kill a server the caller keeps using.
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Dir = dir
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{
-		// Go delivers Pdeathsig when the OS thread that forked the child
-		// exits, not only the process; the Go runtime only retires threads
-		// whose goroutine exited while locked with runtime.LockOSThread, so
-		// this is reliable unless test code leaks locked threads.
-		Pdeathsig: syscall.SIGKILL,
-	}
+	p.cmd.SysProcAttr = serverSysProcAttr()
 	out, err := os.Create(p.outPath)
 	if err != nil {
 		os.RemoveAll(dir)
