@@ -51,8 +51,8 @@ FAMILYFLAGS ?= -reps 5 -dur 2s -clients 4 -g 8 -semg 16 -size 8 -reads 0.95 -cs 
 
 all: test
 
-# The library module keeps its go.mod to rueidis, uuid and the test
-# libraries; the CLI (cmd/latchkey) needs nothing more and lives in it, so
+# The library module keeps its go.mod to rueidis, uuid, the OpenTelemetry
+# API and the test libraries; the CLI (cmd/latchkey) needs nothing more and lives in it, so
 # that `go install …/cmd/latchkey@version` works (no replace directives).
 # What needs more is a module of its own, tested here one by one:
 # internal/latency (HdrHistogram), cmd/latchkey-demo (the OTel SDK and
@@ -131,11 +131,18 @@ setup:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
 		echo "setup: installing redis-server and redis-tools"; \
 		SUDO=; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server redis-tools >/dev/null; \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null; \
 	else \
 		echo "setup: redis-server and redis-cli found, nothing to install"; \
 	fi
 	@redis-server --version
+	@# The Cluster suites need sharded pub/sub (Redis 7.0): fail here, not
+	@# minutes later in a test (older distributions package Redis 6.0).
+	@v=$$(redis-server --version | sed -n 's/.*v=\([0-9][0-9]*\)\..*/\1/p'); \
+	if [ -z "$$v" ] || [ "$$v" -lt 7 ]; then \
+		echo "setup: redis-server 7.0 or later is needed (found: $$(redis-server --version)); install it from redis.io's packages or put one first on PATH" >&2; \
+		exit 1; \
+	fi
 
 # redis-image builds the Docker image the harness uses when redis:7 cannot
 # be pulled (the harness would build it on first use anyway).

@@ -66,3 +66,43 @@ func TestReadmeExampleBuilds(t *testing.T) {
 	out, err := exec.Command(gobin, "build", "-o", os.DevNull, "./"+filepath.ToSlash(dir)).CombinedOutput()
 	require.NoError(t, err, "README example does not build:\n%s", out)
 }
+
+// TestRegressSetupRefusesOldRedis: `make setup` (which `make test` and
+// `make demo` run first) stops at a redis-server older than 7.0, saying
+// what is needed. It accepted any version, so on a distribution that
+// packages Redis 6.0 the Cluster suites failed minutes later on SSUBSCRIBE.
+func TestRegressSetupRefusesOldRedis(t *testing.T) {
+	shim := t.TempDir()
+	for name, out := range map[string]string{
+		"redis-server": "Redis server v=6.0.16 sha=00000000:0 malloc=jemalloc-5.2.1 bits=64 build=1",
+		"redis-cli":    "redis-cli 6.0.16",
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(shim, name), []byte("#!/bin/sh\necho '"+out+"'\n"), 0o755))
+	}
+	cmd := exec.Command("make", "-s", "-C", "..", "setup")
+	cmd.Env = append(os.Environ(), "PATH="+shim+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "make setup accepted Redis 6.0.16:\n%s", out)
+	require.Contains(t, string(out), "redis-server 7.0 or later is needed")
+}
+
+// TestRegressDocsGoVersion: every "Go 1.N" the README and docs ask for is
+// at least the go.mod's floor. docs/development.md said Go 1.25+ while the
+// module (and the OpenTelemetry API it requires) needs 1.26.
+func TestRegressDocsGoVersion(t *testing.T) {
+	mod, err := os.ReadFile("../go.mod")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^go 1\.(\d+)`).FindSubmatch(mod)
+	require.NotNil(t, m, "no go line in go.mod")
+	floor, _ := strconv.Atoi(string(m[1]))
+	docs, err := filepath.Glob("../docs/*.md")
+	require.NoError(t, err)
+	for _, p := range append(docs, "../README.md") {
+		text, err := os.ReadFile(p)
+		require.NoError(t, err)
+		for _, v := range regexp.MustCompile(`\bGo 1\.(\d+)`).FindAllSubmatch(text, -1) {
+			minor, _ := strconv.Atoi(string(v[1]))
+			require.GreaterOrEqual(t, minor, floor, "%s asks for Go 1.%d; go.mod needs 1.%d", p, minor, floor)
+		}
+	}
+}

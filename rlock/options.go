@@ -55,11 +55,15 @@ const (
 type PubSubMode int
 
 const (
-	PubSubAuto PubSubMode = iota // sharded pub/sub on a Cluster client, classic otherwise
+	// PubSubAuto picks sharded pub/sub on a Cluster client, classic
+	// otherwise. Every client of a lock must wait and wake in the same mode.
+	PubSubAuto PubSubMode = iota
 	// PubSubClassic uses PUBLISH/SUBSCRIBE; standalone Redis only (on a
 	// Redis 6 Cluster, which has no sharded pub/sub, use SpinMutex).
 	PubSubClassic
-	PubSubSharded // SPUBLISH/SSUBSCRIBE (Redis 7+)
+	// PubSubSharded uses SPUBLISH/SSUBSCRIBE (Redis 7+), on a Cluster or a
+	// standalone server.
+	PubSubSharded
 )
 
 // Options configures a Client. The zero value is ready to use.

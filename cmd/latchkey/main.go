@@ -62,7 +62,9 @@
 //	1          the lock was busy (--wait ran out; --conflict-exit-code
 //	           changes it), or an error not listed here
 //	69         Redis could not be reached, or refused the credentials
-//	           (EX_UNAVAILABLE)
+//	           (EX_UNAVAILABLE); also a --wait that ran out after its
+//	           last try failed to reach Redis, whatever
+//	           --conflict-exit-code says
 //	2          a usage error: bad flags or flag values (--lease out of
 //	           1ms..8760h), NAME or CMD missing, a bad Redis URL or lock
 //	           name, a Semaphore used with another --size
