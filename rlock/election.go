@@ -18,7 +18,7 @@ var ErrNoLeader = errors.New("latchkey: no leader")
 // report it. The zero Leadership means that nobody leads.
 type Leadership struct {
 	Value  string     // what the leader passed to Campaign
-	Token  int64      // its fencing token: strictly increasing across leaders
+	Token  int64      // its fencing token: increasing across leaders unless Redis lost the counter
 	Since  time.Time  // when its grant was asked for, by its clock
 	Client ClientInfo // the leader's Client
 }
@@ -136,9 +136,10 @@ func (e *Election) read(ctx context.Context) (Leadership, time.Duration, error) 
 // it closes the channel. Grants, resignations and force-unlocks are
 // announced, not polled; an observer also reads again when the lease it saw
 // ends (a dead leader announces nothing) and after a reconnect. Once things
-// settle the last Leadership delivered is the current leader; delivered
-// Tokens never go down, and a slow reader sees the latest change, not each
-// one. Options.Logger hears of the errors retried (Warn) and of the one that
+// settle the last Leadership delivered is the current leader, and a slow
+// reader sees the latest change, not each one. Every change of term is
+// delivered, so Tokens go down when Redis lost its fencing counter (see
+// docs/safety.md). Options.Logger hears of the errors retried (Warn) and of the one that
 // ended the observer (Error); Watch returns the latter.
 func (e *Election) Observe(ctx context.Context) <-chan Leadership {
 	out := make(chan Leadership)
@@ -211,7 +212,6 @@ func (e *Election) Watch(ctx context.Context, f func(Leadership) error, retrying
 	}
 	defer sub.Release()
 	var last Leadership
-	var top int64 // the highest token delivered
 	first := true
 	for {
 		mark := sub.Mark() // before the read, so an announcement after it ends the wait
@@ -229,11 +229,13 @@ func (e *Election) Watch(ctx context.Context, f func(Leadership) error, retrying
 			wait = retry.Next()
 		default:
 			told.recovered()
-			if first || newer(l, last, top) {
+			// Any other term is delivered, whatever its token: scripts run
+			// on the master, so a lower one means the counter was lost.
+			if first || l != last {
 				if err := f(l); err != nil {
 					return err
 				}
-				first, last, top = false, l, max(top, l.Token)
+				first, last = false, l
 			}
 			retry.Reset()
 			if left >= 0 {
@@ -274,14 +276,4 @@ func (r *retryTold) recovered() {
 			r.tell(nil)
 		}
 	}
-}
-
-// newer reports whether l is a change to deliver after last: a leader with
-// a token above top (the highest delivered; a lagging replica's lower one
-// is not), or none after one.
-func newer(l, last Leadership, top int64) bool {
-	if l == (Leadership{}) {
-		return last != (Leadership{})
-	}
-	return l.Token > top
 }
