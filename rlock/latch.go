@@ -44,6 +44,8 @@ func (l *CountDownLatch) Name() string { return l.name }
 // TrySetCount gives the latch the count n (> 0, else ErrInvalidArgument)
 // and starts a new round, if the latch is not set (absent, or counted down
 // to zero). It reports false, changing nothing, when a count is set already.
+// A call whose reply is lost is sent again, as the same call, until
+// Options.ReleaseTimeout: an error then means the count may be set.
 func (l *CountDownLatch) TrySetCount(ctx context.Context, n int64) (bool, error) {
 	if err := ready(ctx, l.err); err != nil {
 		return false, err
@@ -57,6 +59,16 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int64) (bool, error)
 		return false, fmt.Errorf("latchkey: latch %q: generating the round id: %w", l.name, err)
 	}
 	ok, err := luascripts.RunLatchSet(ctx, l.c.rc, l.keys, n, round.String())
+	if luascripts.Classify(err) == luascripts.Unknown {
+		// It may have run: the same round id makes a retry report its own
+		// count as set, where a new call would say false.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.c.opts.ReleaseTimeout)
+		defer cancel()
+		retry := retryBackoff()
+		for luascripts.Classify(err) == luascripts.Unknown && retry.Sleep(rctx) {
+			ok, err = luascripts.RunLatchSet(rctx, l.c.rc, l.keys, n, round.String())
+		}
+	}
 	if err != nil {
 		return false, fmt.Errorf("latchkey: set count of latch %q: %w", l.name, err)
 	}
@@ -66,7 +78,8 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int64) (bool, error)
 // CountDown takes one off the latch's count; the call that reaches zero
 // wakes every Await with one message. On a latch that is not set it does
 // nothing, as Java's does. A CountDown whose reply is lost is not retried,
-// since it may have counted.
+// since a second run could count one too many: an error other than
+// Redis' own refusal means it may have counted.
 func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err := ready(ctx, l.err); err != nil {
 		return err

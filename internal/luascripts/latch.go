@@ -22,6 +22,8 @@ func NewLatchKeys(base string) LatchKeys {
 
 // RunLatchSet runs the latchset script: it gives the latch count n (> 0)
 // and round id round unless it has a count already, and reports whether.
+// A count set under round already reports true, so a retry of a call of
+// unknown outcome with the same round is exact.
 func RunLatchSet(ctx context.Context, c rueidis.Client, k LatchKeys, n int64, round string) (bool, error) {
 	v, err := LatchSet.Exec(ctx, c, []string{k.Latch}, []string{itoa(n), round}).AsInt64()
 	switch {
