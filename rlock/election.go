@@ -135,7 +135,9 @@ func (e *Election) read(ctx context.Context) (Leadership, time.Duration, error) 
 // Redis refuses the observer with an error no retry cures (Watch's), when
 // it closes the channel. Grants, resignations and force-unlocks are
 // announced, not polled; an observer also reads again when the lease it saw
-// ends (a dead leader announces nothing) and after a reconnect. Once things
+// ends (a dead leader announces nothing), after a reconnect, and at least
+// once per Options.WatchdogTimeout (a Mutex holder's Lock and Unlock
+// announce nothing). Once things
 // settle the last Leadership delivered is the current leader, and a slow
 // reader sees the latest change, not each one. Every change of term is
 // delivered, so Tokens go down when Redis lost its fencing counter (see
@@ -216,8 +218,9 @@ func (e *Election) Watch(ctx context.Context, f func(Leadership) error, retrying
 	for {
 		mark := sub.Mark() // before the read, so an announcement after it ends the wait
 		l, left, err := e.read(wctx)
-		// A backstop: a Mutex's grant is not announced. The watchdog's
-		// timeout, defaults applied (Options' field is 0 unless set).
+		// A backstop, also under a longer lease: a Mutex's grant and release
+		// are not announced. The watchdog's timeout, defaults applied
+		// (Options' field is 0 unless set).
 		wait := e.c.wd.Options().Timeout
 		switch {
 		case err != nil && wctx.Err() != nil:
@@ -239,7 +242,7 @@ func (e *Election) Watch(ctx context.Context, f func(Leadership) error, retrying
 			}
 			retry.Reset()
 			if left >= 0 {
-				wait = ttlBound(left)
+				wait = min(wait, ttlBound(left))
 			}
 		}
 		if _, err := sub.Wait(wctx, mark, wait); err != nil {
