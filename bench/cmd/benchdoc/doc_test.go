@@ -101,7 +101,7 @@ func TestDocTables(t *testing.T) {
 		"| latchkey | pub/sub wake-up, no polling | 10000 | 1.11× | 90µs | 150µs |",
 		// Every peer names its setting.
 		"| redsync | delay random 50ms–250ms (its default) | 8000 (7200–8800) |",
-		"| redislock | backoff 1ms–128ms, 2^n ms | 9000 (8100–9900) |",
+		"| redislock | backoff 4ms–128ms, 2^(n+1) ms | 9000 (8100–9900) |",
 		// A pipe in an error message must not split the cell.
 		"| 2 (+1 timeouts) — last: unlock: a\\|b |",
 		"## Watchdog scale",
@@ -140,8 +140,8 @@ func TestDocFrontier(t *testing.T) {
 	// redsync's fixed delays before its random default.
 	d := section[strings.Index(section, "**(d)"):strings.Index(section, "**(e)")]
 	assertInOrder(t, "(d) frontier table", d, "| latchkey |", "backoff 1ms–2ms, jittered", "backoff 1ms–8ms, jittered", "backoff 1ms–32ms, jittered",
-		"backoff 1ms–128ms, jittered", "| redsync | delay 8ms", "| redsync | delay 32ms", "| redsync | delay random", "| redislock | backoff 1ms–8ms",
-		"| redislock | backoff 1ms–128ms", "| rueidislock |")
+		"backoff 1ms–128ms, jittered", "| redsync | delay 8ms", "| redsync | delay 32ms", "| redsync | delay random", "| redislock | backoff 4ms–8ms",
+		"| redislock | backoff 4ms–128ms", "| rueidislock |")
 }
 
 // assertInOrder reports each of parts that text lacks or has before the
@@ -295,7 +295,7 @@ func TestDocTargets(t *testing.T) {
 		// A missed frontier says which setting beat latchkey, and by how much.
 		"at or below latchkey on both: cap 128ms*: p99 3.33×, CPU 1.03×.",
 		// A peer's figure names its setting.
-		"40.0ms = 0.31× redislock [backoff 1ms–128ms, 2^n ms]'s 130.0ms",
+		"40.0ms = 0.31× redislock [backoff 4ms–128ms, 2^(n+1) ms]'s 130.0ms",
 		"0.20 cmds/s = 0.00× latchkey-spin [backoff 1ms–128ms, jittered]'s 61.5",
 	)
 }

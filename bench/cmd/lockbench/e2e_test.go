@@ -117,7 +117,7 @@ func TestEndToEndSweep(t *testing.T) {
 	if c := f.Find(locks.Latchkey, "c").Commands; c["evalsha"].Median < 1 {
 		t.Errorf("latchkey's commands %v: want at least one EVALSHA per acquisition", c)
 	}
-	want := []string{"latchkey-spin backoff 1ms–8ms, jittered 8", "redislock backoff 1ms–8ms, 2^n ms 8"}
+	want := []string{"latchkey-spin backoff 1ms–8ms, jittered 8", "redislock backoff 4ms–8ms, 2^(n+1) ms 8"}
 	for i, r := range f.Sweep {
 		if got := fmt.Sprintf("%s %s %g", r.Lib, r.Setting, r.BackoffMS); got != want[i] || r.DurS != 0.2 {
 			t.Errorf("sweep point %d: %q over %gs, want %q over 0.2s", i, got, r.DurS, want[i])

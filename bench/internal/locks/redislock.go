@@ -9,13 +9,23 @@ import (
 	"github.com/bsm/redislock"
 )
 
-// Redislock's retry policy: exponential backoff from RedislockBackoffMin to
-// RedislockBackoffMax (Options.Backoff, when set), the same bounds as
-// latchkey's spin variant. The library's own default is not to retry.
+// Redislock's retry policy: redislock.ExponentialBackoff(RedislockBackoffMin,
+// RedislockBackoffMax), the cap being Options.Backoff when set. The
+// library's own default is not to retry. Its n-th wait is 2 << n ms, that
+// is 4, 8, 16 ... ms, clamped to [min, max] (bsm/redislock v0.9.4): the
+// 1ms floor never binds, so the waits run from 4ms to the cap, not from
+// latchkey-spin's 1ms, and a cap of 4ms or less is every wait. See
+// redislockFirstBackoff.
 const (
 	RedislockBackoffMin = time.Millisecond
 	RedislockBackoffMax = 128 * time.Millisecond
 )
+
+// redislockFirstBackoff is the first wait of the strategy Lock uses with
+// the cap backoff, as the library computes it.
+func redislockFirstBackoff(backoff time.Duration) time.Duration {
+	return redislock.ExponentialBackoff(RedislockBackoffMin, backoff).NextBackoff()
+}
 
 // errNotReleased reports a release that found the lock no longer held.
 var errNotReleased = errors.New("locks: release found the lock no longer held (it expired or was taken)")

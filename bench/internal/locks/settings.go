@@ -50,7 +50,13 @@ func Setting(lib string, backoff time.Duration) string {
 	case LatchkeySpin:
 		return fmt.Sprintf("backoff %v–%v, jittered", rlock.DefaultSpinBackoffMin, backoff)
 	case Redislock:
-		return fmt.Sprintf("backoff %v–%v, 2^n ms", RedislockBackoffMin, backoff)
+		// Its n-th wait is 2^(n+1) ms (4, 8, 16 ...) within
+		// [RedislockBackoffMin, cap]: the floor never binds, and a cap at or
+		// below the first wait makes every wait the cap.
+		if first := redislockFirstBackoff(backoff); first < backoff {
+			return fmt.Sprintf("backoff %v–%v, 2^(n+1) ms", first, backoff)
+		}
+		return fmt.Sprintf("constant %v", backoff)
 	case Redsync:
 		if backoff == 0 {
 			return "delay random 50ms–250ms (its default)"
@@ -87,7 +93,9 @@ func checkBackoff(name string, opts Options) error {
 	case opts.Backoff > 0 && !Tunable(name):
 		return fmt.Errorf("%w: %s (Backoff %v)", ErrNoSetting, name, opts.Backoff)
 	case opts.Backoff > 0 && name != Redsync && opts.Backoff < time.Millisecond:
-		// Both backoffs start at 1ms and need a cap at least that.
+		// latchkey-spin's backoff starts at 1ms, and redislock's never
+		// waits less than RedislockBackoffMin (1ms): a cap below would not
+		// be the setting measured.
 		return fmt.Errorf("locks: %s: Backoff %v is below the backoff's 1ms start", name, opts.Backoff)
 	}
 	return nil

@@ -3,8 +3,11 @@ package locks
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/bsm/redislock"
 )
 
 func TestSettings(t *testing.T) {
@@ -19,7 +22,7 @@ func TestSettings(t *testing.T) {
 	for lib, want := range map[string]string{
 		Latchkey:     "pub/sub wake-up, no polling",
 		LatchkeySpin: "backoff 1ms–128ms, jittered",
-		Redislock:    "backoff 1ms–128ms, 2^n ms",
+		Redislock:    "backoff 4ms–128ms, 2^(n+1) ms",
 		Redsync:      "delay random 50ms–250ms (its default)",
 	} {
 		if got := Setting(lib, 0); got != want {
@@ -32,6 +35,15 @@ func TestSettings(t *testing.T) {
 	}
 	if got := Setting(LatchkeySpin, 8*time.Millisecond); got != "backoff 1ms–8ms, jittered" {
 		t.Errorf("Setting(latchkey-spin, 8ms) = %q", got)
+	}
+	for backoff, want := range map[time.Duration]string{
+		8 * time.Millisecond: "backoff 4ms–8ms, 2^(n+1) ms",
+		4 * time.Millisecond: "constant 4ms",
+		2 * time.Millisecond: "constant 2ms",
+	} {
+		if got := Setting(Redislock, backoff); got != want {
+			t.Errorf("Setting(redislock, %v) = %q, want %q", backoff, got, want)
+		}
 	}
 	if got := Setting(Redsync, 32*time.Millisecond); got != "delay 32ms" {
 		t.Errorf("Setting(redsync, 32ms) = %q", got)
@@ -47,6 +59,30 @@ func TestSettings(t *testing.T) {
 	}
 	if DefaultBackoff(Redsync) != 0 || DefaultBackoff(Latchkey) != 0 || DefaultBackoff(Redislock) != 128*time.Millisecond {
 		t.Error("DefaultBackoff: redsync's default is random, latchkey has none, redislock's cap is 128ms")
+	}
+}
+
+// TestRedislockBackoff pins what Setting says of redislock to the
+// library's own arithmetic: ExponentialBackoff's first wait is 2 << 1 ms,
+// above the 1ms floor, then 8ms, 16ms ... up to the cap.
+func TestRedislockBackoff(t *testing.T) {
+	r := redislock.ExponentialBackoff(RedislockBackoffMin, 128*time.Millisecond)
+	var got []time.Duration
+	for range 7 {
+		got = append(got, r.NextBackoff())
+	}
+	want := []time.Duration{4, 8, 16, 32, 64, 128, 128}
+	for i := range want {
+		want[i] *= time.Millisecond
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("ExponentialBackoff(%v, 128ms) waits %v, want %v", RedislockBackoffMin, got, want)
+	}
+	if got[0] != 4*time.Millisecond || !strings.Contains(Setting(Redislock, 0), "4ms") {
+		t.Errorf("first wait %v; Setting(redislock, 0) = %q, which must say 4ms", got[0], Setting(Redislock, 0))
+	}
+	if c := redislock.ExponentialBackoff(RedislockBackoffMin, 2*time.Millisecond); c.NextBackoff() != 2*time.Millisecond || c.NextBackoff() != 2*time.Millisecond {
+		t.Error("a 2ms cap is not a constant 2ms")
 	}
 }
 
