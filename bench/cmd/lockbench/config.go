@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,6 +135,13 @@ func parseFlags(args []string) (config, error) {
 		}
 	}
 	cfg.command = strings.TrimSpace("go run ./cmd/lockbench " + strings.Join(args, " "))
+	// locks.HandoversEnv changes latchkey's MaxLocalHandovers in every
+	// worker, for experiments on the handover bound; the suite's results
+	// (the page's) record nothing of it, so they would publish latchkey at
+	// a setting they do not name.
+	if v := os.Getenv(locks.HandoversEnv); cfg.suite && v != "" {
+		return cfg, fmt.Errorf("%w: %s=%q is set: it overrides latchkey's MaxLocalHandovers, for experiments only, and -suite writes the published results, which would not record it; unset it for -suite", ErrUsage, locks.HandoversEnv, v)
+	}
 	return cfg, cfg.validate()
 }
 

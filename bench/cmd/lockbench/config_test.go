@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,6 +142,24 @@ func TestParseFlagsRejects(t *testing.T) {
 		if _, err := parseFlags(args); !errors.Is(err, ErrUsage) {
 			t.Errorf("parseFlags(%q): %v, want ErrUsage", args, err)
 		}
+	}
+}
+
+// TestSuiteRefusesHandoversEnv: the suite's results are published, and
+// they would not record latchkey's MaxLocalHandovers changed by the
+// variable; a run that is not -suite may use it.
+func TestSuiteRefusesHandoversEnv(t *testing.T) {
+	t.Setenv(locks.HandoversEnv, "0")
+	_, err := parseFlags([]string{"-suite"})
+	if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), locks.HandoversEnv) {
+		t.Errorf("parseFlags(-suite) with %s set: %v, want ErrUsage naming it", locks.HandoversEnv, err)
+	}
+	if _, err := parseFlags([]string{"-procs", "2"}); err != nil {
+		t.Errorf("parseFlags(-procs 2) with %s set: %v", locks.HandoversEnv, err)
+	}
+	t.Setenv(locks.HandoversEnv, "")
+	if _, err := parseFlags([]string{"-suite"}); err != nil {
+		t.Errorf("parseFlags(-suite) with %s empty: %v", locks.HandoversEnv, err)
 	}
 }
 

@@ -12,7 +12,9 @@ import (
 )
 
 // HandoversEnv, when set, is latchkey's rlock.Options.MaxLocalHandovers in
-// every run (negative: no handovers).
+// every run (negative: no handovers). It is for experiments only: no
+// results record it, so lockbench refuses to run -suite, whose results are
+// the page's, while it is set.
 const HandoversEnv = "LOCKBENCH_LATCHKEY_HANDOVERS"
 
 // latchkeyLib is rlock over one rueidis client, with the pub/sub Mutex or
@@ -36,8 +38,8 @@ func openLatchkey(opts Options, spin bool) (Lib, error) {
 		// rlock calls it after every run of the acquire script, a try.
 		lo.OnAttempt = func(string, bool) { on() }
 	}
-	// For experiments on the handover bound (see docs/benchmarks.md); the
-	// worker processes inherit the variable.
+	// For experiments on the handover bound (HandoversEnv); the worker
+	// processes inherit the variable.
 	if v := os.Getenv(HandoversEnv); v != "" {
 		if lo.MaxLocalHandovers, err = strconv.Atoi(v); err != nil {
 			rc.Close()
