@@ -214,10 +214,11 @@ func commandNames(names []string) string {
 	return joinNames(upper)
 }
 
-// rampClause says what the fleet's ramp leaves out, if it ran one.
+// rampClause says what the fleet's ramp leaves out, and what it does not
+// (the waits that began in it, lockbench's hammer), if it ran one.
 func rampClause(rampS float64) string {
 	if rampS <= 0 {
 		return ""
 	}
-	return fmt.Sprintf(" Each run first ramps up for %gs, left out of every figure: the fleet starts with every process asking at once, and each one's first wait subscribes, a cost of the start of a busy period rather than of its steady state. Redis is read over the measured duration only, so the UNSUBSCRIBE of each process at its Close is left out too.", rampS)
+	return fmt.Sprintf(" Each run first ramps up for %gs, left out of the counts, CPU and commands (acquisitions, tries, Redis CPU, commands, SUBSCRIBE and UNSUBSCRIBE); a wait that began in the ramp counts whole, and violations and errors in it count: the fleet starts with every process asking at once, and each one's first wait subscribes, a cost of the start of a busy period rather than of its steady state. Redis is read over the measured duration only, so the UNSUBSCRIBE of each process at its Close is left out too.", rampS)
 }

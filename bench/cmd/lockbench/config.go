@@ -96,7 +96,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&cfg.idleDur, "idledur", DefaultIdleDur, "-suite: measured duration of each run of scenario f (idle waiting, holds of 2s)")
 	fs.StringVar(&fleet, "fleet", DefaultFleet, "-suite: scenario g's fleet sizes, in processes of one goroutine each")
 	fs.DurationVar(&cfg.fleetDur, "fleetdur", DefaultFleetDur, "-suite: measured duration of each run of scenario g (the fleet)")
-	fs.DurationVar(&cfg.fleetRamp, "fleetramp", DefaultFleetRamp, "-suite: how long scenario g runs before its measured duration, left out of every figure (0: none)")
+	fs.DurationVar(&cfg.fleetRamp, "fleetramp", DefaultFleetRamp, "-suite: how long scenario g runs before its measured duration, left out of the counts, CPU and commands; a wait that began in it counts whole (0: none)")
 	fs.IntVar(&cfg.fleetReps, "fleetreps", DefaultFleetReps, "-suite: repetitions of scenario g (the fleet); -reps is the other scenarios'")
 	fs.StringVar(&parts, "scenarios", suiteParts, "-suite: the parts of the suite to run")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print one JSON object per library per scenario instead of a table")

@@ -16,8 +16,10 @@ type runSpec struct {
 	lib     string
 	backoff time.Duration // locks.Options.Backoff; 0: the library's default
 	dur     time.Duration
-	// ramp runs before dur and counts in no figure: the run measures a
-	// steady state, without the start's rush (the fleet's).
+	// ramp runs before dur and is left out of the counts, CPU and
+	// commands: the run measures a steady state, without the start's rush
+	// (the fleet's). A wait that began in it counts whole, and violations
+	// and errors in it count (hammer).
 	ramp time.Duration
 	// idle makes the run scenario (f)'s: the workers report their grants
 	// and releases, Redis is read while the run lasts, and every acquire

@@ -36,7 +36,7 @@ type workerParams struct {
 	Keys    int           `json:"keys"`
 	CS      time.Duration `json:"cs"`
 	Dur     time.Duration `json:"dur"`
-	Ramp    time.Duration `json:"ramp,omitempty"` // runs before Dur, counted in nothing
+	Ramp    time.Duration `json:"ramp,omitempty"` // runs before Dur, its grants and tries not counted (hammer)
 	Lease   time.Duration `json:"lease"`
 	Timeout time.Duration `json:"timeout"`
 	Backoff time.Duration `json:"backoff,omitempty"` // locks.Options.Backoff

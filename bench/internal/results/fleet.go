@@ -11,7 +11,8 @@ type Fleet struct {
 	Scenarios []Scenario `json:"scenarios"`
 	Reps      int        `json:"reps"`
 	DurS      float64    `json:"dur_s"` // measured duration of each run
-	// RampS ran before each measured duration and is in no figure (0 in
+	// RampS ran before each measured duration and is left out of the
+	// counts, CPU and commands; a wait that began in it counts whole (0 in
 	// results from before the ramp).
 	RampS float64 `json:"ramp_s,omitempty"`
 	// Results has every library at its default setting at every size.
