@@ -172,8 +172,10 @@ func work(p workerParams) error {
 }
 
 // hammer is one goroutine's loop: take the lock, do a deliberately unsafe
-// read-modify-write of the counter, hold for cs, release. Each goroutine has
-// its own handle, since a handle is one (reentrant) owner.
+// read-modify-write of the counter, hold for cs, release. Each Lock is a
+// new owner whatever the handle (it re-enters only with a context that
+// carries a hold), so the goroutines exclude one another; each has a
+// handle of its own all the same.
 func hammer(ctx, run context.Context, rc rueidis.Client, m *rlock.Mutex, cs time.Duration, st *stats, inside *atomic.Int32) {
 	for run.Err() == nil {
 		t0 := time.Now()
