@@ -504,3 +504,13 @@ func TestDocNotes(t *testing.T) {
 		t.Fatal("an unreadable notes file was ignored")
 	}
 }
+
+// TestRunOrderClause: the Method says the runs' order rotated only for
+// results that say so; older results ran in the same order every time.
+func TestRunOrderClause(t *testing.T) {
+	doc, _ := generateFixture(t, nil)
+	assertContains(t, doc, "the runs go one after another (A B C …, A B C …: the same order in every repetition)")
+	if !strings.Contains(runOrderClause(true), "rotates") || strings.Contains(runOrderClause(false), "rotates") {
+		t.Errorf("runOrderClause: %q for rotated results, %q for the others", runOrderClause(true), runOrderClause(false))
+	}
+}

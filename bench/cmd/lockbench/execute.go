@@ -99,12 +99,14 @@ func (b *bench) scenarios(ctx context.Context, scenarios []results.Scenario) (de
 }
 
 // repeat runs every one of runs in sc reps times, interleaved within each
-// repetition, and returns each run's samples. tag names sc in errors and
-// in the progress lines.
+// repetition in runOrder's rotated order, and returns each run's samples
+// (samples[i] are runs[i]'s, in the order of the repetitions). tag names sc
+// in errors and in the progress lines.
 func (b *bench) repeat(ctx context.Context, tag string, sc results.Scenario, runs []runSpec, reps int) ([][]*sample, error) {
 	samples := make([][]*sample, len(runs))
 	for rep := range reps {
-		for i, run := range runs {
+		for _, i := range runOrder(len(runs), rep) {
+			run := runs[i]
 			s, err := b.runOnce(ctx, run, sc)
 			if err != nil {
 				return nil, fmt.Errorf("scenario %s, %s, repetition %d: %w", tag, run, rep+1, err)
@@ -114,6 +116,17 @@ func (b *bench) repeat(ctx context.Context, tag string, sc results.Scenario, run
 		}
 	}
 	return samples, nil
+}
+
+// runOrder is the order in which repetition rep (from 0) runs n runs: the
+// first shifts by one each repetition (A B C, B C A, C A B, ...), as in
+// familybench, so that no run always goes first or follows the same one.
+func runOrder(n, rep int) []int {
+	order := make([]int, n)
+	for j := range order {
+		order[j] = (j + rep) % n
+	}
+	return order
 }
 
 // floor runs latchkey alone in floorScenario, cfg.reps times.
@@ -145,6 +158,7 @@ func (b *bench) meta(ctx context.Context) (results.Meta, error) {
 	m.TimeoutS = b.cfg.timeout.Seconds()
 	m.Libs = b.cfg.libs
 	m.Modules = moduleVersions()
+	m.Rotated = true // repeat's and idle's runOrder
 	if b.cfg.suite && len(b.cfg.sweep) > 0 {
 		m.SweepDurS = b.cfg.sweepDur.Seconds()
 		for _, d := range b.cfg.sweep {

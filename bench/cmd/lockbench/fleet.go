@@ -28,7 +28,7 @@ func fleetScenario(procs int) results.Scenario {
 
 // fleet runs (g) at every size of cfg.fleet, smallest first, cfg.fleetReps
 // times: within a repetition every library at its default setting,
-// interleaved.
+// interleaved in repeat's rotated order.
 func (b *bench) fleet(ctx context.Context) (*results.Fleet, error) {
 	out := &results.Fleet{Reps: b.cfg.fleetReps, DurS: b.cfg.fleetDur.Seconds(), RampS: b.cfg.fleetRamp.Seconds()}
 	runs := make([]runSpec, len(b.cfg.libs))

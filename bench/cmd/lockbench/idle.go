@@ -159,7 +159,8 @@ func (s *sample) idleFigures() idleFigures {
 }
 
 // idle runs scenario sc, (f), cfg.reps times: in each repetition the
-// baseline, then every library at its default setting.
+// baseline, then every library at its default setting in runOrder's
+// rotated order.
 func (b *bench) idle(ctx context.Context, sc results.Scenario) (*results.Idle, error) {
 	runs := make([]runSpec, len(b.cfg.libs))
 	for i, lib := range b.cfg.libs {
@@ -174,7 +175,8 @@ func (b *bench) idle(ctx context.Context, sc results.Scenario) (*results.Idle, e
 		}
 		fmt.Fprintf(b.progress, "%s rep %d/%d %-14s %s\n", sc.Name, rep+1, b.cfg.reps, "baseline", s.describeIdle())
 		base = append(base, s)
-		for i, run := range runs {
+		for _, i := range runOrder(len(runs), rep) {
+			run := runs[i]
 			s, err := b.runOnce(ctx, run, sc)
 			if err != nil {
 				return nil, fmt.Errorf("scenario %s, %s, repetition %d: %w", sc.Name, run, rep+1, err)

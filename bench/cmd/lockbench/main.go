@@ -3,9 +3,10 @@
 //
 // Every library gets the same lease and the same per-acquire deadline, and
 // runs the same loop: Lock, hold for the critical section, Unlock. The
-// libraries run interleaved against one Redis (A B C, A B C, ...), each run
-// preceded by FLUSHALL and CONFIG RESETSTAT, and the report gives the median
-// of each figure over the repetitions with its range.
+// libraries run interleaved against one Redis, the order rotating from one
+// repetition to the next (A B C, B C A, C A B, ...), each run preceded by
+// FLUSHALL and CONFIG RESETSTAT, and the report gives the median of each
+// figure over the repetitions with its range.
 //
 // Usage:
 //

@@ -34,6 +34,10 @@ type Meta struct {
 	// SweepMS the retry settings it tried (ms).
 	SweepDurS float64   `json:"sweep_dur_s,omitempty"`
 	SweepMS   []float64 `json:"sweep_ms,omitempty"`
+	// Rotated says the order of the runs rotated from one repetition to
+	// the next (A B C, B C A, ...); false in results from before it did,
+	// whose runs went in the same order every repetition.
+	Rotated bool `json:"rotated,omitempty"`
 }
 
 // File is a whole lockbench run.
