@@ -213,6 +213,16 @@ func tickCount(w *results.Watchdog) string {
 	return fmt.Sprintf("%d ticks", w.Steps[0].Ticks)
 }
 
+// closeClause is the exception to "workers close before they report": in
+// a run with a ramp (the fleet's, since it had one) the parent reads Redis
+// at the end of the measured duration, and only then do workers close.
+func closeClause(f *results.File) string {
+	if f.Fleet == nil || f.Fleet.RampS <= 0 {
+		return ""
+	}
+	return "; except in the fleet's runs, which start with a ramp: there Redis is read over the measured duration only, and the workers close after that reading, so their Close is left out"
+}
+
 // runOrderClause says in what order a repetition ran its runs: rotated
 // from one repetition to the next in results that say so, else the same
 // order every time, as lockbench ran them before.
@@ -228,7 +238,7 @@ func writeMethod(b *bytes.Buffer, f *results.File) {
 	b.WriteString("## Method\n\n")
 	lines := []string{
 		"**Loop.** Each goroutine repeats: Lock (with a context whose deadline is the per-acquire deadline or the end of the run, whichever comes first), hold for the critical section, Unlock. Goroutine *i*, counted across processes, uses key *i* mod *keys*. Each latchkey Lock is a new owner, whichever handle it goes through (a Lock re-enters only with a context that carries a hold of the lock), so the goroutines of a process exclude one another as with the other libraries; each goroutine also has a handle of its own.",
-		"**Processes.** `-procs P` re-executes lockbench as P worker processes. Each connects, warms up (every goroutine locks and unlocks a key of its own, which opens connections and loads scripts), reports ready on stdout and waits for a start instant on stdin; the parent runs CONFIG RESETSTAT, reads Redis' CPU time, and gives every worker the same start instant. Workers close their library before they report, so the final reading of Redis' counters follows all their traffic.",
+		"**Processes.** `-procs P` re-executes lockbench as P worker processes. Each connects, warms up (every goroutine locks and unlocks a key of its own, which opens connections and loads scripts), reports ready on stdout and waits for a start instant on stdin; the parent runs CONFIG RESETSTAT, reads Redis' CPU time, and gives every worker the same start instant. Workers close their library before they report, so the final reading of Redis' counters follows all their traffic" + closeClause(f) + ".",
 		"**Runs.** Per scenario and repetition the runs go one after another " + runOrderClause(m.Rotated) + " against the same Redis, each preceded by FLUSHALL: every library at its default setting and, in (c), (d) and (e), the sweep's points. Each figure is the median over the repetitions, taken figure by figure, with the least and greatest of them beside it (min–max), so that the noise shows.",
 		fmt.Sprintf("**Retry settings.** A polling library (%s) retries after a backoff or a delay; its setting is named beside each of its figures. The sweep runs each at every one of %s that is not its default, in the contended scenarios only, for the spin frontier; latchkey and rueidislock have no such setting (they wait for a message).", joinNames(locks.Polling), sweepList(m.SweepMS)),
 		"**Throughput** is acquisitions completed (lock held) before the end of the run, divided by the run's duration.",
