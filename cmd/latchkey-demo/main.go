@@ -4,9 +4,11 @@
 // the polling SpinMutex, 6s each, and the demo compares their throughput,
 // wait latency and the load they put on Redis. Its verdict says, figure by
 // figure, where pub/sub wins and where it pays: throughput, p99 wait, Redis
-// CPU and commands per acquisition, and the SUBSCRIBE and UNSUBSCRIBE calls
-// a pub/sub waiter makes for each wait, with pub/sub's figure as a ratio of
-// spin's.
+// CPU and commands per acquisition, each with pub/sub's figure as a ratio of
+// spin's, and the SUBSCRIBE and UNSUBSCRIBE calls per acquisition. A
+// pub/sub waiter's subscription lingers between its waits, so those are
+// about one pair per worker process per phase (SUBSCRIBE at its first wait,
+// UNSUBSCRIBE at its Close), not one per wait; spin makes none.
 // Each worker records latchkey's OpenTelemetry metrics through the SDK and
 // serves them to Prometheus on a loopback port (-metrics; the URLs are
 // printed as the phase starts); half-way through a phase the demo takes a
