@@ -215,6 +215,32 @@ type common struct {
 	redis    string
 	envRedis string // $REDIS_URL
 	prefix   string
+	pubsub   pubsubFlag
+}
+
+// pubsubFlag is --pubsub: the rlock.PubSubMode the applications sharing the
+// locks use, since a client of another mode neither hears their releases
+// nor wakes their waiters.
+type pubsubFlag rlock.PubSubMode
+
+var pubsubModes = map[string]rlock.PubSubMode{"auto": rlock.PubSubAuto, "classic": rlock.PubSubClassic, "sharded": rlock.PubSubSharded}
+
+func (f *pubsubFlag) String() string {
+	for name, m := range pubsubModes {
+		if m == rlock.PubSubMode(*f) {
+			return name
+		}
+	}
+	return ""
+}
+
+func (f *pubsubFlag) Set(s string) error {
+	m, ok := pubsubModes[s]
+	if !ok {
+		return errors.New("want auto, classic or sharded")
+	}
+	*f = pubsubFlag(m)
+	return nil
 }
 
 // newFlags returns the flag set of a subcommand, with the common flags
@@ -234,6 +260,7 @@ func newFlags(name, synopsis string, env []string, std stdio, c *common) *flag.F
 	}
 	fs.StringVar(&c.redis, "redis", "", "Redis `URL`: redis://[user:password@]host:port[/db], rediss:// for TLS (default $LATCHKEY_REDIS_URL, else $REDIS_URL, else "+defaultRedis+")")
 	fs.StringVar(&c.prefix, "prefix", rlock.DefaultPrefix, "key `prefix` of the locks")
+	fs.Var(&c.pubsub, "pubsub", "pub/sub `mode` of the applications sharing the locks: auto (sharded on a Cluster, else classic), classic or sharded (rlock.Options.PubSub)")
 	return fs
 }
 
@@ -311,7 +338,7 @@ func connect(c common, opts rlock.Options) (locks *rlock.Client, close func(), e
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w at %s: %w (check the URL, its credentials, and that Redis runs there)", errUnavailable, redact(u), err)
 	}
-	opts.Prefix = c.prefix
+	opts.Prefix, opts.PubSub = c.prefix, rlock.PubSubMode(c.pubsub)
 	locks, err = rlock.NewClient(rc, opts)
 	if err != nil {
 		rc.Close()
