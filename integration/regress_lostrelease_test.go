@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,6 +95,56 @@ func TestRegressLostHoldReleaseKeepsTheMargin(t *testing.T) {
 		close(w.releaseGate)
 		close(w.gate)
 		require.NoError(t, c.Close())
+		require.False(t, exists(t, raw, m.Key()), "the lost hold was not released")
+	})
+}
+
+// TestRegressLostHoldCloseKeepsTheMargin: a Close soon after the watchdog
+// gave a hold up releases it only once the margin has passed, and returns
+// after that release. Before the fix Close cut the margin's wait short and
+// the release ran at once, with the holder's head start still on the lock.
+func TestRegressLostHoldCloseKeepsTheMargin(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		const timeout = 3 * time.Second
+		name := lockName(t)
+		raw := redisClient(t, tp)
+		var on atomic.Bool
+		w := heldLostRelease{
+			heldRenewals: heldRenewals{Client: raw, sha: shaOf(luascripts.Renew), on: &on, n: new(atomic.Int64), sent: new(atomic.Int64), gate: make(chan struct{})},
+			rc:           raw, key: "latchkey:{" + name + "}", release: shaOf(luascripts.Release),
+			pttl: make(chan time.Duration, 1), releaseGate: make(chan struct{}),
+		}
+		close(w.releaseGate)
+		openGate := sync.OnceFunc(func() { close(w.gate) })
+		t.Cleanup(openGate) // a Close left waiting on the held renewal
+		c, err := rlock.NewClient(w, rlock.Options{WatchdogTimeout: timeout})
+		require.NoError(t, err)
+		m := c.Mutex(name)
+		require.Equal(t, w.key, m.Key())
+		lctx, err := m.Lock(ctx)
+		require.NoError(t, err)
+		awaitCond(t, 2*timeout, "a first renewal", func() bool { return w.sent.Load() > 0 })
+		on.Store(true)
+		requireLost(t, lctx, 2*timeout, "the hold whose renewals are held")
+
+		closed := make(chan error, 1)
+		go func() { closed <- c.Close() }()
+		var left time.Duration
+		select {
+		case left = <-w.pttl:
+		case <-time.After(timeout):
+			t.Fatal("the lost hold was not released")
+		}
+		openGate() // Close awaits the renewal held since the loss
+		select {
+		case err := <-closed:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close did not return")
+		}
+		// The margin is 50 ms at this timeout.
+		require.Less(t, left, watchdog.DriftMargin(timeout)/2, "released at Close with the holder's head start still on the lock")
 		require.False(t, exists(t, raw, m.Key()), "the lost hold was not released")
 	})
 }

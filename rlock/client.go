@@ -122,8 +122,10 @@ func (c *Client) WatchdogStats() watchdog.Stats { return c.wd.Stats() }
 // queues of the locks it waited for (best effort, one round trip bounded by
 // a second), stops the watchdog and the notify hub, and returns once their
 // goroutines have ended. Locks still held are not released: they expire
-// within their lease, and their contexts end with ErrClosed as cause. Unlock
-// still works after Close. Close is idempotent and always returns nil.
+// within their lease, and their contexts end with ErrClosed as cause. A
+// hold lost shortly before, which is released once its drift margin has
+// passed (the holder's head start), is awaited: up to the margin longer.
+// Unlock still works after Close. Close is idempotent and always returns nil.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {

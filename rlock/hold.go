@@ -596,7 +596,8 @@ func (h *hold) lose(from int, cause error) bool {
 // this owner's holds. It waits margin first, until the lease the holder
 // counted on could have run out in Redis: the margin is the holder's head
 // start to stop before anyone else gets the lock (docs/safety.md). Close
-// cuts that wait, and awaits the release.
+// does not cut that wait, which would cut the head start short, and
+// awaits the release: at most the margin longer.
 func (h *hold) releaseLost(margin time.Duration) {
 	c := h.sd.c
 	c.mu.Lock()
@@ -610,7 +611,7 @@ func (h *hold) releaseLost(margin time.Duration) {
 	}
 	go func() {
 		defer c.leaks.Done()
-		_ = sleep(context.Background(), c.closing, margin)
+		time.Sleep(margin)
 		// io only for the count: nothing else sends for a lost hold (each
 		// call checks first), and an Unlock of it must not wait on these
 		// calls, which take up to ReleaseTimeout each when Redis is away.
