@@ -35,7 +35,8 @@ var (
 	// ErrNotReplicated: with Options.SyncReplicas, too few replicas
 	// acknowledged a change in time. From an acquire, nothing is held; from
 	// a release, the lock was released, but a failover could bring it back
-	// until its lease ends.
+	// until its lease ends. A lock's context lost because its renewals
+	// failed has it in its cause when the last one was not acknowledged.
 	ErrNotReplicated = errors.New("latchkey: not acknowledged by enough replicas")
 	// ErrObserveFailed: Redis refused an election's observer (Watch,
 	// Observe) with an error no retry cures, such as an ACL's NOPERM; it

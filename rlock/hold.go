@@ -129,6 +129,9 @@ func (h *hold) keep(sent time.Time) {
 	entries := make([]*watchdog.Entry, 0, len(h.sd.keep))
 	for i, g := range h.sd.keep {
 		entries = append(entries, c.wd.Add(g[0], h.owner, sent, func(cause error) {
+			if errors.As(cause, new(*luascripts.NotReplicatedError)) {
+				cause = fmt.Errorf("%w: %w", ErrNotReplicated, cause) // lost to renewals the replicas did not acknowledge
+			}
 			if h.lose(i, cause) && errors.Is(cause, watchdog.ErrExpired) {
 				h.releaseLost(watchdog.DriftMargin(c.wd.Options().Timeout))
 			}

@@ -120,7 +120,8 @@ type Options struct {
 	// SyncReplicas, when its Replicas is above 0, makes every grant, renewal
 	// and release WAIT for that many replicas. An acquire not acknowledged
 	// in time fails with ErrNotReplicated (and is released), as does an
-	// Unlock (which did release); a renewal counts as failed. Off by
+	// Unlock (which did release); a renewal counts as failed (a lock lost
+	// that way has ErrNotReplicated in its context's cause). Off by
 	// default; see docs/safety.md.
 	SyncReplicas SyncReplicas
 

@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -122,6 +123,11 @@ func (w *Watchdog) expire(now time.Time) time.Time {
 		switch {
 		case renewed:
 			continue
+		case errors.As(last, new(*luascripts.NotReplicatedError)):
+			// Wrapped, so that the holder can tell renewals the replicas
+			// did not acknowledge; other errors are only told (a renewal's
+			// own timeout must not match the holder's context.DeadlineExceeded).
+			causes = append(causes, fmt.Errorf("%w (last error: %w)", ErrExpired, last))
 		case last != nil:
 			causes = append(causes, fmt.Errorf("%w (last error: %v)", ErrExpired, last))
 		default:
@@ -422,15 +428,18 @@ func (w *Watchdog) renewGroup(batches [][]*Entry, calls []luascripts.Call) (t ti
 	for i, r := range results {
 		batch := batches[i]
 		held, err := parseRenew(r, len(calls[i].Keys))
-		if err == nil && acks[i] != nil {
-			// Renewed on the master only: a failover could lose it, so it
-			// does not move the deadline.
-			err = fmt.Errorf("renewal not replicated: %w", acks[i])
-		}
 		if err != nil {
 			t.failed = true
 			t.errors++
 			failures = append(failures, failure{batch: batch, err: err})
+		}
+		// Renewed on the master only: a failover could lose it, so it
+		// does not move the deadline. A lease found gone is gone all the
+		// same: the WAIT does not make it held.
+		var unacked error
+		var unsynced []*Entry
+		if err == nil && acks[i] != nil {
+			unacked = fmt.Errorf("renewal not replicated: %w", acks[i])
 		}
 		k := 0 // e.key's place in the call
 		for _, e := range batch {
@@ -442,6 +451,9 @@ func (w *Watchdog) renewGroup(batches [][]*Entry, calls []luascripts.Call) (t ti
 				e.lastErr = err
 			case !held[k]:
 				gone = append(gone, e)
+			case unacked != nil:
+				e.lastErr = unacked
+				unsynced = append(unsynced, e)
 			case !replied.Before(e.deadline):
 				// Renewed, but too late to count: the loop gives the
 				// lease up at its deadline, which has passed.
@@ -459,6 +471,11 @@ func (w *Watchdog) renewGroup(batches [][]*Entry, calls []luascripts.Call) (t ti
 				again = append(again, due{e.deadline, e})
 			}
 			k += 1 + len(e.follow)
+		}
+		if len(unsynced) > 0 {
+			t.failed = true
+			t.errors++
+			failures = append(failures, failure{batch: unsynced, err: unacked})
 		}
 	}
 	w.mu.Unlock()
