@@ -58,12 +58,7 @@ func TestRegressLostHoldReleaseKeepsTheMargin(t *testing.T) {
 		const timeout = 3 * time.Second
 		name := lockName(t)
 		raw := redisClient(t, tp)
-		var on atomic.Bool
-		w := heldLostRelease{
-			heldRenewals: heldRenewals{Client: raw, sha: shaOf(luascripts.Renew), on: &on, n: new(atomic.Int64), sent: new(atomic.Int64), gate: make(chan struct{})},
-			rc:           raw, key: "latchkey:{" + name + "}", release: shaOf(luascripts.Release),
-			pttl: make(chan time.Duration, 1), releaseGate: make(chan struct{}),
-		}
+		w := newHeldLostRelease(raw, name)
 		c, err := rlock.NewClient(w, rlock.Options{WatchdogTimeout: timeout, ReleaseTimeout: time.Minute})
 		require.NoError(t, err)
 		m := c.Mutex(name)
@@ -71,7 +66,7 @@ func TestRegressLostHoldReleaseKeepsTheMargin(t *testing.T) {
 		lctx, err := m.Lock(ctx)
 		require.NoError(t, err)
 		awaitCond(t, 2*timeout, "a first renewal", func() bool { return w.sent.Load() > 0 })
-		on.Store(true)
+		w.on.Store(true)
 		requireLost(t, lctx, 2*timeout, "the hold whose renewals are held")
 
 		var left time.Duration
@@ -109,12 +104,7 @@ func TestRegressLostHoldCloseKeepsTheMargin(t *testing.T) {
 		const timeout = 3 * time.Second
 		name := lockName(t)
 		raw := redisClient(t, tp)
-		var on atomic.Bool
-		w := heldLostRelease{
-			heldRenewals: heldRenewals{Client: raw, sha: shaOf(luascripts.Renew), on: &on, n: new(atomic.Int64), sent: new(atomic.Int64), gate: make(chan struct{})},
-			rc:           raw, key: "latchkey:{" + name + "}", release: shaOf(luascripts.Release),
-			pttl: make(chan time.Duration, 1), releaseGate: make(chan struct{}),
-		}
+		w := newHeldLostRelease(raw, name)
 		close(w.releaseGate)
 		openGate := sync.OnceFunc(func() { close(w.gate) })
 		t.Cleanup(openGate) // a Close left waiting on the held renewal
@@ -125,7 +115,7 @@ func TestRegressLostHoldCloseKeepsTheMargin(t *testing.T) {
 		lctx, err := m.Lock(ctx)
 		require.NoError(t, err)
 		awaitCond(t, 2*timeout, "a first renewal", func() bool { return w.sent.Load() > 0 })
-		on.Store(true)
+		w.on.Store(true)
 		requireLost(t, lctx, 2*timeout, "the hold whose renewals are held")
 
 		closed := make(chan error, 1)
@@ -147,4 +137,14 @@ func TestRegressLostHoldCloseKeepsTheMargin(t *testing.T) {
 		require.Less(t, left, watchdog.DriftMargin(timeout)/2, "released at Close with the holder's head start still on the lock")
 		require.False(t, exists(t, raw, m.Key()), "the lost hold was not released")
 	})
+}
+
+// newHeldLostRelease wraps raw for the lock name: renewals held while
+// w.on is set, releases held until w.releaseGate closes.
+func newHeldLostRelease(raw rueidis.Client, name string) heldLostRelease {
+	return heldLostRelease{
+		heldRenewals: heldRenewals{Client: raw, sha: shaOf(luascripts.Renew), on: new(atomic.Bool), n: new(atomic.Int64), sent: new(atomic.Int64), gate: make(chan struct{})},
+		rc:           raw, key: "latchkey:{" + name + "}", release: shaOf(luascripts.Release),
+		pttl: make(chan time.Duration, 1), releaseGate: make(chan struct{}),
+	}
 }
