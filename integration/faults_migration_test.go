@@ -62,12 +62,8 @@ func (s *slotMover) begin(t *testing.T, keys ...string) int {
 	moved := 0
 	for _, key := range keys {
 		slot := redistest.SlotOf(key)
-		from, err := s.cl.MasterOf(ctx, slot)
+		_, to, err := s.cl.OtherMaster(ctx, slot)
 		require.NoError(t, err)
-		to := s.cl.Addrs[0]
-		for i := 1; to == from; i++ {
-			to = s.cl.Addrs[i]
-		}
 		if !s.ask {
 			require.NoError(t, s.cl.MigrateSlot(ctx, slot, to))
 			continue

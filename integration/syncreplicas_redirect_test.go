@@ -35,12 +35,8 @@ func TestRegressSyncReplicasFollowsRedirects(t *testing.T) {
 			name := lockName(t)
 			m := c.Mutex(name)
 			slot := redistest.SlotOf(m.Key())
-			from, err := cl.MasterOf(ctx, slot)
+			from, to, err := cl.OtherMaster(ctx, slot)
 			require.NoError(t, err)
-			to := cl.Addrs[0]
-			for i := 1; to == from; i++ {
-				to = cl.Addrs[i]
-			}
 			replicas, err := cl.ReplicasOf(ctx, to)
 			require.NoError(t, err)
 			require.Len(t, replicas, 1)

@@ -438,6 +438,20 @@ func (c *Cluster) MasterOf(ctx context.Context, slot int) (string, error) {
 	return "", fmt.Errorf("redistest: no master serves slot %d", slot)
 }
 
+// OtherMaster returns the master serving slot and another master, to move
+// the slot to.
+func (c *Cluster) OtherMaster(ctx context.Context, slot int) (from, to string, err error) {
+	if from, err = c.MasterOf(ctx, slot); err != nil {
+		return "", "", err
+	}
+	for _, addr := range c.Addrs {
+		if addr != from {
+			return from, addr, nil
+		}
+	}
+	return "", "", fmt.Errorf("redistest: no master but %s", from)
+}
+
 // MasterOfKey returns the address of the master serving key's slot.
 func (c *Cluster) MasterOfKey(ctx context.Context, key string) (string, error) {
 	return c.MasterOf(ctx, SlotOf(key))
