@@ -59,15 +59,7 @@ func TestRegressLostHoldReleaseKeepsTheMargin(t *testing.T) {
 		name := lockName(t)
 		raw := redisClient(t, tp)
 		w := newHeldLostRelease(raw, name)
-		c, err := rlock.NewClient(w, rlock.Options{WatchdogTimeout: timeout, ReleaseTimeout: time.Minute})
-		require.NoError(t, err)
-		m := c.Mutex(name)
-		require.Equal(t, w.key, m.Key())
-		lctx, err := m.Lock(ctx)
-		require.NoError(t, err)
-		awaitCond(t, 2*timeout, "a first renewal", func() bool { return w.sent.Load() > 0 })
-		w.on.Store(true)
-		requireLost(t, lctx, 2*timeout, "the hold whose renewals are held")
+		c, m, lctx := lostByHeldRenewals(t, ctx, w, name, rlock.Options{WatchdogTimeout: timeout, ReleaseTimeout: time.Minute})
 
 		var left time.Duration
 		select {
@@ -108,15 +100,7 @@ func TestRegressLostHoldCloseKeepsTheMargin(t *testing.T) {
 		close(w.releaseGate)
 		openGate := sync.OnceFunc(func() { close(w.gate) })
 		t.Cleanup(openGate) // a Close left waiting on the held renewal
-		c, err := rlock.NewClient(w, rlock.Options{WatchdogTimeout: timeout})
-		require.NoError(t, err)
-		m := c.Mutex(name)
-		require.Equal(t, w.key, m.Key())
-		lctx, err := m.Lock(ctx)
-		require.NoError(t, err)
-		awaitCond(t, 2*timeout, "a first renewal", func() bool { return w.sent.Load() > 0 })
-		w.on.Store(true)
-		requireLost(t, lctx, 2*timeout, "the hold whose renewals are held")
+		c, m, _ := lostByHeldRenewals(t, ctx, w, name, rlock.Options{WatchdogTimeout: timeout})
 
 		closed := make(chan error, 1)
 		go func() { closed <- c.Close() }()
@@ -147,4 +131,21 @@ func newHeldLostRelease(raw rueidis.Client, name string) heldLostRelease {
 		rc:           raw, key: "latchkey:{" + name + "}", release: shaOf(luascripts.Release),
 		pttl: make(chan time.Duration, 1), releaseGate: make(chan struct{}),
 	}
+}
+
+// lostByHeldRenewals makes a client over w, locks name after its first
+// renewal went through, then holds its renewals until the watchdog gives
+// the hold up.
+func lostByHeldRenewals(t *testing.T, ctx context.Context, w heldLostRelease, name string, opts rlock.Options) (*rlock.Client, *rlock.Mutex, context.Context) {
+	t.Helper()
+	c, err := rlock.NewClient(w, opts)
+	require.NoError(t, err)
+	m := c.Mutex(name)
+	require.Equal(t, w.key, m.Key())
+	lctx, err := m.Lock(ctx)
+	require.NoError(t, err)
+	awaitCond(t, 2*opts.WatchdogTimeout, "a first renewal", func() bool { return w.sent.Load() > 0 })
+	w.on.Store(true)
+	requireLost(t, lctx, 2*opts.WatchdogTimeout, "the hold whose renewals are held")
+	return c, m, lctx
 }
