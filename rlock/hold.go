@@ -132,9 +132,11 @@ func (h *hold) keep(sent time.Time) {
 			if errors.As(cause, new(*luascripts.NotReplicatedError)) {
 				cause = fmt.Errorf("%w: %w", ErrNotReplicated, cause) // lost to renewals the replicas did not acknowledge
 			}
-			if h.lose(i, cause) && errors.Is(cause, watchdog.ErrExpired) {
-				h.releaseLost(watchdog.DriftMargin(c.wd.Options().Timeout))
+			release := noRelease
+			if errors.Is(cause, watchdog.ErrExpired) {
+				release = watchdog.DriftMargin(c.wd.Options().Timeout) // a renewal may still land
 			}
+			h.lose(i, cause, release)
 		}, g[1:]...))
 	}
 	c.mu.Lock()
@@ -356,7 +358,7 @@ func (h *hold) reenter(ctx context.Context, lv *level) (context.Context, error) 
 		}
 		switch {
 		case err == nil && n == 0:
-			h.lose(-1, h.foundGone("a re-entry"))
+			h.lose(-1, h.foundGone("a re-entry"), noRelease)
 			return nil, h.lostOrDone()
 		case err == nil && ctx.Err() != nil:
 			// Re-entered after the caller gave up: given back; a failed
@@ -429,7 +431,7 @@ func (h *hold) unlock(lv *level) error {
 		h.pending = lv
 		return fmt.Errorf("%w; it is completed by a retry of this Unlock or by the hold's next Lock or Unlock", err)
 	case r.Left < 0:
-		h.lose(-1, h.foundGone("its release"))
+		h.lose(-1, h.foundGone("its release"), noRelease)
 		return fmt.Errorf("%w: %q: the %s was lost before its release", ErrNotHeld, sd.name, sd.what)
 	}
 	h.count = r.Left
@@ -461,7 +463,7 @@ func (h *hold) settle() (*level, error) {
 	case err != nil && !errors.Is(err, ErrNotReplicated):
 		return nil, err
 	case r.Left < 0:
-		h.lose(-1, h.foundGone("its release"))
+		h.lose(-1, h.foundGone("its release"), noRelease)
 		return nil, fmt.Errorf("%w: %w", ErrNotHeld, h.lostOrDone())
 	}
 	h.pending = nil
@@ -556,21 +558,36 @@ func (h *hold) foundGone(at string) error {
 // which would otherwise stay locked for that lease with nobody holding it.
 func (h *hold) expire() {
 	cause := h.expiredCause.Load()
-	if h.lose(-1, cause) && h.extendUnseen.Load() {
-		h.releaseLost(watchdog.DriftMargin(cause.lease))
+	release := noRelease
+	if h.extendUnseen.Load() {
+		release = watchdog.DriftMargin(cause.lease)
 	}
+	h.lose(-1, cause, release)
 }
+
+// noRelease is lose's release for a hold that Redis no longer has.
+const noRelease time.Duration = -1
 
 // lose ends h, no longer held: its keeper stops, its levels' contexts end
 // with cause and the baton passes on. It is the loss callback of watchdog
 // entry from (-1: the lease timer, or a call that found the hold gone), so
-// it must not block. It reports whether it ended h (false: ended before).
-func (h *hold) lose(from int, cause error) bool {
+// it must not block. A release of 0 or more gives back, that long after,
+// what Redis may still hold (releaseLost). It reports whether it ended h
+// (false: ended before).
+func (h *hold) lose(from int, cause error, release time.Duration) bool {
 	c := h.sd.c
 	c.mu.Lock()
 	if h.done || h.lost != nil {
 		c.mu.Unlock()
 		return false
+	}
+	// Counted with the loss, under the lock Close takes: a Close that
+	// follows the contexts' end (the holder's cue) awaits the release.
+	if c.closed {
+		release = noRelease // a hold still kept at Close expires (Close's contract)
+	}
+	if release >= 0 {
+		c.leaks.Add(1)
 	}
 	if !errors.Is(cause, ErrLockLost) {
 		cause = fmt.Errorf("%w: %w", ErrLockLost, cause)
@@ -585,52 +602,51 @@ func (h *hold) lose(from int, cause error) bool {
 	for _, lv := range levels {
 		lv.cancel(cause)
 	}
+	if afterLossHint != nil {
+		afterLossHint()
+	}
 	if baton {
 		c.leaveTurn(h.t, h.sd, false, false)
+	}
+	if release >= 0 {
+		go h.releaseLost(release)
 	}
 	return true
 }
 
-// releaseLost gives back, in the background and best effort, a hold that
-// ended at its local deadline: the watchdog's, or a fixed lease's after an
-// Extend of unseen outcome (expire). Its lease may still run in Redis (the
-// drift margin), longer if a renewal or Extend already sent lands after
-// the loss, and no Unlock releases a lost hold; the scripts release only
-// this owner's holds. It waits margin first, until the lease the holder
-// counted on could have run out in Redis: the margin is the holder's head
-// start to stop before anyone else gets the lock (docs/safety.md). Close
-// does not cut that wait, which would cut the head start short, and
-// awaits the release: at most the margin longer.
+// afterLossHint, set only by tests, runs in lose once the hold's contexts
+// have ended and before its release starts.
+var afterLossHint func()
+
+// releaseLost gives back, best effort, a hold that ended at its local
+// deadline: the watchdog's, or a fixed lease's after an Extend of unseen
+// outcome (expire). It runs in the background, counted in c.leaks by lose.
+// Its lease may still run in Redis (the drift margin), longer if a renewal
+// or Extend already sent lands after the loss, and no Unlock releases a
+// lost hold; the scripts release only this owner's holds. It waits margin
+// first, until the lease the holder counted on could have run out in
+// Redis: the margin is the holder's head start to stop before anyone else
+// gets the lock (docs/safety.md). Close does not cut that wait, which
+// would cut the head start short, and awaits the release: at most the
+// margin longer.
 func (h *hold) releaseLost(margin time.Duration) {
-	c := h.sd.c
-	c.mu.Lock()
-	closed := c.closed
-	if !closed {
-		c.leaks.Add(1)
+	defer h.sd.c.leaks.Done()
+	time.Sleep(margin)
+	// io only for the count: nothing else sends for a lost hold (each
+	// call checks first), and an Unlock of it must not wait on these
+	// calls, which take up to ReleaseTimeout each when Redis is away.
+	h.io.Lock()
+	n := h.count
+	if h.pending != nil {
+		n++ // a failed Unlock's release may not have run
 	}
-	c.mu.Unlock()
-	if closed {
-		return
+	h.io.Unlock()
+	for ; n > 0; n-- {
+		r, err := h.sd.runRelease(luascripts.ReleaseArgs{Owner: h.owner, Count: n, Retry: true})
+		if err != nil || r.Left != n-1 {
+			return
+		}
 	}
-	go func() {
-		defer c.leaks.Done()
-		time.Sleep(margin)
-		// io only for the count: nothing else sends for a lost hold (each
-		// call checks first), and an Unlock of it must not wait on these
-		// calls, which take up to ReleaseTimeout each when Redis is away.
-		h.io.Lock()
-		n := h.count
-		if h.pending != nil {
-			n++ // a failed Unlock's release may not have run
-		}
-		h.io.Unlock()
-		for ; n > 0; n-- {
-			r, err := h.sd.runRelease(luascripts.ReleaseArgs{Owner: h.owner, Count: n, Retry: true})
-			if err != nil || r.Left != n-1 {
-				return
-			}
-		}
-	}()
 }
 
 // lostOrDone returns why h can no longer be re-entered, or nil.
@@ -713,7 +729,7 @@ func (h *hold) extend(lv *level, lease time.Duration) error {
 		// and released if the hold ends at its deadline (extendUnseen).
 		return fmt.Errorf("latchkey: extend %q: %w (the lease stands as it was)", sd.name, err)
 	case !held:
-		h.lose(-1, h.foundGone("Extend"))
+		h.lose(-1, h.foundGone("Extend"), noRelease)
 		return fmt.Errorf("%w: %q: the %s was lost before Extend", ErrNotHeld, sd.name, sd.what)
 	}
 	later := sent.Add(lease - watchdog.DriftMargin(lease))
