@@ -44,6 +44,31 @@ func TestRegressSyncTimeoutUnderReleaseTimeout(t *testing.T) {
 	require.NoError(t, syscall.Kill(replicaPID, syscall.SIGCONT))
 }
 
+// TestRegressSyncFirstReleaseInTime: with SyncReplicas, a server's first
+// release (its script not loaded: NOSCRIPT, then EVAL) still ends within
+// ReleaseTimeout, as ErrNotReplicated when the replica does not answer.
+// Each round's WAIT took the whole SyncReplicas.Timeout (and Redis ends a
+// WAIT up to 100ms late), so the EVAL's round outlived ReleaseTimeout and
+// Unlock returned the context's deadline, not the replication verdict.
+func TestRegressSyncFirstReleaseInTime(t *testing.T) {
+	ctx := context.Background()
+	tp, replicaPID := primaryWithReplica(t)
+	c := lockClient(t, tp, rlock.Options{ReleaseTimeout: 600 * time.Millisecond, SyncReplicas: rlock.SyncReplicas{Replicas: 1, Timeout: 300 * time.Millisecond}})
+	rc := redisClient(t, tp)
+	m := c.Mutex(lockName(t))
+	outer, err := m.Lock(ctx)
+	require.NoError(t, err)
+	inner, err := m.Lock(outer)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(replicaPID, syscall.SIGSTOP))
+	t.Cleanup(func() { syscall.Kill(replicaPID, syscall.SIGCONT) })
+	require.NoError(t, rc.Do(ctx, rc.B().ScriptFlush().Build()).Error())
+	assert.ErrorIs(t, m.Unlock(inner), rlock.ErrNotReplicated, "the inner Unlock")
+	require.ErrorIs(t, m.Unlock(outer), rlock.ErrNotReplicated, "the outer Unlock")
+	require.False(t, exists(t, rc, m.Key()), "the lock was not released")
+	require.NoError(t, syscall.Kill(replicaPID, syscall.SIGCONT))
+}
+
 // TestRegressRedissonShardedRefusedByNewClient: ProtocolRedisson with
 // PubSubSharded off a Cluster, where Redisson publishes with PUBLISH, is
 // refused by NewClient. It was accepted, and then every Mutex, Inspect and

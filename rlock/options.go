@@ -170,8 +170,10 @@ type SyncReplicas struct {
 	// release and its WAIT together: a WAIT cut short by it hides that the
 	// release ran (Unlock fails with the context's error, not
 	// ErrNotReplicated). Keep it well under: Redis ends a WAIT up to a
-	// server tick late (100ms at the default hz), and a release may take
-	// more than one round (NOSCRIPT on a server's first, a redirect).
+	// server tick late (100ms at the default hz), and a call may take
+	// more than one round (NOSCRIPT on a server's first, a redirect), each
+	// with its WAIT; a WAIT is cut to end 100ms before the call's own
+	// deadline, so that the verdict comes back in time.
 	Timeout time.Duration
 }
 

@@ -147,9 +147,11 @@ func (s *Script) execSynced(ctx context.Context, c rueidis.Client, calls []Call,
 			tryAgain bool
 			moved    bool
 		)
+		ry := y
+		ry.Timeout = waitBudget(ctx, y.Timeout)
 		for h, idx := range pending {
 			wg.Go(func() {
-				res, wait := s.sendSynced(ctx, c, cluster, nodes, h, calls, idx, eval, y)
+				res, wait := s.sendSynced(ctx, c, cluster, nodes, h, calls, idx, eval, ry)
 				mu.Lock()
 				defer mu.Unlock()
 				for j, i := range idx {
@@ -157,7 +159,7 @@ func (s *Script) execSynced(ctx context.Context, c rueidis.Client, calls []Call,
 					e, isRedis := rueidis.IsRedisErr(res[j].Error())
 					if !isRedis {
 						if res[j].Error() == nil {
-							acks[i] = y.check(wait)
+							acks[i] = ry.check(wait)
 							if h.addr != "" && !h.ask {
 								y.Routes.set(slots[i], h.addr)
 							}
@@ -196,6 +198,22 @@ func (s *Script) execSynced(ctx context.Context, c rueidis.Client, calls []Call,
 	}
 	return out, acks
 }
+
+// waitBudget is a round's WAIT timeout: timeout, cut to what is left of
+// ctx less waitLate. A round whose calls come back NOSCRIPT or redirected
+// waits too, and the next must still end, with the replicas' verdict,
+// before ctx does. WAIT 0 would block for ever: 1 ms at least.
+func waitBudget(ctx context.Context, timeout time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl)-waitLate)
+	}
+	return max(timeout, time.Millisecond)
+}
+
+// waitLate is how late Redis may end a WAIT past its timeout: its event
+// loop checks blocked clients' timeouts when it wakes, at least every
+// 1/hz (100 ms at the default hz of 10).
+const waitLate = 100 * time.Millisecond
 
 // sendSynced sends calls[idx] to h and then WAIT, all on one connection,
 // and returns the calls' replies and WAIT's.
