@@ -59,6 +59,71 @@ func TestSupported(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, c.SpinSemaphore("c", 2).Release(p))
 		},
+		"Mutex re-entry, HoldCount, IsLocked, Do": func(t *testing.T, c *rlock.Client, _ *miniredis.Miniredis) {
+			m := c.Mutex("a")
+			outer, err := m.Lock(ctx)
+			require.NoError(t, err)
+			inner, err := m.Lock(outer)
+			require.NoError(t, err)
+			n, err := m.HoldCount(inner)
+			require.NoError(t, err)
+			require.Equal(t, 2, n)
+			require.NoError(t, m.Unlock(inner))
+			require.NoError(t, m.Unlock(outer))
+			locked, err := m.IsLocked(ctx)
+			require.NoError(t, err)
+			require.False(t, locked)
+			ran := false
+			require.NoError(t, c.Do(ctx, "a", func(context.Context) error { ran = true; return nil }))
+			require.True(t, ran)
+		},
+		"RWMutex": func(t *testing.T, c *rlock.Client, _ *miniredis.Miniredis) {
+			rw := c.RWMutex("a")
+			r1, err := rw.RLock(ctx)
+			require.NoError(t, err)
+			r2, err := c.RWMutex("a").RLock(ctx) // readers share
+			require.NoError(t, err)
+			_, err = rw.Lock(r1)
+			require.ErrorIs(t, err, rlock.ErrUpgrade)
+			require.NoError(t, rw.RUnlock(r1))
+			require.NoError(t, rw.RUnlock(r2))
+			w, err := rw.Lock(ctx)
+			require.NoError(t, err)
+			r, err := rw.RLock(w) // the writer's read: its downgrade once it unlocks
+			require.NoError(t, err)
+			require.NoError(t, rw.Unlock(w))
+			_, ok, err := c.RWMutex("a").TryLock(ctx)
+			require.NoError(t, err)
+			require.False(t, ok, "a writer while the downgraded read is held")
+			require.NoError(t, rw.RUnlock(r))
+		},
+		"Semaphore": func(t *testing.T, c *rlock.Client, _ *miniredis.Miniredis) {
+			s := c.Semaphore("a", 3)
+			p, err := s.Acquire(ctx, 2)
+			require.NoError(t, err)
+			n, err := s.Available(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, n)
+			_, ok, err := s.TryAcquire(ctx, 2)
+			require.NoError(t, err)
+			require.False(t, ok, "2 permits while 1 is left")
+			q, ok, err := s.TryAcquire(ctx, 1)
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.NoError(t, s.Release(q))
+			require.NoError(t, s.Release(p))
+		},
+		"Election": func(t *testing.T, c *rlock.Client, _ *miniredis.Miniredis) {
+			e := c.Election("a")
+			lctx, err := e.Campaign(ctx, "me")
+			require.NoError(t, err)
+			l, err := e.Leader(ctx)
+			require.NoError(t, err)
+			require.Equal(t, "me", l.Value)
+			require.NoError(t, e.Resign(lctx))
+			_, err = e.Leader(ctx)
+			require.ErrorIs(t, err, rlock.ErrNoLeader)
+		},
 		"MultiMutex": func(t *testing.T, c *rlock.Client, _ *miniredis.Miniredis) {
 			mm := c.MultiMutex("a", "b")
 			l, err := mm.Lock(ctx)

@@ -759,7 +759,7 @@ func (c *Client) carriedLevel(ctx context.Context, handleErr error, key, name, w
 	if lv := c.carried(ctx, key); lv != nil {
 		return lv, nil
 	}
-	return nil, fmt.Errorf("%w: %q: the context carries no %s of it (pass the context the lock call returned)", ErrNotHeld, name, what)
+	return nil, fmt.Errorf("%w: %q: the context carries no %s of it (pass the context that this Client's lock call returned)", ErrNotHeld, name, what)
 }
 
 // extendCarried is every primitive's Extend.

@@ -42,7 +42,8 @@ func (m *Mutex) Key() string { return m.keys.Lock }
 //
 // Without WithLease the lease is Options.WatchdogTimeout and the watchdog
 // renews it until Unlock. With WithLease(d) it expires d after the acquire
-// was sent, and the context's deadline is a drift margin before that. A
+// was sent, and the context ends a drift margin before that (LeaseEnd
+// tells when; its Deadline stays ctx's, since Extend moves the end). A
 // re-entry shares the lease of the Lock it re-enters (a WithLease given to
 // it is checked, not applied). Transient Redis errors are retried until
 // ctx ends; errors Redis itself returns end the call.
