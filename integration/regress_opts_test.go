@@ -69,6 +69,46 @@ func TestRegressSyncFirstReleaseInTime(t *testing.T) {
 	require.NoError(t, syscall.Kill(replicaPID, syscall.SIGCONT))
 }
 
+// TestRegressSyncTryWithinDeadline: with SyncReplicas and a replica that
+// does not acknowledge, a TryLock ends near its context's deadline, whether
+// it was refused or granted (the grant is given back). Each try's WAIT took
+// the whole SyncReplicas.Timeout (1s), since the call is awaited past the
+// caller's end: a TryLock given 300ms returned after more than a second.
+func TestRegressSyncTryWithinDeadline(t *testing.T) {
+	const (
+		timeout = time.Second // SyncReplicas.Timeout's default
+		given   = 300 * time.Millisecond
+	)
+	tp := topologies()[0] // standalone, no replica
+	holder := lockClient(t, tp, rlock.Options{})
+	c := lockClient(t, tp, rlock.Options{SyncReplicas: rlock.SyncReplicas{Replicas: 1, Timeout: timeout}})
+	name := lockName(t)
+	try := func() (bool, error, time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), given)
+		defer cancel()
+		start := time.Now()
+		lctx, ok, err := c.Mutex(name).TryLock(ctx)
+		if ok {
+			require.NoError(t, c.Mutex(name).Unlock(lctx))
+		}
+		return ok, err, time.Since(start)
+	}
+	held, err := holder.Mutex(name).Lock(context.Background())
+	require.NoError(t, err)
+	ok, err, took := try()
+	require.NoError(t, err)
+	require.False(t, ok)
+	// A bound, not a timing claim: the call used to take the whole timeout.
+	require.Less(t, took, timeout, "a refused TryLock given %v", given)
+	require.NoError(t, holder.Mutex(name).Unlock(held))
+
+	ok, err, took = try()
+	require.False(t, ok, "granted with no replica to acknowledge")
+	require.Error(t, err)
+	require.Less(t, took, timeout, "a granted, unacknowledged TryLock given %v (%v)", given, err)
+	require.False(t, exists(t, redisClient(t, tp), c.Mutex(name).Key()), "the unacknowledged grant was not given back")
+}
+
 // TestRegressRedissonShardedRefusedByNewClient: ProtocolRedisson with
 // PubSubSharded off a Cluster, where Redisson publishes with PUBLISH, is
 // refused by NewClient. It was accepted, and then every Mutex, Inspect and

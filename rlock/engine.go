@@ -211,7 +211,11 @@ func (sd *side) attempt(ctx context.Context, lo lockOptions, queued bool) (try, 
 	if sd.spin {
 		entry = c.spinEntry
 	}
-	t.reply, err = sd.acquire(actx, luascripts.AcquireArgs{Owner: t.owner, Lease: c.lease(lo), Client: entry, Waiter: queued, Sync: c.opts.sync(), About: c.about, Wake: c.wake})
+	// A grant not acknowledged by ctx's deadline is given back all the
+	// same, and a refusal's WAIT says nothing: none outlasts the deadline.
+	sync := c.opts.sync()
+	sync.By, _ = ctx.Deadline()
+	t.reply, err = sd.acquire(actx, luascripts.AcquireArgs{Owner: t.owner, Lease: c.lease(lo), Client: entry, Waiter: queued, Sync: sync, About: c.about, Wake: c.wake})
 	stop()
 	if hook := c.opts.OnAttempt; hook != nil {
 		hook(sd.name, t.Acquired && err == nil)

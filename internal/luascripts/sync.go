@@ -17,6 +17,9 @@ type Sync struct {
 	// Routes, when set, remembers which Cluster node served each slot, so
 	// that a batch over many slots need not learn them from -MOVED each time.
 	Routes *Routes
+	// By, when set, is the caller's deadline for a call awaited past it
+	// (its ctx has none): its WAITs end before it, as before ctx's.
+	By time.Time
 }
 
 // NotReplicatedError is a call that ran but was not acknowledged by as
@@ -148,7 +151,7 @@ func (s *Script) execSynced(ctx context.Context, c rueidis.Client, calls []Call,
 			moved    bool
 		)
 		ry := y
-		ry.Timeout = waitBudget(ctx, y.Timeout)
+		ry.Timeout = waitBudget(ctx, y)
 		for h, idx := range pending {
 			wg.Go(func() {
 				res, wait := s.sendSynced(ctx, c, cluster, nodes, h, calls, idx, eval, ry)
@@ -199,13 +202,17 @@ func (s *Script) execSynced(ctx context.Context, c rueidis.Client, calls []Call,
 	return out, acks
 }
 
-// waitBudget is a round's WAIT timeout: timeout, cut to what is left of
-// ctx less waitLate. A round whose calls come back NOSCRIPT or redirected
+// waitBudget is a round's WAIT timeout: y.Timeout, cut to what is left of
+// ctx (and until y.By) less waitLate. A round whose calls come back NOSCRIPT or redirected
 // waits too, and the next must still end, with the replicas' verdict,
 // before ctx does. WAIT 0 would block for ever: 1 ms at least.
-func waitBudget(ctx context.Context, timeout time.Duration) time.Duration {
+func waitBudget(ctx context.Context, y Sync) time.Duration {
+	timeout := y.Timeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl)-waitLate)
+	}
+	if !y.By.IsZero() {
+		timeout = min(timeout, time.Until(y.By)-waitLate)
 	}
 	return max(timeout, time.Millisecond)
 }
