@@ -403,7 +403,18 @@ func (h *hold) unlock(lv *level) error {
 		// Unlock racing the timer reports the loss either way.
 		h.expire()
 	}
-	if settled, err := h.settle(); err != nil || settled == lv {
+	settled, err := h.settle()
+	switch {
+	case err != nil && h.count <= 1:
+		// The last level, and Redis still does not take the earlier
+		// release: the hold ends here and expires within its lease, as the
+		// error says, rather than being renewed for ever.
+		if ok, _ := h.takeLevel(lv); ok {
+			h.abandon()
+			lv.cancel(nil)
+		}
+		return err
+	case err != nil || settled == lv:
 		return err // a retry of lv's failed Unlock, now done
 	}
 	ok, lost := h.takeLevel(lv)
@@ -468,6 +479,20 @@ func (h *hold) settle() (*level, error) {
 	}
 	h.pending = nil
 	return lv, nil
+}
+
+// abandon ends h at its last level without releasing it: its keeper stops
+// and the baton passes on; Redis lets the hold expire within its lease.
+func (h *hold) abandon() {
+	sd, c := h.sd, h.sd.c
+	h.stopKeeper(-1)
+	hasBaton, lost := h.end()
+	if hasBaton {
+		c.leaveTurn(h.t, sd, false, false)
+	}
+	if lost == nil {
+		c.obs.ended(sd.metric, sd.name, h.granted, nil)
+	}
 }
 
 // releaseLast releases h's last hold, handing an exclusive lock straight
