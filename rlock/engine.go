@@ -22,7 +22,7 @@ type side struct {
 	name      string
 	key       string // the context key of its holds; with spin, its turn's key (turnKey)
 	inbox     string // the channel on which a release wakes this client
-	what      string // "lock", "read lock", "write lock", "permits": for messages
+	what      string // "lock", "leadership", "read lock", "write lock", "permits": for messages; a release hands over only to its kind (chooseHeir)
 	metric    lockKind
 	spin      bool
 	exclusive bool // a hold keeps the turn, so its last release may hand over (Mutex)

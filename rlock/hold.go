@@ -507,7 +507,7 @@ func (h *hold) releaseLast() error {
 	req := luascripts.ReleaseArgs{Owner: h.owner, Count: 1, Sync: c.opts.sync()}
 	var w *turnWaiter
 	if hasBaton {
-		if w = c.chooseHeir(h.t); w != nil {
+		if w = c.chooseHeir(h.t, sd); w != nil {
 			req.Heir, req.HeirLease = c.newOwner(), c.lease(w.lo)
 			// Only an heir whose lease may end first needs the TTL read
 			// (waiters were told at most h.ttl).

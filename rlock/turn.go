@@ -25,6 +25,7 @@ type turn struct {
 
 // turnWaiter is one new owner waiting for the baton.
 type turnWaiter struct {
+	sd *side // its side: a Mutex and an Election of one name share the turn
 	lo lockOptions
 	ch chan try // capacity 1: the baton, sent once (see try)
 }
@@ -53,7 +54,7 @@ func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadli
 		c.mu.Unlock()
 		return nil, try{}, errBusy
 	}
-	w := &turnWaiter{lo: lo, ch: make(chan try, 1)}
+	w := &turnWaiter{sd: sd, lo: lo, ch: make(chan try, 1)}
 	t.waiters = append(t.waiters, w)
 	c.mu.Unlock()
 
@@ -97,10 +98,11 @@ func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadli
 	return nil, try{}, err
 }
 
-// chooseHeir returns the waiter an exclusive hold's last release hands the
-// lock to, or nil: none waits, the client is closing, or MaxLocalHandovers
-// in a row were made (the lock goes back to Redis, to other clients).
-func (c *Client) chooseHeir(t *turn) *turnWaiter {
+// chooseHeir returns the waiter that the last release of a hold of side sd
+// hands the lock to, or nil: none waits, the oldest waiter is of another
+// kind, the client is closing, or MaxLocalHandovers in a row were made (the
+// lock goes back to Redis, to other clients).
+func (c *Client) chooseHeir(t *turn, sd *side) *turnWaiter {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// With SyncReplicas no release hands over: a handover is a grant that
@@ -109,6 +111,14 @@ func (c *Client) chooseHeir(t *turn) *turnWaiter {
 		return nil
 	}
 	w := t.waiters[0]
+	// A handover is the grant of sd's release script, which is the heir's
+	// own only if the heir is of sd's kind: a Mutex's would make a
+	// campaigner leader without its value or an announcement. Another kind
+	// (still first come, first served) gets the baton without the lock
+	// and contends with its own acquire.
+	if w.sd.what != sd.what {
+		return nil
+	}
 	t.waiters = t.waiters[1:]
 	c.contenders.Add(1) // w holds the baton now; it is done contending once it takes the grant
 	return w
