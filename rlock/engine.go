@@ -431,7 +431,9 @@ func (sd *side) runRelease(r luascripts.ReleaseArgs) (luascripts.ReleaseReply, e
 			return out, nil
 		case notSynced != nil:
 			return out, fmt.Errorf("%w: release %q: released on the master, %w: a failover now could bring the hold back until its lease ends", ErrNotReplicated, sd.name, notSynced)
-		case luascripts.Classify(err) != luascripts.Unknown || !retry.Sleep(ctx):
+		case luascripts.Classify(err) != luascripts.Unknown && !luascripts.Passing(err) || !retry.Sleep(ctx):
+			// A refusal Redis passes through (BUSY, LOADING, a failover) did
+			// not run the call: retried too, else the lock stays its lease.
 			return out, fmt.Errorf("latchkey: release %q: %w (the hold expires within its lease)", sd.name, err)
 		}
 		r.Retry = true

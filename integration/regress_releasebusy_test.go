@@ -1,0 +1,56 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/internal/redistest"
+	"github.com/latchkey/latchkey/rlock"
+)
+
+// TestRegressReleaseRetriesBusy: an Unlock that Redis refuses for a state
+// it passes through (BUSY here: another client's long script; LOADING,
+// MASTERDOWN and READONLY in a restart or failover) is retried within
+// ReleaseTimeout: the refused call did not run. Unlock returned BUSY at
+// once, and the lock stayed held for its lease.
+func TestRegressReleaseRetriesBusy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := redistest.StartProcess(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	tp := topology{name: "own", addrs: []string{srv.Addr}}
+	rc := redisClient(t, tp)
+	require.NoError(t, rc.Do(ctx, rc.B().ConfigSet().ParameterValue().ParameterValue("busy-reply-threshold", "50").Build()).Error())
+	c := lockClient(t, tp, rlock.Options{})
+	m := c.Mutex(lockName(t))
+	lctx, err := m.Lock(ctx)
+	require.NoError(t, err)
+
+	// A read-only script that runs for a second and a half (bounded in
+	// iterations too, should TIME not move within a script).
+	busy := make(chan error, 1)
+	other, probe := redisClient(t, tp), redisClient(t, tp) // no new connection is taken while busy
+	go func() {
+		script := `local t0 = redis.call('TIME') local s0 = tonumber(t0[1]) * 1000000 + tonumber(t0[2])
+for i = 1, 1000000000 do
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000000 + tonumber(t[2]) - s0 > 1500000 then return i end
+end
+return 0`
+		busy <- other.Do(ctx, other.B().Eval().Script(script).Numkeys(0).Build()).Error()
+	}()
+	awaitCond(t, 10*time.Second, "Redis to answer BUSY", func() bool {
+		err := probe.Do(ctx, probe.B().Ping().Build()).Error()
+		re, ok := rueidis.IsRedisErr(err)
+		return ok && strings.HasPrefix(re.Error(), "BUSY")
+	})
+	require.NoError(t, m.Unlock(lctx), "an Unlock while Redis runs another client's script")
+	require.NoError(t, <-busy)
+	require.False(t, exists(t, rc, m.Key()), "the lock is still held")
+}
