@@ -399,7 +399,9 @@ func (w *Watchdog) groups(chunk [][]*Entry) [][]int {
 // renewGroup sends one request's renew calls, batches[i]'s in calls[i], and
 // applies their results. A lease counts as renewed when its reply came
 // before its local deadline, however long the call took: the new deadline
-// runs from the send time, which is no later than Redis ran it.
+// runs from the send time, which is no later than Redis ran it. A call of
+// several leases that a half-moved slot refused goes again as one call per
+// lease (see splitRefused).
 func (w *Watchdog) renewGroup(batches [][]*Entry, calls []luascripts.Call) (t tickTotals) {
 	var latest time.Time
 	w.mu.Lock()
@@ -417,13 +419,17 @@ func (w *Watchdog) renewGroup(batches [][]*Entry, calls []luascripts.Call) (t ti
 	ctx, cancel := context.WithDeadline(w.ctx, latest)
 	sent := time.Now()
 	results, acks := luascripts.Renew.ExecMultiSync(ctx, w.client, calls, w.sync)
+	t.calls = uint64(len(calls))
+	// The leases sent again keep the first send time: still no later than
+	// Redis ran them.
+	batches, calls, results, acks, resent := w.splitRefused(ctx, batches, calls, results, acks)
+	t.calls += uint64(resent)
 	replied := time.Now()
 	cancel()
 
 	var gone []*Entry
 	var again []due
 	var failures []failure
-	t.calls = uint64(len(calls))
 	w.mu.Lock()
 	for i, r := range results {
 		batch := batches[i]
@@ -496,6 +502,71 @@ func (w *Watchdog) renewGroup(batches [][]*Entry, calls []luascripts.Call) (t ti
 		}
 	}
 	return t
+}
+
+// splitRefused sends again at once, in ctx, the leases of every call of
+// more than one lease that Redis refused with TRYAGAIN, as one call per
+// lease (its AppendRenew group), and returns batches, calls, results and
+// acks with each such call replaced in place by those, and how many calls
+// it sent.
+//
+// A renew call's keys must all be on one node. While their slot is
+// half-migrated (MIGRATING on the old master, IMPORTING on the new one)
+// and some of them have moved but not others, no node takes the call, and
+// a reshard may take a long while to get to the rest of the slot's keys:
+// sent whole tick after tick, it lost every lease in it (two locks of one
+// slot, with 1,000 held locks a common collision). A lease of one key is
+// never refused alone: the old master renews it while it has the key, and
+// answers -ASK for a key it has moved, which rueidis (and execSynced)
+// follows to the new one. A lease of several keys (a Semaphore permit's or
+// an RWMutex reader's group, with its lease set) is still refused while
+// only some of its own keys have moved: it fails and is retried as any
+// failed renewal until the migration moves the rest of them, which it
+// does in one MIGRATE when it gets to the lock's keys.
+func (w *Watchdog) splitRefused(ctx context.Context, batches [][]*Entry, calls []luascripts.Call, results []rueidis.RedisResult, acks []error) ([][]*Entry, []luascripts.Call, []rueidis.RedisResult, []error, int) {
+	refused := func(i int) bool { return len(batches[i]) > 1 && luascripts.IsTryAgain(results[i].Error()) }
+	lease := luascripts.Millis(w.opts.Timeout)
+	var one []luascripts.Call
+	for i := range results {
+		if !refused(i) {
+			continue
+		}
+		for _, e := range batches[i] {
+			call := luascripts.Call{Keys: make([]string, 0, 1+len(e.follow)), Args: make([]string, 0, 2+len(e.follow))}
+			call.Args = append(call.Args, lease)
+			call.AppendRenew(e.owner, e.key, e.follow...)
+			w.meters.recordBatch(len(call.Keys))
+			one = append(one, call)
+		}
+	}
+	if len(one) == 0 {
+		return batches, calls, results, acks, 0
+	}
+	oneResults, oneAcks := luascripts.Renew.ExecMultiSync(ctx, w.client, one, w.sync)
+
+	size := len(results) + len(one)
+	outBatches := make([][]*Entry, 0, size)
+	outCalls := make([]luascripts.Call, 0, size)
+	outResults := make([]rueidis.RedisResult, 0, size)
+	outAcks := make([]error, 0, size)
+	k := 0 // the next of one
+	for i := range results {
+		if !refused(i) {
+			outBatches = append(outBatches, batches[i])
+			outCalls = append(outCalls, calls[i])
+			outResults = append(outResults, results[i])
+			outAcks = append(outAcks, acks[i])
+			continue
+		}
+		for _, e := range batches[i] {
+			outBatches = append(outBatches, []*Entry{e})
+			outCalls = append(outCalls, one[k])
+			outResults = append(outResults, oneResults[k])
+			outAcks = append(outAcks, oneAcks[k])
+			k++
+		}
+	}
+	return outBatches, outCalls, outResults, outAcks, len(one)
 }
 
 // failure is a renew call that failed, for the log.

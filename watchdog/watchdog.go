@@ -226,7 +226,9 @@ func newWatchdog(client rueidis.Client, opts Options) *Watchdog {
 	if opts.Sync.Replicas > 0 {
 		// Each tick's batch spans many slots; remembering their nodes sends
 		// it to each node at once (see luascripts.Sync.Routes).
-		sync = luascripts.Sync{Replicas: int64(opts.Sync.Replicas), Timeout: opts.Sync.Timeout, Routes: luascripts.NewRoutes()}
+		// A call refused with TRYAGAIN comes back at once, for
+		// renewGroup to split (see splitRefused).
+		sync = luascripts.Sync{Replicas: int64(opts.Sync.Replicas), Timeout: opts.Sync.Timeout, Routes: luascripts.NewRoutes(), ReturnTryAgain: true}
 	}
 	dispatched := make(chan struct{})
 	close(dispatched)

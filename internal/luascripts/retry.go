@@ -99,8 +99,11 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 // often do not exist) until CLUSTER SETSLOT NODE. Nothing ran, so resending
 // is safe; rueidis does it only for read-only commands, so Exec and
 // execSynced do, with a backoff: a migration moves a lock's few keys in
-// milliseconds. The watchdog's batched renewals without SyncReplicas
-// (ExecMulti) do not: they count as a failed renewal, retried later.
+// milliseconds. The watchdog's batched renewals (ExecMulti, or execSynced
+// with Sync.ReturnTryAgain) do not wait: a call of several leases is sent
+// again as one call per lease at once (a lease of one key is never
+// refused), and one lease's keys still refused count as a failed renewal,
+// retried later.
 const (
 	tryAgainMin = 2 * time.Millisecond
 	tryAgainMax = 50 * time.Millisecond

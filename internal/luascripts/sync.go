@@ -20,6 +20,13 @@ type Sync struct {
 	// By, when set, is the caller's deadline for a call awaited past it
 	// (its ctx has none): its WAITs end before it, as before ctx's.
 	By time.Time
+	// ReturnTryAgain, when set, hands a call refused with TRYAGAIN back at
+	// once, with that error, where it would otherwise be sent again until
+	// the migration or ctx ends. The watchdog sets it: a call of several
+	// leases that a half-moved slot refuses is its to split (each lease's
+	// key alone can be renewed), and a wait here would hold back the
+	// replies of every other call in its request.
+	ReturnTryAgain bool
 }
 
 // NotReplicatedError is a call that ran but was not acknowledged by as
@@ -113,7 +120,8 @@ type hop struct {
 }
 
 // maxRedirects bounds the rounds of -MOVED and -ASK a synced call follows,
-// as rueidis bounds its own; TRYAGAIN is retried until ctx ends.
+// as rueidis bounds its own; TRYAGAIN is retried until ctx ends (unless
+// Sync.ReturnTryAgain).
 const maxRedirects = 16
 
 // execSynced runs calls, each group followed by WAIT on the same
@@ -179,8 +187,10 @@ func (s *Script) execSynced(ctx context.Context, c rueidis.Client, calls []Call,
 						moved = true
 						next[hop{addr: addr, ask: true}] = append(next[hop{addr: addr, ask: true}], i)
 					} else if e.IsTryAgain() {
-						tryAgain = true
-						next[hop{}] = append(next[hop{}], i)
+						if !y.ReturnTryAgain {
+							tryAgain = true
+							next[hop{}] = append(next[hop{}], i)
+						}
 					} else if e.IsNoScript() && !eval[i] {
 						eval[i] = true
 						next[h] = append(next[h], i)
