@@ -339,7 +339,7 @@ func (h *Hub) run(ch *channel) {
 }
 
 func (h *Hub) receive(ctx context.Context, ch *channel, r *round) error {
-	var sub, unsub rueidis.Completed
+	var sub rueidis.Completed
 	if h.opts.Mode == Sharded {
 		sub = h.client.B().Ssubscribe().Channel(ch.name).Build()
 	} else {
@@ -367,18 +367,32 @@ func (h *Hub) receive(ctx context.Context, ch *channel, r *round) error {
 	// subscription until told otherwise. The return hook runs on the very
 	// connection that subscribed, which is the only place an UNSUBSCRIBE
 	// means anything.
+	//
+	// The hook only starts the UNSUBSCRIBE; unsubs awaits it. rueidis calls
+	// the hook after it stopped reading the round's message buffer (16
+	// slots) and drains that buffer only once Receive has returned. A hook
+	// that waited for the reply would let messages still arriving fill the
+	// buffer and block rueidis' connection reader, with the reply queued
+	// behind it: the hook, and every command on the connection (lock
+	// scripts, releases, watchdog renewals), would wait out
+	// UnsubscribeTimeout. A WaitGroup, not one channel: rueidis may call
+	// the hook again when it retries the Receive on another connection.
+	var unsubs sync.WaitGroup
 	onReturn := func(err error, cc rueidis.CommandClient) error {
 		if ctx.Err() == nil {
 			return err // the connection or the server ended it; nothing to undo
 		}
+		var unsub rueidis.Completed
 		if h.opts.Mode == Sharded {
 			unsub = cc.B().Sunsubscribe().Channel(ch.name).Build()
 		} else {
 			unsub = cc.B().Unsubscribe().Channel(ch.name).Build()
 		}
-		uctx, cancel := context.WithTimeout(context.Background(), h.opts.UnsubscribeTimeout)
-		defer cancel()
-		_ = cc.Do(uctx, unsub).Error() // best effort: a dead connection has no subscription left
+		unsubs.Go(func() {
+			uctx, cancel := context.WithTimeout(context.Background(), h.opts.UnsubscribeTimeout)
+			defer cancel()
+			_ = cc.Do(uctx, unsub).Error() // best effort: a dead connection has no subscription left
+		})
 		return err
 	}
 	rctx := rueidis.WithOnReceiveReturnHook(rueidis.WithOnSubscriptionHook(ctx, onSubscription), onReturn)
@@ -411,6 +425,11 @@ func (h *Hub) receive(ctx context.Context, ch *channel, r *round) error {
 		h.mu.Unlock()
 		h.meters.receivedOne(claimed)
 	})
+	// Now that rueidis drains the buffer, the reply can come. Waiting for it
+	// here, before run starts the next round, keeps this UNSUBSCRIBE from
+	// overtaking that round's SUBSCRIBE (which it would undo), and is how
+	// Close, which waits for run, waits for it too.
+	unsubs.Wait()
 	if ctx.Err() != nil {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -611,4 +612,64 @@ func TestMessageFloodDoesNotStallTheConnection(t *testing.T) {
 	w, err = s.Wait(t.Context(), mark, 0)
 	require.NoError(t, err)
 	require.Equal(t, TimedOut, w, "%d messages without a waiter must leave one wake-up", messages)
+}
+
+// Ending a round must not stall its connection either. When a round ends
+// (the last Release without a linger, a linger running out, Close), rueidis
+// stops reading the round's 16-message buffer and calls the hub's return
+// hook, which unsubscribes. Had the hook waited there for the UNSUBSCRIBE's
+// reply, messages still arriving would fill that buffer, rueidis'
+// connection reader would block handing them over, and the reply would sit
+// behind it: every command on the connection (lock scripts, releases,
+// watchdog renewals) would wait out UnsubscribeTimeout.
+func TestUnsubscribeUnderFloodDoesNotStallTheConnection(t *testing.T) {
+	c := newClient(t, redisAddr)
+	admin := newClient(t, redisAddr)
+	h := newHub(t, c, Options{Linger: noLinger}) // each Release ends the round
+	ch := uniqueChannel(t)
+
+	ctx, stop := context.WithCancel(t.Context())
+	var publishers sync.WaitGroup
+	defer publishers.Wait()
+	defer stop()
+	// Pipelined bursts, so that the server writes many messages at a time:
+	// one PUBLISH per round trip would not outpace an UNSUBSCRIBE's reply
+	// on a slow machine.
+	const burst = 64
+	var published atomic.Int64
+	for range 8 {
+		publishers.Go(func() {
+			cmds := make(rueidis.Commands, burst)
+			for ctx.Err() == nil {
+				for i := range cmds {
+					cmds[i] = admin.B().Publish().Channel(ch).Message("released").Build()
+				}
+				admin.DoMulti(ctx, cmds...)
+				published.Add(burst)
+			}
+		})
+	}
+
+	// A bound, not a measurement: the PINGs take milliseconds unless one
+	// waits out UnsubscribeTimeout (2 s by default) behind the stalled reader.
+	const bound = 500 * time.Millisecond
+	const rounds, pings = 10, 20
+	var worst time.Duration
+	for i := range rounds {
+		s, err := h.Subscribe(t.Context(), ch)
+		require.NoError(t, err, "round %d", i)
+		if i == 0 {
+			// The PINGs must share the subscribed connection to prove
+			// anything; rueidis (RESP3) puts both on its first pipeline.
+			subscribedConnection(t, admin, c)
+		}
+		s.Release()
+		for range pings {
+			start := time.Now()
+			require.NoError(t, c.Do(t.Context(), c.B().Ping().Build()).Error(), "round %d", i)
+			worst = max(worst, time.Since(start))
+		}
+	}
+	t.Logf("worst PING over %d unsubscribes under a flood: %s; %d published", rounds, worst, published.Load())
+	require.Less(t, worst, bound, "a PING waited behind an UNSUBSCRIBE under a flood")
 }
