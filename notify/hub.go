@@ -15,7 +15,8 @@
 // later waiter (enough for it to check again; rlock has one per channel).
 // A message that arrives while nobody holds the channel (it is lingering) is
 // dropped: no waiter is owed it, and a later one must not take it for an
-// event after its Mark.
+// event after its Mark. So is one that rueidis hands over after the
+// subscription was given up, even if a waiter has subscribed again since.
 //
 // A message whose payload is exactly WakeAllPayload is a broadcast: it wakes
 // every local waiter of the channel, as a resubscription does (Wait returns
@@ -413,9 +414,13 @@ func (h *Hub) receive(ctx context.Context, ch *channel, r *round) error {
 		// Read refs and fill the permit in one critical section with
 		// Release's drain: a message either reaches the waiters who hold
 		// the channel or, lingering, nobody, never a waiter who subscribes
-		// later and would take it for an event after its Mark.
+		// later and would take it for an event after its Mark. A round
+		// that is no longer ch.cur was stopped when its last waiter left
+		// (unsubscribeLocked), yet rueidis may still hand over a message it
+		// had read: whoever holds the channel now subscribed after the
+		// stop, so that message is nobody's either.
 		claimed := false
-		if ch.refs > 0 {
+		if ch.refs > 0 && ch.cur == r {
 			select {
 			case ch.permit <- struct{}{}:
 				claimed = true

@@ -673,3 +673,77 @@ func TestUnsubscribeUnderFloodDoesNotStallTheConnection(t *testing.T) {
 	t.Logf("worst PING over %d unsubscribes under a flood: %s; %d published", rounds, worst, published.Load())
 	require.Less(t, worst, bound, "a PING waited behind an UNSUBSCRIBE under a flood")
 }
+
+// holdClient wraps a client for the hub and holds its handler back at the
+// first message: it reports the message on held, then waits for release
+// before the hub sees it. rueidis can so be caught handing over a message
+// it had already read when the round it belongs to was stopped.
+type holdClient struct {
+	rueidis.Client
+	held    chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (c *holdClient) Receive(ctx context.Context, subscribe rueidis.Completed, fn func(rueidis.PubSubMessage)) error {
+	return c.Client.Receive(ctx, subscribe, func(m rueidis.PubSubMessage) {
+		c.once.Do(func() {
+			close(c.held)
+			<-c.release
+		})
+		fn(m)
+	})
+}
+
+// A message of a round that was stopped is nobody's: the waiters it was
+// published for have all left (that is why the round stopped), and one who
+// subscribed since, waiting for the next round's confirmation, must not
+// take it for an event after its Mark. rueidis may still hand such a
+// message over after the stop; here it holds it while the last waiter
+// leaves and a newcomer subscribes.
+func TestMessageOfStoppedRoundWakesNoLaterWaiter(t *testing.T) {
+	admin := newClient(t, redisAddr)
+	hc := &holdClient{Client: newClient(t, redisAddr), held: make(chan struct{}), release: make(chan struct{})}
+	h := newHub(t, hc, Options{Linger: noLinger}) // the last Release stops the round
+	ch := uniqueChannel(t)
+
+	s, err := h.Subscribe(t.Context(), ch)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, publish(t, admin, ch))
+	await(t, hc.held, "the hub's handler to get the message")
+	s.Release()
+
+	// The newcomer waits for the next round, which starts only once the
+	// stopped one returned, so its Subscribe is pending until release.
+	type result struct {
+		s   *Subscription
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := h.Subscribe(context.Background(), ch)
+		done <- result{s, err}
+	}()
+	require.Eventually(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		c := h.chans[ch]
+		return c != nil && c.refs == 1
+	}, eventually, tick, "the newcomer to join the channel")
+
+	close(hc.release)
+	res := await(t, done, "the newcomer's Subscribe")
+	require.NoError(t, res.err)
+	defer res.s.Release()
+	// The message was handled before the stopped round's Receive returned,
+	// so before the newcomer's round began: a wake-up it left is pending now.
+	w, err := res.s.Wait(t.Context(), res.s.Mark(), 0)
+	require.NoError(t, err)
+	require.Equal(t, TimedOut, w, "a message published before the Subscribe woke the newcomer")
+
+	mark := res.s.Mark()
+	require.EqualValues(t, 1, publish(t, admin, ch))
+	w, err = res.s.Wait(t.Context(), mark, longWait)
+	require.NoError(t, err)
+	require.Equal(t, WokenOne, w, "a message after the Subscribe")
+}
