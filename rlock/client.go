@@ -38,7 +38,8 @@ type Client struct {
 	closing context.Context // ends (cause ErrClosed) at Close: waits and contenders' calls watch it
 	close   context.CancelCauseFunc
 	// contenders hold a turn's baton without the lock: Close waits for them
-	// to take the client off the queues.
+	// to take the client off the queues, or to turn a grant into a hold (and
+	// release one that Close cut short).
 	contenders sync.WaitGroup
 	leaks      sync.WaitGroup // background releases: of dropped lock contexts (leaked), of expired holds (releaseLost)
 
@@ -123,8 +124,10 @@ func (c *Client) WatchdogStats() watchdog.Stats { return c.wd.Stats() }
 // a second), stops the watchdog and the notify hub, and returns once their
 // goroutines have ended. Locks still held are not released: they expire
 // within their lease, and their contexts end with ErrClosed as cause. A
-// hold lost shortly before, which is released once its drift margin has
-// passed (the holder's head start), is awaited: up to the margin longer.
+// Lock that Close cuts short returns ErrClosed, and a grant it got
+// meanwhile is released before Close returns. A hold lost shortly before,
+// which is released once its drift margin has passed (the holder's head
+// start), is awaited: up to the margin longer.
 // Unlock still works after Close. Close is idempotent and always returns nil.
 func (c *Client) Close() error {
 	c.mu.Lock()

@@ -124,7 +124,9 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 		return nil, err
 	}
 	if b.Acquired {
-		c.contenders.Done()
+		// Handed the lock: still counted until newHold has made it a hold,
+		// or given it back if Close came first (see granted).
+		defer c.contenders.Done()
 		return c.newHold(ctx, sd, tn, b, lo)
 	}
 	if b.owner != "" {
@@ -182,13 +184,17 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 var afterSubscribedHint func()
 
 // granted turns the contender's grant into a hold: an exclusive hold keeps
-// the turn, any other passes it on.
+// the turn, any other passes it on. The contender counts until newHold has
+// returned: a grant that Close cut short is released there, and Close must
+// await that release, lest it run after Close on a closed rueidis client,
+// leaving the lock held for its lease with nobody holding it.
 func (sd *side) granted(ctx context.Context, tn *turn, t try, lo lockOptions) (context.Context, error) {
+	defer sd.c.contenders.Done()
 	if sd.exclusive {
 		sd.c.keepTurn(tn)
 		return sd.c.newHold(ctx, sd, tn, t, lo)
 	}
-	sd.c.leaveTurn(tn, sd, true, false)
+	sd.c.leaveTurn(tn, sd, false, false) // the grant dequeued the client
 	return sd.c.newHold(ctx, sd, nil, t, lo)
 }
 

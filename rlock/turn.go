@@ -86,9 +86,10 @@ func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadli
 	// Chosen as we gave up: the baton, perhaps with the lock, is on its way
 	// (within a ReleaseTimeout). Pass both on.
 	if b := <-w.ch; b.Acquired {
-		c.contenders.Done()
-		// Released as Unlock would; a failure expires within its lease.
+		// Released as Unlock would, before Close (which awaits the count)
+		// returns; a failure expires within its lease.
 		_ = c.adopt(sd, t, b, w.lo).releaseLast()
+		c.contenders.Done()
 	} else {
 		if b.owner != "" {
 			_ = sd.undo(b.owner, 1)
@@ -120,7 +121,7 @@ func (c *Client) chooseHeir(t *turn, sd *side) *turnWaiter {
 		return nil
 	}
 	t.waiters = t.waiters[1:]
-	c.contenders.Add(1) // w holds the baton now; it is done contending once it takes the grant
+	c.contenders.Add(1) // w holds the baton now; it is done contending once the grant is its hold, or given back
 	return w
 }
 
@@ -178,6 +179,7 @@ func (c *Client) leaveTurn(t *turn, sd *side, contending, queued bool) {
 
 // keepTurn is an exclusive side's grant: the hold keeps the baton, and the
 // subscription (the grant dequeued the client) ends unless a waiter needs it.
+// The caller stays counted in contenders until the grant is a hold.
 func (c *Client) keepTurn(t *turn) {
 	c.mu.Lock()
 	keep := len(t.waiters) > 0
@@ -186,5 +188,4 @@ func (c *Client) keepTurn(t *turn) {
 		t.sub.Release()
 		t.sub = nil
 	}
-	c.contenders.Done()
 }

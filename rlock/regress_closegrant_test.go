@@ -1,0 +1,162 @@
+package rlock
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/require"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
+	"github.com/latchkey/latchkey/internal/redistest"
+)
+
+// scriptHooks runs each call of a hooked script through its hook, which
+// sends it (once) with call: the regression tests below hold or delay a
+// reply there. A script runs as EVALSHA, or EVAL after NOSCRIPT.
+type scriptHooks struct {
+	rueidis.Client
+	hooks map[string]func(call func() rueidis.RedisResult) rueidis.RedisResult // by SHA-1
+}
+
+func newScriptHooks(rc rueidis.Client) *scriptHooks {
+	return &scriptHooks{Client: rc, hooks: make(map[string]func(func() rueidis.RedisResult) rueidis.RedisResult)}
+}
+
+// on hooks s; set before the client runs any call.
+func (c *scriptHooks) on(s *luascripts.Script, hook func(call func() rueidis.RedisResult) rueidis.RedisResult) {
+	c.hooks[sha1Hex(s.Source())] = hook
+}
+
+func sha1Hex(s string) string {
+	sum := sha1.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func (c *scriptHooks) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	args := cmd.Commands()
+	var sha string
+	switch {
+	case len(args) >= 2 && args[0] == "EVALSHA":
+		sha = args[1]
+	case len(args) >= 2 && args[0] == "EVAL":
+		sha = sha1Hex(args[1])
+	}
+	if hook := c.hooks[sha]; hook != nil {
+		return hook(func() rueidis.RedisResult { return c.Client.Do(ctx, cmd) })
+	}
+	return c.Client.Do(ctx, cmd)
+}
+
+// privateRedis starts a redis-server of the test's own and connects to it.
+func privateRedis(ctx context.Context, t *testing.T) rueidis.Client {
+	t.Helper()
+	srv, err := redistest.StartProcess(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	require.NoError(t, err)
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// TestRegressCloseAtGrantReleases: a grant that a Close cuts short is
+// given back before Close returns. The contender stopped counting (Close
+// awaits contenders) before it turned the grant into a hold, and only then
+// saw the client closed and released it: after Close had returned, when a
+// caller closing its rueidis client next makes the release fail, and the
+// lock stays held for its lease with nobody holding it. The grant's reply
+// is held until Close is under way, and each release after it is slowed
+// down, so that the window is wide open: for a contender's own grant, and
+// for a handover to a local heir.
+func TestRegressCloseAtGrantReleases(t *testing.T) {
+	const slowRelease = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		heir bool // the grant is a handover from a hold of the same client
+	}{
+		{"contender", false},
+		{"heir", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			plain := privateRedis(ctx, t)
+
+			var c *Client
+			var armed atomic.Bool
+			granting := make(chan struct{}) // the held grant ran in Redis
+			hooked := newScriptHooks(plain)
+			holdGrant := func(call func() rueidis.RedisResult) rueidis.RedisResult {
+				if !armed.CompareAndSwap(true, false) {
+					time.Sleep(slowRelease)
+					return call()
+				}
+				r := call()
+				close(granting)
+				<-c.closing.Done()
+				return r
+			}
+			if tc.heir {
+				hooked.on(luascripts.Release, holdGrant) // the release hands the lock over
+			} else {
+				hooked.on(luascripts.Acquire, holdGrant)
+				hooked.on(luascripts.Release, func(call func() rueidis.RedisResult) rueidis.RedisResult {
+					time.Sleep(slowRelease)
+					return call()
+				})
+			}
+			waiting := make(chan string, 1)
+			var err error
+			c, err = NewClient(hooked, Options{OnWait: func(name string) {
+				select {
+				case waiting <- name:
+				default:
+				}
+			}})
+			require.NoError(t, err)
+			m := c.Mutex(t.Name())
+
+			var holder context.Context
+			unlocked := make(chan error, 1)
+			if tc.heir {
+				holder, err = m.Lock(ctx)
+				require.NoError(t, err)
+			}
+			locked := make(chan error, 1)
+			armed.Store(!tc.heir)
+			go func() {
+				_, err := m.Lock(ctx)
+				locked <- err
+			}()
+			if tc.heir {
+				<-waiting // queued behind holder, in the turn
+				armed.Store(true)
+				go func() { unlocked <- m.Unlock(holder) }()
+			}
+			select {
+			case <-granting:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no grant")
+			}
+			require.NoError(t, c.Close())
+			n, err := plain.Do(ctx, plain.B().Exists().Key(m.keys.Lock).Build()).AsInt64()
+			require.NoError(t, err)
+			require.Zero(t, n, "the lock is still held in Redis after Close returned, by a grant it cut short")
+
+			select {
+			case err := <-locked:
+				require.ErrorIs(t, err, ErrClosed)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the Lock did not return after Close")
+			}
+			if tc.heir {
+				require.NoError(t, <-unlocked)
+			}
+		})
+	}
+}
