@@ -37,6 +37,10 @@ type Client struct {
 
 	closing context.Context // ends (cause ErrClosed) at Close: waits and contenders' calls watch it
 	close   context.CancelCauseFunc
+	// closeDone is closed once the first Close has finished: a second Close
+	// waits for it, lest its caller close the rueidis client under the
+	// first Close's leaves and releases.
+	closeDone chan struct{}
 	// contenders hold a turn's baton without the lock: Close waits for them
 	// to take the client off the queues, or to turn a grant into a hold (and
 	// release one that Close cut short).
@@ -102,6 +106,7 @@ func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 		wd:        wd,
 		closing:   closing,
 		close:     cancel,
+		closeDone: make(chan struct{}),
 		turns:     make(map[turnKey]*turn),
 		holds:     make(map[*hold]struct{}),
 	}, nil
@@ -128,11 +133,15 @@ func (c *Client) WatchdogStats() watchdog.Stats { return c.wd.Stats() }
 // meanwhile is released before Close returns. A hold lost shortly before,
 // which is released once its drift margin has passed (the holder's head
 // start), is awaited: up to the margin longer.
-// Unlock still works after Close. Close is idempotent and always returns nil.
+// Unlock still works after Close. Close is idempotent and always returns
+// nil: a second call (a signal handler's and a deferred one, say) returns
+// once the first has finished, so that the rueidis client can be closed
+// after either.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		<-c.closeDone
 		return nil
 	}
 	c.closed = true
@@ -148,6 +157,7 @@ func (c *Client) Close() error {
 	for h := range holds {
 		h.endLevels(ErrClosed)
 	}
+	close(c.closeDone)
 	return nil
 }
 
