@@ -593,8 +593,8 @@ func (h *hold) expire() {
 // noRelease is lose's release for a hold that Redis no longer has.
 const noRelease time.Duration = -1
 
-// lose ends h, no longer held: its keeper stops, its levels' contexts end
-// with cause and the baton passes on. It is the loss callback of watchdog
+// lose ends h, no longer held: its keeper stops, the baton passes on and
+// its levels' contexts end with cause. It is the loss callback of watchdog
 // entry from (-1: the lease timer, or a call that found the hold gone), so
 // it must not block. A release of 0 or more gives back, that long after,
 // what Redis may still hold (releaseLost). It reports whether it ended h
@@ -624,14 +624,18 @@ func (h *hold) lose(from int, cause error, release time.Duration) bool {
 	h.baton, h.levels = false, nil
 	c.mu.Unlock()
 	h.stopKeeper(from)
+	if baton {
+		// Before the contexts end (the holder's cue): a holder reacting to
+		// the loss with TryLock must not find the turn still busy, with
+		// nobody holding the lock. Not queued (the grant dequeued the
+		// client): no I/O.
+		c.leaveTurn(h.t, h.sd, false, false)
+	}
 	for _, lv := range levels {
 		lv.cancel(cause)
 	}
 	if afterLossHint != nil {
 		afterLossHint()
-	}
-	if baton {
-		c.leaveTurn(h.t, h.sd, false, false)
 	}
 	if release >= 0 {
 		go h.releaseLost(release)
@@ -639,8 +643,8 @@ func (h *hold) lose(from int, cause error, release time.Duration) bool {
 	return true
 }
 
-// afterLossHint, set only by tests, runs in lose once the hold's contexts
-// have ended and before its release starts.
+// afterLossHint, set only by tests, runs in lose once the baton has passed
+// on and the hold's contexts have ended, and before its release starts.
 var afterLossHint func()
 
 // releaseLost gives back, best effort, a hold that ended at its local
