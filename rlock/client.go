@@ -56,11 +56,13 @@ type Client struct {
 // NewClient returns a Client over rc, which stays the caller's: Close does not
 // close it, and it must outlive the Client. With Options.Logger set it reads
 // maxmemory-policy (CONFIG GET, where allowed) and warns if Redis may evict.
+// It refuses, as ErrInvalidOptions, what opts.Validate does, and what
+// does not fit rc's mode (see Options.PubSub).
 func NewClient(rc rueidis.Client, opts Options) (*Client, error) {
 	if rc == nil {
 		return nil, fmt.Errorf("%w: nil rueidis client", ErrInvalidOptions)
 	}
-	opts, err := opts.withDefaults()
+	opts, err := opts.withDefaults() // Validate's checks
 	if err != nil {
 		return nil, err
 	}

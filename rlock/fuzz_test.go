@@ -73,7 +73,7 @@ func FuzzLockKeys(f *testing.F) {
 }
 
 // FuzzOptions: Options either fail with ErrInvalidOptions or, with defaults
-// filled in, keep every documented bound, and NewClient agrees.
+// filled in, keep every documented bound, and NewClient and Validate agree.
 func FuzzOptions(f *testing.F) {
 	f.Add("", int64(0), int64(0), 0, 0, int64(0), int64(0), int64(0))
 	f.Add("app", int64(time.Second), int64(100*time.Millisecond), 10, 2, int64(time.Millisecond), int64(time.Second), int64(time.Second))
@@ -93,6 +93,9 @@ func FuzzOptions(f *testing.F) {
 		}
 
 		c, cerr := NewClient(stubClient{}, in)
+		if verr := in.Validate(); (verr == nil) != (cerr == nil) {
+			t.Fatalf("%+v: Validate says %v, NewClient %v", in, verr, cerr)
+		}
 		if cerr != nil {
 			if !errors.Is(cerr, ErrInvalidOptions) {
 				t.Fatalf("NewClient(%+v): untyped error %v", in, cerr)

@@ -177,6 +177,19 @@ type SyncReplicas struct {
 	Timeout time.Duration
 }
 
+// Validate reports what NewClient would refuse in o, as ErrInvalidOptions,
+// without a rueidis client: NewClient runs the same checks (the watchdog's
+// included), so a program can tell a bad setting from a Redis out of reach
+// before it connects. Left to NewClient are the checks that depend on the
+// client's mode (PubSubClassic on a Cluster client, ProtocolRedisson with
+// PubSubSharded off one) and the creation of the instruments of
+// MeterProvider and TracerProvider, which may fail too.
+func (o Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}
+
+// withDefaults is o with its zero values defaulted, or Validate's error.
 func (o Options) withDefaults() (Options, error) {
 	o.Prefix = cmp.Or(o.Prefix, DefaultPrefix)
 	o.SpinBackoffMin = cmp.Or(o.SpinBackoffMin, DefaultSpinBackoffMin)
@@ -228,6 +241,11 @@ func (o Options) withDefaults() (Options, error) {
 		// whatever they are.
 		interval := cmp.Or(o.WatchdogInterval, cmp.Or(o.WatchdogTimeout, watchdog.DefaultTimeout)/3)
 		o.SyncReplicas.Timeout = min(DefaultSyncTimeout, interval/2, o.ReleaseTimeout/2)
+	}
+	// The watchdog's own bounds (Interval against Timeout, RenewBatchSize),
+	// which watchdog.New checks again: asked here, Validate covers them.
+	if err := o.watchdogOptions(nil).Validate(); err != nil {
+		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	return o, nil
 }

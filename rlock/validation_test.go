@@ -52,12 +52,20 @@ func newNoIO(t *testing.T) (*rlock.Client, *noIO) {
 	return c, rc
 }
 
+// TestNewClientRejects: NewClient refuses bad options, and Options.Validate,
+// asked without a client, refuses the same.
 func TestNewClientRejects(t *testing.T) {
 	_, err := rlock.NewClient(nil, rlock.Options{})
 	require.ErrorIs(t, err, rlock.ErrInvalidOptions)
 	for name, opts := range map[string]rlock.Options{
 		"brace in prefix":       {Prefix: "a{b"},
+		"long prefix":           {Prefix: strings.Repeat("p", rlock.MaxPrefixLen+1)},
+		"long client name":      {ClientName: strings.Repeat("c", rlock.MaxClientNameLen+1)},
+		"timeout below 30ms":    {WatchdogTimeout: 29 * time.Millisecond},
+		"timeout over MaxLease": {WatchdogTimeout: rlock.MaxLease + 1},
 		"interval >= timeout":   {WatchdogTimeout: time.Second, WatchdogInterval: time.Second},
+		"interval below min":    {WatchdogInterval: time.Millisecond},
+		"batch above max":       {RenewBatchSize: 1_000_000},
 		"negative timeout":      {WatchdogTimeout: -time.Second},
 		"negative batch":        {RenewBatchSize: -1},
 		"spin max below min":    {SpinBackoffMin: 10 * time.Millisecond, SpinBackoffMax: time.Millisecond},
@@ -70,8 +78,11 @@ func TestNewClientRejects(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := rlock.NewClient(&noIO{}, opts)
 			require.ErrorIs(t, err, rlock.ErrInvalidOptions)
+			require.ErrorIs(t, opts.Validate(), rlock.ErrInvalidOptions)
 		})
 	}
+	// What depends on the client's mode is NewClient's alone.
+	require.NoError(t, rlock.Options{WatchdogTimeout: 30 * time.Millisecond, PubSub: rlock.PubSubClassic}.Validate())
 }
 
 func TestNamesAreCheckedBeforeIO(t *testing.T) {

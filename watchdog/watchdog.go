@@ -118,6 +118,14 @@ var (
 	ErrExpired = errors.New("latchkey/watchdog: renewals failed until the lease ran out")
 )
 
+// Validate reports what New would refuse in o, as ErrInvalidOptions,
+// without a client: New runs the same checks. Options are checked with
+// their defaults filled in (an Interval left zero is Timeout/3).
+func (o Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}
+
 func (o Options) withDefaults() (Options, error) {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout

@@ -66,8 +66,9 @@
 //	           last try failed to reach Redis, whatever
 //	           --conflict-exit-code says
 //	2          a usage error: bad flags or flag values (--lease out of
-//	           1ms..8760h), NAME or CMD missing, a bad Redis URL or lock
-//	           name, a Semaphore used with another --size
+//	           1ms..8760h, --watchdog-timeout out of 30ms..8760h, a
+//	           --prefix with a brace), NAME or CMD missing, a bad Redis URL
+//	           or lock name, a Semaphore used with another --size
 //	126, 127   CMD could not be started, or was not found (as timeout(1))
 //
 // # force-unlock
@@ -114,9 +115,10 @@
 //
 // # Bad input and time limits
 //
-// Every command checks its NAME or PATTERN before it connects, so a bad one
-// exits 2 whether Redis is up or not; a call that runs out of the command's
-// own time exits 1, not 69, unless it also failed to reach Redis.
+// Every command checks its NAME or PATTERN and its flags' values before it
+// connects, so a bad one exits 2 whether Redis is up or not; a call that
+// runs out of the command's own time exits 1, not 69, unless it also failed
+// to reach Redis.
 package main
 
 import (
@@ -138,6 +140,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/latchkey/latchkey/rlock"
+	"github.com/latchkey/latchkey/watchdog"
 )
 
 func main() {
@@ -319,6 +322,10 @@ func checkInput(std stdio, err error) int {
 // connect opens a rueidis client on c.redis and a latchkey client on it
 // with opts (c.prefix as its Prefix). close closes both.
 func connect(c common, opts rlock.Options) (locks *rlock.Client, close func(), err error) {
+	opts.Prefix, opts.PubSub = c.prefix, rlock.PubSubMode(c.pubsub)
+	if err := checkOptions(opts); err != nil {
+		return nil, nil, err
+	}
 	u := c.redis
 	switch {
 	case u != "":
@@ -338,13 +345,68 @@ func connect(c common, opts rlock.Options) (locks *rlock.Client, close func(), e
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w at %s: %w (check the URL, its credentials, and that Redis runs there)", errUnavailable, redact(u), err)
 	}
-	opts.Prefix, opts.PubSub = c.prefix, rlock.PubSubMode(c.pubsub)
 	locks, err = rlock.NewClient(rc, opts)
 	if err != nil {
 		rc.Close()
 		return nil, nil, err
 	}
 	return locks, func() { locks.Close(); rc.Close() }, nil
+}
+
+// checkOptions is rlock's verdict on opts, which the flags set, asked
+// before connect dials (rlock.NewClient would give it only once rueidis
+// had connected): a bad value exits 2 whether or not Redis can be reached.
+// Each flag's value is asked about alone, so that the message names the
+// flag and its bounds rather than rlock.Options' fields; opts as a whole
+// last, for what no one flag explains.
+func checkOptions(opts rlock.Options) error {
+	for _, f := range []struct {
+		opts rlock.Options
+		msg  func() string
+	}{
+		{rlock.Options{WatchdogTimeout: opts.WatchdogTimeout}, func() string {
+			// rlock's floor, 3 × the watchdog's shortest interval: the CLI
+			// leaves the interval at its default, a third of the timeout.
+			return fmt.Sprintf("--watchdog-timeout %s: want %s to %s", shortDur(opts.WatchdogTimeout), shortDur(3*watchdog.MinInterval), shortDur(rlock.MaxLease))
+		}},
+		{rlock.Options{Prefix: opts.Prefix}, func() string {
+			if len(opts.Prefix) > rlock.MaxPrefixLen {
+				return fmt.Sprintf("--prefix is %d bytes, the limit is %d", len(opts.Prefix), rlock.MaxPrefixLen)
+			}
+			return fmt.Sprintf("--prefix %q: want valid UTF-8 without braces", opts.Prefix)
+		}},
+		{rlock.Options{ClientName: opts.ClientName}, func() string {
+			return fmt.Sprintf("--client-name is %d bytes, the limit is %d", len(opts.ClientName), rlock.MaxClientNameLen)
+		}},
+	} {
+		if err := f.opts.Validate(); err != nil {
+			return &optionError{msg: f.msg(), err: err}
+		}
+	}
+	return opts.Validate()
+}
+
+// optionError is a bad flag value, said in the CLI's terms; it wraps
+// rlock's verdict (rlock.ErrInvalidOptions: exit 2).
+type optionError struct {
+	msg string
+	err error
+}
+
+func (e *optionError) Error() string { return e.msg }
+func (e *optionError) Unwrap() error { return e.err }
+
+// shortDur is d as time.Duration says it, without its zero minutes and
+// seconds: 8760h, not 8760h0m0s.
+func shortDur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 // errUnavailable marks a Redis that could not be reached or that refused

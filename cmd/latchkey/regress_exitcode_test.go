@@ -53,3 +53,29 @@ func TestRegressDeadlineIsNoOutage(t *testing.T) {
 		t.Errorf("an i/o timeout: exit %d, want %d", got, exitUnavailable)
 	}
 }
+
+// TestRegressBadOptionExitsUsage: a bad --watchdog-timeout or --prefix was
+// checked only by rlock.NewClient, after rueidis had connected, so with
+// Redis out of reach it exited 69 (unreachable) instead of the documented
+// 2; with Redis up, the message named Options fields (WatchdogInterval)
+// that the CLI has no flag for.
+func TestRegressBadOptionExitsUsage(t *testing.T) {
+	down := []string{"LATCHKEY_REDIS_URL=redis://127.0.0.1:1"}
+	for _, c := range []struct {
+		args []string
+		want string // in the message
+	}{
+		{[]string{"run", "--watchdog-timeout", "0.02", "x", "true"}, "--watchdog-timeout 20ms: want 30ms to 8760h"},
+		{[]string{"run", "--watchdog-timeout", "8761h", "x", "true"}, "--watchdog-timeout 8761h: want 30ms to 8760h"},
+		{[]string{"run", "--prefix", "a{b", "x", "true"}, `--prefix "a{b"`},
+		{[]string{"status", "--prefix", "}", "x"}, `--prefix "}"`},
+		{[]string{"list", "--prefix", "a\xff"}, `--prefix "a\xff"`},
+		{[]string{"force-unlock", "--yes", "--prefix", strings.Repeat("p", 257), "x"}, "--prefix is 257 bytes"},
+		{[]string{"leader", "--prefix", "{", "x"}, `--prefix "{"`},
+	} {
+		r := latchkeyEnv(t, down, "", c.args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "Watchdog") || strings.Contains(r.stderr, "Prefix") {
+			t.Errorf("%q with Redis down: exit %d, stderr %q; want %d, %q in the CLI's terms", c.args, r.code, r.stderr, exitUsage, c.want)
+		}
+	}
+}
