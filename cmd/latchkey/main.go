@@ -80,9 +80,11 @@
 // first unless given --yes; an answer other than y or yes leaves the lock
 // alone and exits 1. It exits 0 once the lock is gone, whether or not
 // there was one, 69 when Redis cannot be reached, 2 on a usage error. A
-// holder run by latchkey notices the loss at its next watchdog renewal (a
-// third of its --watchdog-timeout) and stops its command; a holder with a
-// --lease does not notice until its lease ends.
+// holder run by latchkey notices the loss at its next watchdog renewal,
+// within half of its --watchdog-timeout (renewals come every third of it,
+// but one due less than half an interval after the last, or the grant,
+// waits a tick), and stops its command; a holder with a --lease does not
+// notice until its lease ends.
 //
 // # status, list
 //

@@ -44,7 +44,7 @@ func runCmd(args, env []string, std stdio) int {
 	fs.Var(wait, "wait", "give up when the lock is still busy after `D`, in seconds (10, 0.5) or as a duration (1m30s), and exit 1 (or --conflict-exit-code); 0 tries once, like flock -n; unset waits as long as it takes")
 	fs.Var(lease, "lease", "hold the lock for `D` at most (1ms to 8760h) instead of having the watchdog keep it while CMD runs")
 	fs.Var(&grace, "grace", "when the lock is lost, wait `D` after SIGTERM before CMD gets SIGKILL")
-	fs.Var(wdTimeout, "watchdog-timeout", "the lease the watchdog keeps renewing, every third of `D`; a lost lock is noticed within a third of it (default 30s; 30ms to 8760h)")
+	fs.Var(wdTimeout, "watchdog-timeout", "the lease the watchdog keeps renewing, every third of `D`; a lost lock is noticed within half of it (default 30s; 30ms to 8760h)")
 	clientName := fs.String("client-name", "", "how status and list name this holder (default \"latchkey run\" and CMD's base name; CMD's arguments are never recorded)")
 	conflict := fs.Int("conflict-exit-code", exitError, "the exit status `N` (0 to 255) when the lock is busy (--wait ran out)")
 	shared := fs.Bool("shared", false, "take the read side of the RWMutex NAME: readers share it, its writers exclude them (CMD gets no token)")
