@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -106,5 +107,35 @@ func TestRegressBuildsOffLinux(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("GOOS=%s go %s ./...: %v\n%s", c.goos, c.verb, err, out)
 		}
+	}
+}
+
+// TestRegressSynopsisMatchesDocs: the package doc's synopsis (go doc
+// latchkey) is docs/cli.md's, whitespace aside. It lacked --pubsub M,
+// which docs/cli.md and -h show.
+func TestRegressSynopsisMatchesDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// docs/cli.md's first code block; the package doc's indented lines
+	// after "// Usage:".
+	_, block, _ := strings.Cut(string(doc), "```\n")
+	block, _, _ = strings.Cut(block, "```")
+	var pkg []string
+	_, usage, _ := strings.Cut(string(src), "// Usage:\n//\n")
+	for line := range strings.Lines(usage) {
+		l, ok := strings.CutPrefix(line, "//\t")
+		if !ok {
+			break
+		}
+		pkg = append(pkg, l)
+	}
+	if want, got := strings.Fields(block), strings.Fields(strings.Join(pkg, "")); !slices.Equal(got, want) {
+		t.Errorf("main.go's synopsis\n%s\ndiffers from docs/cli.md's\n%s", strings.Join(pkg, ""), block)
 	}
 }

@@ -5,11 +5,11 @@
 // Usage:
 //
 //	latchkey run [--wait D] [--conflict-exit-code N] [--shared | --permits N --size S] [--lease D] [--grace D]
-//	             [--watchdog-timeout D] [--client-name N] [--redis URL] [--prefix P] NAME [--] CMD [ARG...]
-//	latchkey force-unlock [--kind K] [--yes] [--redis URL] [--prefix P] NAME
-//	latchkey status [--json] [--kind K] [--redis URL] [--prefix P] NAME
-//	latchkey list [--json] [--redis URL] [--prefix P] [PATTERN]
-//	latchkey leader [--json] [--watch] [--redis URL] [--prefix P] NAME
+//	             [--watchdog-timeout D] [--client-name N] [--redis URL] [--prefix P] [--pubsub M] NAME [--] CMD [ARG...]
+//	latchkey force-unlock [--kind K] [--yes] [--redis URL] [--prefix P] [--pubsub M] NAME
+//	latchkey status [--json] [--kind K] [--redis URL] [--prefix P] [--pubsub M] NAME
+//	latchkey list [--json] [--redis URL] [--prefix P] [--pubsub M] [PATTERN]
+//	latchkey leader [--json] [--watch] [--redis URL] [--prefix P] [--pubsub M] NAME
 //	latchkey --version
 //
 // Flags take one dash or two; -h after a subcommand describes its flags.
@@ -17,8 +17,12 @@
 // --redis takes a rueidis URL (redis://[user:password@]host:port/db,
 // rediss:// for TLS); its default is $LATCHKEY_REDIS_URL, else $REDIS_URL,
 // else redis://127.0.0.1:6379. --prefix is the key prefix of the locks
-// (rlock.Options.Prefix, default "latchkey"). --version prints the version
-// of the module latchkey was built from ("(devel)" when unknown).
+// (rlock.Options.Prefix, default "latchkey"). --pubsub M (auto, classic or
+// sharded) must match the rlock.Options.PubSub of the applications sharing
+// the locks, since a client of another mode neither hears their releases
+// nor wakes their waiters; auto, the default, is theirs. --version prints
+// the version of the module latchkey was built from ("(devel)" when
+// unknown).
 //
 // # run
 //
