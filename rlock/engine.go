@@ -561,6 +561,13 @@ func ended(ctx, cctx context.Context, err error) error {
 	case errors.Is(err, notify.ErrClosed) || errors.Is(context.Cause(cctx), ErrClosed) && ctx.Err() == nil:
 		return ErrClosed
 	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
+		if cause := context.Cause(ctx); cause != ctx.Err() && errors.Is(err, cause) {
+			// err already says why ctx ended (a wait or a subscription
+			// returns context.Cause): adding ctxErr as "the last error"
+			// would say the cause twice ("context canceled: X (last
+			// error: X)"). Only ctx's error is added, for errors.Is.
+			return fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
 		return withLast(ctxErr(ctx), err)
 	}
 	return err

@@ -177,3 +177,34 @@ func TestVersion(t *testing.T) {
 		t.Errorf("--version: exit %d, stdout %q, stderr %q; want 0 and latchkey vX or (devel)", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestRegressWaitRanOutSaidOnce: a --wait that ran out said so twice,
+// "context canceled: --wait 500ms ran out (last error: --wait 500ms ran
+// out)": the wait's cause came back as the error of the try it cut short,
+// and was added to the context's error as the last transient error.
+func TestRegressWaitRanOutSaidOnce(t *testing.T) {
+	name := lockName(t)
+	c := locks(t)
+	holdLock(t, c, name)
+	wctx, err := c.RWMutex(name + "-rw").Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.RWMutex(name + "-rw").Unlock(wctx) })
+	sctx, err := c.Semaphore(name+"-sem", 1).Acquire(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Semaphore(name+"-sem", 1).Release(sctx) })
+	for _, args := range [][]string{
+		{"run", "--wait", "0.5", name, "true"},
+		{"run", "--wait", "0.3", name, "true"},
+		{"run", "--wait", "0.5", "--shared", name + "-rw", "true"},
+		{"run", "--wait", "0.5", "--size", "1", name + "-sem", "true"},
+	} {
+		r := latchkey(t, "", args...)
+		if r.code != exitError || strings.Count(r.stderr, "ran out") != 1 {
+			t.Errorf("%q: exit %d, stderr %q; want %d, \"ran out\" said once", args, r.code, r.stderr, exitError)
+		}
+	}
+}
