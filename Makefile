@@ -128,9 +128,18 @@ bench-watchdog: setup
 # harness runs them as processes (always for Redis Cluster, and for
 # standalone Redis when no Docker engine answers).
 setup:
+	@# Installing takes root: without it and without sudo, say what to do
+	@# rather than fail on "sudo: not found".
 	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
+		SUDO=; \
+		if [ "$$(id -u)" -ne 0 ]; then \
+			if ! command -v sudo >/dev/null 2>&1; then \
+				echo "setup: redis-server or redis-cli is missing, and installing them takes root (there is no sudo): install redis-server 7.0 or newer and redis-cli by hand (Debian's redis-server and redis-tools packages, or redis.io's) and put them on PATH, or run make setup as root" >&2; \
+				exit 1; \
+			fi; \
+			SUDO=sudo; \
+		fi; \
 		echo "setup: installing redis-server and redis-tools"; \
-		SUDO=; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null; \
 	else \
 		echo "setup: redis-server and redis-cli found, nothing to install"; \

@@ -86,6 +86,26 @@ func TestRegressSetupRefusesOldRedis(t *testing.T) {
 	require.Contains(t, string(out), "redis-server 7.0 or later is needed")
 }
 
+// TestRegressSetupWithoutSudo: `make setup` run by a user who is not root,
+// on a machine without sudo and without redis-server, says how to go on.
+// It ran `sudo apt-get ...` regardless and failed with "sudo: not found",
+// no hint given.
+func TestRegressSetupWithoutSudo(t *testing.T) {
+	makeBin, err := exec.LookPath("make")
+	require.NoError(t, err)
+	// PATH is the shim alone: no redis-server, redis-cli or sudo, and an id
+	// that says uid 1000 whoever runs the test.
+	shim := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(shim, "id"), []byte("#!/bin/sh\necho 1000\n"), 0o755))
+	cmd := exec.Command(makeBin, "-s", "-C", "..", "setup")
+	cmd.Env = append(os.Environ(), "PATH="+shim)
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "make setup succeeded without redis-server:\n%s", out)
+	require.NotContains(t, string(out), "not found", "make setup tried sudo")
+	require.Contains(t, string(out), "install redis-server 7.0 or newer")
+	require.Contains(t, string(out), "as root")
+}
+
 // TestRegressDocsGoVersion: every "Go 1.N" the README and docs ask for is
 // at least the go.mod's floor. docs/development.md said Go 1.25+ while the
 // module (and the OpenTelemetry API it requires) needs 1.26.
