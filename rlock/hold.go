@@ -481,8 +481,10 @@ func (h *hold) settle() (*level, error) {
 	return lv, nil
 }
 
-// abandon ends h at its last level without releasing it: its keeper stops
-// and the baton passes on; Redis lets the hold expire within its lease.
+// abandon ends h at its last level without its release, which Redis did
+// not take: the keeper stops, the baton passes on, and the release goes on
+// in the background (releaseLost) until Redis takes it, the lease could
+// have run out, or Close.
 func (h *hold) abandon() {
 	sd, c := h.sd, h.sd.c
 	h.stopKeeper(-1)
@@ -490,8 +492,18 @@ func (h *hold) abandon() {
 	if hasBaton {
 		c.leaveTurn(h.t, sd, false, false)
 	}
-	if lost == nil {
-		c.obs.ended(sd.metric, sd.name, h.granted, nil)
+	if lost != nil {
+		return
+	}
+	c.obs.ended(sd.metric, sd.name, h.granted, nil)
+	c.mu.Lock()
+	release := !c.closed
+	if release {
+		c.leaks.Add(1)
+	}
+	c.mu.Unlock()
+	if release {
+		go h.releaseLost(0)
 	}
 }
 
@@ -649,7 +661,9 @@ var afterLossHint func()
 
 // releaseLost gives back, best effort, a hold that ended at its local
 // deadline: the watchdog's, or a fixed lease's after an Extend of unseen
-// outcome (expire). It runs in the background, counted in c.leaks by lose.
+// outcome (expire); or one whose last Unlock Redis did not take (abandon).
+// It runs in the background, counted in c.leaks by its caller, and tries
+// again until the hold's longest lease could have run out or Close.
 // Its lease may still run in Redis (the drift margin), longer if a renewal
 // or Extend already sent lands after the loss, and no Unlock releases a
 // lost hold; the scripts release only this owner's holds. It waits margin
@@ -669,10 +683,20 @@ func (h *hold) releaseLost(margin time.Duration) {
 	if h.pending != nil {
 		n++ // a failed Unlock's release may not have run
 	}
+	until := time.Now().Add(h.ttl) // no lease set on the keys outlives it
 	h.io.Unlock()
-	for ; n > 0; n-- {
+	retry := luascripts.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
+	for n > 0 {
 		r, err := h.sd.runRelease(luascripts.ReleaseArgs{Owner: h.owner, Count: n, Retry: true})
-		if err != nil || r.Left != n-1 {
+		switch {
+		case err == nil && r.Left == n-1:
+			n--
+			continue
+		case err == nil:
+			return // no longer this owner's: expired, or forced
+		}
+		// Redis does not take it now: again, while it may still hold.
+		if !time.Now().Before(until) || sleep(context.Background(), h.sd.c.closing, retry.Next()) != nil {
 			return
 		}
 	}
