@@ -41,9 +41,10 @@ type Client struct {
 	// waits for it, lest its caller close the rueidis client under the
 	// first Close's leaves and releases.
 	closeDone chan struct{}
-	// contenders hold a turn's baton without the lock: Close waits for them
-	// to take the client off the queues, or to turn a grant into a hold (and
-	// release one that Close cut short).
+	// contenders hold a turn's baton without the lock, or make a try
+	// outside the turn (tryAside): Close waits for them to take the client
+	// off the queues, or to turn a grant into a hold (and release one that
+	// Close cut short).
 	contenders sync.WaitGroup
 	leaks      sync.WaitGroup // background releases: of dropped lock contexts (leaked), of expired holds (releaseLost)
 

@@ -109,10 +109,10 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 	c := sd.c
 	if sd.shared {
 		// Requests that never block each other need not take turns to ask.
-		t, err := sd.attempt(ctx, lo, false)
+		lctx, t, err := sd.tryAside(ctx, ctx, lo)
 		switch {
-		case err == nil && t.Acquired:
-			return c.newHold(ctx, sd, nil, t, lo)
+		case t.Acquired:
+			return lctx, err
 		case err != nil && !transient(ctx, err):
 			return nil, ended(ctx, ctx, err)
 		case noWait || expired(deadline):
@@ -196,6 +196,35 @@ func (sd *side) granted(ctx context.Context, tn *turn, t try, lo lockOptions) (c
 	}
 	sd.c.leaveTurn(tn, sd, false, false) // the grant dequeued the client
 	return sd.c.newHold(ctx, sd, nil, t, lo)
+}
+
+// tryAside is one try outside the turn (a shared side's first try, a
+// downgrade's), whose grant becomes a hold of parent. It counts as a turn's
+// contender does, from before the call until the grant is a hold or given
+// back, so that Close awaits the release of a grant it cut short; and Close
+// cuts the call as it cuts a contender's, so that it does not wait for as
+// long as Redis does (a cut call is still awaited up to ReleaseTimeout, and
+// its grant given back). t.Acquired reports a grant, newHold's outcome in
+// lctx and err; otherwise err is the try's (nil: refused), or ErrClosed once
+// Close has begun.
+func (sd *side) tryAside(ctx, parent context.Context, lo lockOptions) (lctx context.Context, t try, err error) {
+	c := sd.c
+	if !c.enlist() {
+		return nil, try{}, ErrClosed
+	}
+	defer c.contenders.Done()
+	cctx, release := c.cut(ctx)
+	t, err = sd.attempt(cctx, lo, false)
+	closed := errors.Is(context.Cause(cctx), ErrClosed) // read before release cancels cctx
+	release()
+	switch {
+	case err == nil && t.Acquired:
+		lctx, err = c.newHold(parent, sd, nil, t, lo)
+		return lctx, t, err
+	case err != nil && closed && ctx.Err() == nil:
+		return nil, try{}, ErrClosed
+	}
+	return nil, t, err
 }
 
 // attempt runs the acquire script once for a new owner id. An unknown

@@ -168,10 +168,11 @@ func (rw *RWMutex) downgrade(ctx context.Context, w *hold, lo lockOptions) (_ co
 	defer func() { lo.obs.end(ctx, err) }()
 	retry := retryBackoff()
 	for {
-		t, err := sd.attempt(ctx, lo, false)
+		// Outside the turn, yet counted and cut by Close as a contender is.
+		lctx, t, err := sd.tryAside(ctx, valuesFrom{Context: w.base, values: ctx}, lo)
 		switch {
-		case err == nil && t.Acquired:
-			return c.newHold(valuesFrom{Context: w.base, values: ctx}, sd, nil, t, lo)
+		case t.Acquired:
+			return lctx, err
 		case err == nil:
 			err = fmt.Errorf("%w: %q: the write hold was lost", ErrLockLost, rw.name)
 		case transient(ctx, err):

@@ -30,6 +30,20 @@ type turnWaiter struct {
 	ch chan try // capacity 1: the baton, sent once (see try)
 }
 
+// enlist counts the caller in contenders, which Close awaits, unless
+// Close has begun (false). Every Add happens under c.mu while the client is
+// not closed (as enterTurn's, chooseHeir's and leaveTurn's), so that none
+// comes after Close's Wait has begun.
+func (c *Client) enlist() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.contenders.Add(1)
+	return true
+}
+
 // enterTurn gives the caller sd's baton, perhaps with the lock, waiting
 // behind the client's other owners until ctx ends, the client closes or
 // deadline passes (errBusy; zero: none). noWait does not wait.
