@@ -92,6 +92,15 @@ func (mm *MultiMutex) acquire(ctx context.Context, lo lockOptions, deadline time
 	if ctx.Value(multiKey{mm.c, mm.id}) == nil {
 		lo.obs = mm.c.obs.begin(ctx, kindMultiMutex, mm.joined)
 		defer func() { lo.obs.end(ctx, err) }()
+		// A contender until it returns: a member's call that Close cuts
+		// short ends the call, and the members it took already are given
+		// back (releaseAll) before Close returns, not on a rueidis client
+		// closed after it. Close cuts every member's wait, so it is not
+		// kept waiting long. A re-entry of the multi-lock takes nothing new.
+		if !mm.c.enlist() {
+			return nil, ErrClosed
+		}
+		defer mm.c.contenders.Done()
 	}
 	var memberOpts []LockOption
 	if lo.obs != nil {
