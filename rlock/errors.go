@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
 // Errors returned by this package. Match them with errors.Is: most are
@@ -29,9 +31,13 @@ var (
 	// ErrInvalidOptions: NewClient got a nil rueidis client or bad Options.
 	ErrInvalidOptions = errors.New("latchkey: invalid options")
 	// ErrWrongType: a key where latchkey keeps a lock's state holds another
-	// type: check the name, the kind and Options.Prefix. ForceUnlock refuses
-	// with it and deletes nothing.
-	ErrWrongType = errors.New("latchkey: a key of the lock holds another type")
+	// type: check the name, the kind and Options.Prefix (an application's
+	// key under the prefix, or a lock of another kind or protocol). Every
+	// call whose script meets such a key returns it at once, wrapping
+	// Redis' WRONGTYPE, with nothing to undo and no retry; ForceUnlock
+	// refuses with it and deletes nothing; Inspect and List report the lock
+	// as damaged (LockInfo.Damaged) instead.
+	ErrWrongType = luascripts.ErrWrongType
 	// ErrNotReplicated: with Options.SyncReplicas, too few replicas
 	// acknowledged a change in time. From an acquire, nothing is held; from
 	// a release, the lock was released, but a failover could bring it back

@@ -3,6 +3,7 @@ package rlock
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -299,8 +300,8 @@ func (c *Client) List(ctx context.Context, pattern string) ([]LockInfo, error) {
 // not a failure: it concerns this lock alone.
 func describedInfo(kind Kind, name string, res rueidis.RedisResult) (LockInfo, error) {
 	v, err := res.ToArray()
-	if rerr, ok := rueidis.IsRedisErr(err); ok && strings.Contains(rerr.Error(), "WRONGTYPE") {
-		return LockInfo{Name: name, Kind: kind, Damaged: "a key of the lock holds another type: " + rerr.Error()}, nil
+	if wt := (*luascripts.WrongTypeError)(nil); errors.As(err, &wt) {
+		return LockInfo{Name: name, Kind: kind, Damaged: "a key of the lock holds another type: " + wt.Err.Error()}, nil
 	}
 	if err != nil {
 		return LockInfo{}, err
@@ -310,11 +311,24 @@ func describedInfo(kind Kind, name string, res rueidis.RedisResult) (LockInfo, e
 }
 
 // kindSuffixes tells a lock's kind by what follows "<prefix>:{<name>}" in
-// the key of a hash that exists while the lock is held.
-var kindSuffixes = map[string]Kind{"": KindMutex, ":rw:w": KindRWMutex, ":rw:rd": KindRWMutex, ":sem:h": KindSemaphore}
+// a key its describe script reads: every key of the lock but its fencing
+// counter, which outlives it. A lock found by any of them is described, so
+// that a free one with a key of another type is listed as damaged.
+var kindSuffixes = func() map[string]Kind {
+	m := make(map[string]Kind)
+	for _, kind := range []Kind{KindMutex, KindRWMutex, KindSemaphore} {
+		_, call := intro(kind, luascripts.NewKeys("")).Describe(1)
+		for _, key := range call.Keys {
+			m[key] = kind
+		}
+	}
+	return m
+}()
 
-// scan returns the names of the locks whose hashes match match, by kind,
-// sorted, each once.
+// scan returns the names of the locks of which a kindSuffixes key matches
+// match, by kind, sorted, each once. Not TYPE hash: it would hide a key of
+// another type, and save Redis no work (it filters what MATCH let
+// through); the fencing counters it lets through are dropped here.
 func (c *Client) scan(ctx context.Context, match string) (map[Kind][]string, error) {
 	nodes, err := c.scanNodes(ctx)
 	if err != nil {
@@ -324,7 +338,7 @@ func (c *Client) scan(ctx context.Context, match string) (map[Kind][]string, err
 	base := len(c.opts.Prefix) + len(":{")
 	for addr, node := range nodes {
 		for cursor := uint64(0); ; {
-			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Type("hash").Build()).AsScanEntry()
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(match).Count(1000).Build()).AsScanEntry()
 			if err != nil {
 				return nil, scanError(addr, err)
 			}
@@ -342,7 +356,7 @@ func (c *Client) scan(ctx context.Context, match string) (map[Kind][]string, err
 	}
 	for kind, names := range out {
 		slices.Sort(names)
-		out[kind] = slices.Compact(names) // an RWMutex has two hashes; nodes may repeat keys
+		out[kind] = slices.Compact(names) // a lock has several keys; nodes may repeat keys
 	}
 	return out, nil
 }

@@ -273,3 +273,38 @@ func TestListDamaged(t *testing.T) {
 		t.Errorf("list --json: %+v", all)
 	}
 }
+
+// TestListWrongType: a string where a lock's key is (an application's key
+// under the prefix) shows as a damaged lock in list, as in status, and
+// `latchkey run` on it fails at once saying what to check. Before, list's
+// SCAN kept only hashes and printed nothing, and run printed Redis' bare
+// WRONGTYPE.
+func TestListWrongType(t *testing.T) {
+	rc, _ := clients(t)
+	ctx := context.Background()
+	name := lockName(t)
+	key := rlock.DefaultPrefix + ":{" + name + "}"
+	if err := rc.Do(ctx, rc.B().Set().Key(key).Value("the application's").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Do(context.Background(), rc.B().Del().Key(key).Build())
+
+	for _, args := range [][]string{{"list", name}, {"status", name}} {
+		r := latchkey(t, "", args...)
+		if r.code != 0 || !strings.Contains(r.stdout, name) || !strings.Contains(r.stdout, "damaged:") || !strings.Contains(r.stdout, "another type") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", args[0], r.code, r.stdout, r.stderr)
+		}
+	}
+	var all []lockOut
+	r := latchkey(t, "", "list", "--json", name)
+	if err := json.Unmarshal([]byte(r.stdout), &all); err != nil || r.code != 0 {
+		t.Fatalf("list --json: exit %d, %v, %q, stderr %q", r.code, err, r.stdout, r.stderr)
+	}
+	if len(all) != 1 || all[0].Name != name || !strings.Contains(all[0].Damaged, "another type") {
+		t.Errorf("list --json: %+v", all)
+	}
+	r = latchkey(t, "", "run", "--wait", "0", name, "--", "true")
+	if r.code != 1 || !strings.Contains(r.stderr, "another type") || !strings.Contains(r.stderr, "--prefix") {
+		t.Errorf("run: exit %d, stderr %q; want 1 and what to check", r.code, r.stderr)
+	}
+}

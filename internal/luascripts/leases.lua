@@ -4,6 +4,20 @@
 -- server ms}, records = {owner -> record}}: an owner is in all three or
 -- none, dead once its lease passed; the keys expire with the longest lease.
 
+-- check_types reads each of the side's keys as the type latchkey keeps
+-- there (HLEN, ZCARD: TYPE is not in the minimal ACL grant), so that one
+-- of another type stops the script with Redis' WRONGTYPE here: at the top
+-- of an acquire, before it writes anything (a grant writes the count, the
+-- lease and the record one after the other, and a count left without its
+-- lease would block writers for ever), so that the caller's ErrWrongType
+-- owes no undo; and in a describe, which reads a free side's counts and
+-- records no further, so that Inspect and List report it as damage.
+local function check_types(side)
+  redis.call('hlen', side.counts)
+  redis.call('zcard', side.leases)
+  redis.call('hlen', side.records)
+end
+
 -- lease_start gives owner, whose count the caller has set, a lease of lease
 -- ms and its record, and has the side's keys expire with the longest lease.
 local function lease_start(side, owner, now, lease, record)

@@ -3,6 +3,7 @@ package luascripts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -31,7 +32,9 @@ func Classify(err error) Outcome {
 	switch {
 	case err == nil:
 		return Done
-	case errors.Is(err, ErrUnexpectedReply):
+	case errors.Is(err, ErrUnexpectedReply), errors.Is(err, ErrWrongType):
+		// A WRONGTYPE: a retry would meet the same key, and the script
+		// stopped before it changed the lock, so no undo is owed.
 		return Permanent
 	case errors.Is(err, rueidis.ErrClosing):
 		return Closing
@@ -40,6 +43,45 @@ func Classify(err error) Outcome {
 		return Permanent
 	}
 	return Unknown
+}
+
+// ErrWrongType is matched by every WrongTypeError.
+var ErrWrongType = errors.New("latchkey: a key of the lock holds another type")
+
+// WrongTypeError is a script that Redis stopped with WRONGTYPE: one of the
+// call's keys holds another type than latchkey keeps there (an
+// application's key under the prefix, say). Every way of running a script
+// returns it in place of Redis' error (refused), so that every call of
+// every primitive matches ErrWrongType and says what to check.
+type WrongTypeError struct {
+	Keys []string            // the call's keys: one of them is not latchkey's
+	Err  *rueidis.RedisError // Redis' WRONGTYPE
+}
+
+func (e *WrongTypeError) Error() string {
+	// Not "latchkey: ": the callers' messages start with it.
+	return fmt.Sprintf("a key of the lock holds another type (one of %s; check the lock's name, its kind and Options.Prefix, the CLI's --prefix): %v",
+		strings.Join(e.Keys, ", "), e.Err)
+}
+
+// Unwrap gives ErrWrongType and Redis' error, for errors.Is and errors.As.
+func (e *WrongTypeError) Unwrap() []error { return []error{ErrWrongType, e.Err} }
+
+// isWrongType reports whether re is Redis' WRONGTYPE, as Redis 7 replies
+// it to a script, or as Redis 6 wraps it ("ERR Error running script (...):
+// @user_script:<line>: WRONGTYPE ...").
+func isWrongType(re *rueidis.RedisError) bool {
+	msg := re.Error()
+	return strings.HasPrefix(msg, "WRONGTYPE ") || strings.Contains(msg, ": WRONGTYPE ")
+}
+
+// refused is res, or a *WrongTypeError in place of Redis' WRONGTYPE for a
+// call with keys: every reply of a script passes here on its way out.
+func refused(res rueidis.RedisResult, keys []string) rueidis.RedisResult {
+	if re, ok := rueidis.IsRedisErr(res.Error()); ok && isWrongType(re) {
+		return rueidis.NewErrorResult(&WrongTypeError{Keys: keys, Err: re})
+	}
+	return res
 }
 
 // Passing reports whether err is Redis refusing a call for a state it

@@ -3,6 +3,7 @@
 -- ARGV[1]  the most queued clients to return per queue (> 0)
 -- Returns a describe reply (inspect.lua): the write hold, then the live read
 -- holds; the readers' queue, then the writers'; a woken writer, else reader.
+check_types(readers)
 local holds = {}
 hash_holds(holds, 'write', w)
 live_holds(holds, 'read', readers)

@@ -9,6 +9,7 @@
 -- writer's record and, as place, 1 + the writers queued before the caller;
 -- refused only for a queued writer, it wakes (rw_wake).
 local owner, lease, client, queued, writer = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1', ARGV[6]
+check_types(readers)
 local pttl, holder = -2, nil
 if writer == '' or redis.call('hexists', w, writer) == 0 then
   pttl, holder = write_hold()

@@ -117,13 +117,14 @@ func (s *Script) Source() string { return s.src }
 // Exec runs the script once: EVALSHA, then EVAL on NOSCRIPT (a restarted or
 // flushed Redis). Every key must share a Cluster slot (latchkey's names are
 // hash-tagged); a call refused with TRYAGAIN while that slot migrates is
-// sent again until the migration or ctx ends (tryagain.go).
+// sent again until the migration or ctx ends (tryagain.go). A WRONGTYPE
+// comes back as a *WrongTypeError, as from every way of running a script.
 func (s *Script) Exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
 	backoff := Backoff{Min: tryAgainMin, Max: tryAgainMax}
 	for {
 		out := s.lua.Exec(ctx, c, keys, args)
 		if !IsTryAgain(out.Error()) || !backoff.Sleep(ctx) {
-			return out
+			return refused(out, keys)
 		}
 	}
 }
@@ -138,6 +139,7 @@ type Call struct {
 // returns the replies in order; calls answered NOSCRIPT go again with EVAL
 // in a second pipeline. Not rueidis' Lua.ExecMulti: it loads the script on
 // every node each call, doubling the watchdog's round trips for a rare case.
+// A WRONGTYPE comes back as a *WrongTypeError, as from Exec.
 func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, calls []Call) []rueidis.RedisResult {
 	if len(calls) == 0 {
 		return nil
@@ -153,15 +155,22 @@ func (s *Script) ExecMulti(ctx context.Context, c rueidis.Client, calls []Call) 
 			retry = append(retry, i)
 		}
 	}
-	if len(retry) == 0 {
-		return out
+	if len(retry) > 0 {
+		cmds = cmds[:0]
+		for _, i := range retry {
+			cmds = append(cmds, s.build(c, calls[i], true))
+		}
+		for j, r := range c.DoMulti(ctx, cmds...) {
+			out[retry[j]] = r
+		}
 	}
-	cmds = cmds[:0]
-	for _, i := range retry {
-		cmds = append(cmds, s.build(c, calls[i], true))
-	}
-	for j, r := range c.DoMulti(ctx, cmds...) {
-		out[retry[j]] = r
+	return refusedAll(out, calls)
+}
+
+// refusedAll is refused for each of calls' replies.
+func refusedAll(out []rueidis.RedisResult, calls []Call) []rueidis.RedisResult {
+	for i := range out {
+		out[i] = refused(out[i], calls[i].Keys)
 	}
 	return out
 }

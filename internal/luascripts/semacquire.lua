@@ -10,6 +10,8 @@
 -- fit); {-1, size} when in use with another size (nothing changed).
 local owner, n, size = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local lease, client, queued, spec = tonumber(ARGV[5]), ARGV[6], ARGV[7] == '1', ARGV[8]
+check_types(holders)
+redis.call('hlen', qn) -- written beside a refusal's queue entry
 local now = server_ms()
 local held, recorded = sem_held(now)
 recorded = sem_size(recorded)

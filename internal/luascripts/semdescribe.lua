@@ -3,6 +3,8 @@
 -- ARGV[1]  the most queued clients to return (> 0)
 -- Returns a describe reply (inspect.lua): the live holders with their
 -- permits as counts, and the size (0 when nobody live holds or waits).
+check_types(holders)
+redis.call('hlen', qn) -- read below only with no live holder, or queued clients
 local holds = {}
 live_holds(holds, '', holders)
 -- Live state only: B:h's "#size" outlives dead holders until a script

@@ -130,6 +130,7 @@ const maxRedirects = 16
 // cannot redirect them (a dedicated connection, or the node a redirect
 // names), and a redirected call is resent with a WAIT of its own. Elsewhere
 // rueidis sends a pipeline with a blocking command on one connection.
+// A WRONGTYPE comes back as a *WrongTypeError, as from Exec.
 func (s *Script) execSynced(ctx context.Context, c rueidis.Client, calls []Call, y Sync) ([]rueidis.RedisResult, []error) {
 	out := make([]rueidis.RedisResult, len(calls))
 	acks := make([]error, len(calls))
@@ -206,10 +207,10 @@ func (s *Script) execSynced(ctx context.Context, c rueidis.Client, calls []Call,
 		}
 		pending = next
 		if tryAgain && !backoff.Sleep(ctx) {
-			return out, acks
+			break
 		}
 	}
-	return out, acks
+	return refusedAll(out, calls), acks
 }
 
 // waitBudget is a round's WAIT timeout: y.Timeout, cut to what is left of
