@@ -103,6 +103,12 @@ func heldIs(t *testing.T, f semFixture, want int64) {
 
 // lapse waits until owner's lease has run out by the server's clock (the
 // scripts' judge), its score in the holders' lease set.
+// shortLease is a holder's lease that lapse awaits. It must outlast the
+// calls made before that (a script run in between drops a holder already
+// lapsed, and lapse then finds no lease: 20ms did, under -race on a busy
+// machine).
+const shortLease = 300 * time.Millisecond
+
 func lapse(t *testing.T, f semFixture, owner string) {
 	t.Helper()
 	end := leaseEnd(t, f.c, f.k.Leases, owner)
@@ -129,19 +135,19 @@ func TestRegressSemHeldTotal(t *testing.T) {
 			heldIs(t, f, 2)
 
 			// Lapsed holders are dropped with their permits, by an acquire...
-			require.True(t, f.acquireLease("D1", "d", 4, false, 20*time.Millisecond).Acquired)
+			require.True(t, f.acquireLease("D1", "d", 4, false, shortLease).Acquired)
 			heldIs(t, f, 6)
 			lapse(t, f, "D1")
 			require.True(t, f.acquire("C", "c", 1, false).Acquired)
 			heldIs(t, f, 3)
 			// ... by Available, and by a release of another owner; a dead
 			// holder's own release then subtracts nothing.
-			require.True(t, f.acquireLease("D2", "d", 5, false, 20*time.Millisecond).Acquired)
-			require.True(t, f.acquireLease("D3", "d", 1, false, 20*time.Millisecond).Acquired)
+			require.True(t, f.acquireLease("D2", "d", 5, false, shortLease).Acquired)
+			require.True(t, f.acquireLease("D3", "d", 1, false, shortLease).Acquired)
 			lapse(t, f, "D2")
 			lapse(t, f, "D3")
 			assert.Equal(t, int64(7), f.available())
-			require.True(t, f.acquireLease("D4", "d", 2, false, 20*time.Millisecond).Acquired)
+			require.True(t, f.acquireLease("D4", "d", 2, false, shortLease).Acquired)
 			lapse(t, f, "D4")
 			assert.Zero(t, f.release("C", false))
 			assert.Equal(t, int64(-1), f.release("D4", false))
@@ -194,7 +200,7 @@ func TestRegressSemStaleSize(t *testing.T) {
 
 			// Nobody waits: Inspect and ForceUnlock find nothing live.
 			require.True(t, f.acquire("A", "a", 1, false).Acquired)
-			require.True(t, f.acquireLease("D", "d", 1, false, 20*time.Millisecond).Acquired)
+			require.True(t, f.acquireLease("D", "d", 1, false, shortLease).Acquired)
 			assert.Zero(t, f.release("A", false))
 			lapse(t, f, "D")
 			d := describe(t, f.c, f.k.Intro(), 10)
@@ -206,7 +212,7 @@ func TestRegressSemStaleSize(t *testing.T) {
 			// A client waits (told, without a window): a refused acquire that
 			// drops the last holder, dead, deletes the holders hash.
 			require.True(t, f.acquire("A", "a", 1, false).Acquired)
-			require.True(t, f.acquireLease("D", "d", 1, false, 20*time.Millisecond).Acquired)
+			require.True(t, f.acquireLease("D", "d", 1, false, shortLease).Acquired)
 			w := f.listen("w")
 			require.True(t, refused(f.acquire("x", "w", 3, true)))
 			assert.Zero(t, f.release("A", false))
