@@ -101,7 +101,9 @@ type LockInfo struct {
 	ReservedFor string
 	// Damaged says what of the lock's state is not latchkey's and could not
 	// be read, "" when nothing; the rest is described. List lists a damaged
-	// lock even when free; ForceUnlock clears it unless a key has another type.
+	// lock even when free. ForceUnlock refuses it (ErrWrongType) when a
+	// key is not latchkey's, such as a hold count that is not an integer,
+	// and clears it when only a holder record is damaged.
 	Damaged string
 }
 
@@ -146,7 +148,13 @@ func (c *Client) inspect(ctx context.Context, kind Kind, name string) (LockInfo,
 // would. It reports whether it deleted a hold, or the open wake window of
 // a client for which the free lock was kept: dropping only windows that
 // passed is no force-unlock, nor counted as one. When a key of the lock
-// holds another type it returns ErrWrongType and deletes nothing.
+// is not latchkey's it returns ErrWrongType and deletes nothing: a key of
+// another type, or a hash (or lease set) not of a lock's shape, whose
+// fields are owner ids ("<UUID>:<n>") with integer hold counts, beside
+// the lock's own '#' fields. An application's hash under a wrong
+// Options.Prefix, or a Redisson RMap or RReadWriteLock under a name with
+// ProtocolRedisson, is left alone. It reads every key it would delete:
+// O(holders).
 // The former holder learns of it at its next watchdog renewal
 // (ErrLockLost), or not at all with a fixed lease: it is for recovery. The
 // observers of the Election of that name are told at once, as after Resign.

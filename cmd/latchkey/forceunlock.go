@@ -15,11 +15,12 @@ import (
 const forceUnlockTimeout = 10 * time.Second
 
 // forceUnlock is `latchkey force-unlock`: it shows who holds the lock,
-// asks, and deletes it.
+// asks, and deletes it. With --yes it refuses a lock Inspect finds
+// damaged.
 func forceUnlock(args, env []string, std stdio) int {
 	var c common
 	fs := newFlags("force-unlock", "[--kind K] [--yes] [flags] NAME", env, std, &c)
-	yes := fs.Bool("yes", false, "do not ask for confirmation")
+	yes := fs.Bool("yes", false, "do not ask for confirmation (a damaged lock is refused)")
 	kind := fs.String("kind", string(rlock.KindMutex), "the kind of lock NAME is: mutex (what run takes), rwmutex or semaphore")
 	if code := parse(fs, args, std); code >= 0 {
 		return code
@@ -49,6 +50,16 @@ func forceUnlock(args, env []string, std stdio) int {
 	if err != nil {
 		fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))
 		return exitFor(err)
+	}
+	if *yes && info.Damaged != "" {
+		// What is not latchkey's may be an application's key (a wrong
+		// --prefix or name): a person decides, seeing it, not a script.
+		if err := writeTable(std.err, []rlock.LockInfo{info}, true); err != nil {
+			fmt.Fprintf(std.err, "latchkey: %s\n", errText(err))
+			return exitError
+		}
+		fmt.Fprintf(std.err, "latchkey: the %s %q is damaged (see above): not deleted with --yes; check the name, --kind and --prefix, and run force-unlock without --yes to decide\n", *kind, name)
+		return exitError
 	}
 	if !*yes {
 		// Who would lose the lock, before the question: the operator may

@@ -82,7 +82,10 @@
 // whose observers it tells as a resignation does. NAME is a Mutex (what
 // run takes) unless --kind says rwmutex or semaphore. It asks for confirmation on stdin
 // first unless given --yes; an answer other than y or yes leaves the lock
-// alone and exits 1. It exits 0 once the lock is gone, whether or not
+// alone and exits 1, as does --yes on a lock status shows damaged. A key
+// that is not latchkey's (another type, or a hash not of a lock's shape:
+// an application's key behind a wrong --prefix) is never deleted: exit 1.
+// It exits 0 once the lock is gone, whether or not
 // there was one, 69 when Redis cannot be reached, 2 on a usage error. A
 // holder run by latchkey notices the loss at its next watchdog renewal,
 // within half of its --watchdog-timeout (renewals come every third of it,

@@ -42,14 +42,16 @@ func TestTLSAndACL(t *testing.T) {
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "1" {
 		t.Fatalf("run: exit %d, stdout %q, stderr %q; want 0 and token 1", r.code, r.stdout, r.stderr)
 	}
-	if err := admin.Do(ctx, admin.B().Hset().Key("latchkey:{tls}").FieldValue().FieldValue("someone", "1").Build()).Error(); err != nil {
+	// A hold without a holder record (not latchkey's grant) shows its owner,
+	// an owner id as force-unlock requires ("<UUID>:<n>").
+	const someone = "0b8e2f3c-1d4a-4b5c-8d6e-7f8091a2b3c4:1"
+	if err := admin.Do(ctx, admin.B().Hset().Key("latchkey:{tls}").FieldValue().FieldValue(someone, "1").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	// A hold without a holder record (not latchkey's grant) shows its owner.
-	if r := latchkeyEnv(t, env, "", "status", "--redis", url, "tls"); r.code != 0 || !strings.Contains(r.stdout, "someone") {
+	if r := latchkeyEnv(t, env, "", "status", "--redis", url, "tls"); r.code != 0 || !strings.Contains(r.stdout, someone) {
 		t.Errorf("status: exit %d, stdout %q, stderr %q; want 0, someone", r.code, r.stdout, r.stderr)
 	}
-	if r := latchkeyEnv(t, env, "", "list", "--redis", url); r.code != 0 || !strings.Contains(r.stdout, "tls") || !strings.Contains(r.stdout, "someone") {
+	if r := latchkeyEnv(t, env, "", "list", "--redis", url); r.code != 0 || !strings.Contains(r.stdout, "tls") || !strings.Contains(r.stdout, someone) {
 		t.Errorf("list: exit %d, stdout %q, stderr %q; want 0, tls held by someone", r.code, r.stdout, r.stderr)
 	}
 	if r := latchkeyEnv(t, env, "", "force-unlock", "--yes", "--redis", url, "tls"); r.code != 0 || !strings.Contains(r.stdout, "deleted") {

@@ -45,7 +45,7 @@ func TestDeclaredKeys(t *testing.T) {
 	}{
 		{"Acquire", TestAcquire}, {"AcquireWaitQueue", TestAcquireWaitQueue}, {"FencingToken", TestFencingToken},
 		{"Reenter", TestReenter}, {"Release", TestRelease}, {"ReleaseRetry", TestReleaseRetry},
-		{"Leave", TestLeave}, {"ForceUnlock", TestForceUnlock}, {"FamilyForceUnlock", TestFamilyForceUnlock}, {"Inspect", TestInspect},
+		{"Leave", TestLeave}, {"ForceUnlock", TestForceUnlock}, {"FamilyForceUnlock", TestFamilyForceUnlock}, {"ForceUnlockShape", TestForceUnlockShape}, {"Inspect", TestInspect},
 		{"Renew", TestRenew}, {"RenewLeaseSet", TestRenewLeaseSet}, {"HolderRecordLivesWithTheLock", TestHolderRecordLivesWithTheLock}, {"RenewOne", TestRenewOne},
 		{"QueueDescriptions", TestQueueDescriptions},
 		{"SemAcquireRelease", TestSemAcquireRelease}, {"SemSizeMismatch", TestSemSizeMismatch},

@@ -90,7 +90,8 @@ func (in Intro) Describe(maxQueue int) (*Script, Call) {
 
 // ForceUnlock runs the force-unlock script: whether it deleted a hold or a
 // woken client's open window (dropping only windows that passed is not a
-// force-unlock), or else the key it found of a foreign type (then it
+// force-unlock), or else the key it found that is not latchkey's, of
+// another type or not of its lock's shape (force.lua's foreign; then it
 // deleted nothing).
 // A Mutex's also tells the observers of the election of its name.
 func (in Intro) ForceUnlock(ctx context.Context, c rueidis.Client, w Wake) (deleted bool, foreign string, err error) {

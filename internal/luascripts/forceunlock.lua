@@ -7,8 +7,9 @@
 -- ARGV[3]  the election's observers' channel
 -- Returns 1 when a hold, or a woken client's open window, was deleted, else
 -- 0 (dropping only windows that passed is no force-unlock, though the next
--- is woken all the same), or the name of a key of another type (nothing
--- deleted).
+-- is woken all the same), or the name of a key that is not latchkey's
+-- (force.lua's foreign: another type, or a hash not of a lock's shape;
+-- nothing deleted).
 local bad = foreign('hz')
 if bad then
   return bad

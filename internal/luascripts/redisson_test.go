@@ -56,6 +56,8 @@ func TestRedissonLock(t *testing.T) {
 
 func testRedissonLock(t *testing.T, c rueidis.Client, addrs []string, sharded bool, k luascripts.RedissonKeys) {
 	ctx := t.Context()
+	// The owners are "<UUID>:<thread id>", Redisson's getLockName.
+	const u = "7b0c6d2e-5f1a-4e3b-8c9d-0a1b2c3d4e5f"
 	msgs := subscribe(t, addrs, sharded, k.Channel)
 	acquire := func(owner string) luascripts.AcquireReply {
 		r, err := k.Acquire(ctx, c, luascripts.AcquireArgs{Owner: owner, Lease: lease})
@@ -69,47 +71,47 @@ func testRedissonLock(t *testing.T, c rueidis.Client, addrs []string, sharded bo
 		return r
 	}
 
-	assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: 1}, acquire("u:1"))
-	assert.Equal(t, map[string]string{"u:1": "1"}, hgetall(t, c, k.Lock), "Redisson's shape: owner -> count")
+	assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: 1}, acquire(u+":1"))
+	assert.Equal(t, map[string]string{u + ":1": "1"}, hgetall(t, c, k.Lock), "Redisson's shape: owner -> count")
 	between(t, pttl(t, c, k.Lock), lease-time.Minute, lease, "the lease is the hash's expiry")
-	r := acquire("u:2")
+	r := acquire(u + ":2")
 	assert.False(t, r.Acquired)
 	between(t, r.PTTL, lease-time.Minute, lease, "a refusal tells the holder's PTTL")
 	assert.Equal(t, "1", get(t, c, k.Token), "a refusal takes no token")
 
-	n, err := k.Reenter(ctx, c, "u:1")
+	n, err := k.Reenter(ctx, c, u+":1")
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), n)
 	assert.Equal(t, "2", get(t, c, k.Token), "a re-entry takes a token, as RFencedLock's does")
-	n, err = k.Reenter(ctx, c, "u:2")
+	n, err = k.Reenter(ctx, c, u+":2")
 	require.NoError(t, err)
 	assert.Zero(t, n, "no re-entry without a hold")
 
-	assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(luascripts.ReleaseArgs{Owner: "u:1", Count: 2}))
-	assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(luascripts.ReleaseArgs{Owner: "u:1", Count: 2, Retry: true}), "a retry is counted once")
-	assert.Equal(t, luascripts.ReleaseReply{Left: -1}, release(luascripts.ReleaseArgs{Owner: "u:1", Count: 2}), "a wrong count changes nothing")
-	assert.Equal(t, luascripts.ReleaseReply{Left: 0, Woken: 1}, release(luascripts.ReleaseArgs{Owner: "u:1", Count: 1}))
+	assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(luascripts.ReleaseArgs{Owner: u + ":1", Count: 2}))
+	assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(luascripts.ReleaseArgs{Owner: u + ":1", Count: 2, Retry: true}), "a retry is counted once")
+	assert.Equal(t, luascripts.ReleaseReply{Left: -1}, release(luascripts.ReleaseArgs{Owner: u + ":1", Count: 2}), "a wrong count changes nothing")
+	assert.Equal(t, luascripts.ReleaseReply{Left: 0, Woken: 1}, release(luascripts.ReleaseArgs{Owner: u + ":1", Count: 1}))
 	expectMessages(t, msgs, "0")
 	assert.False(t, exists(t, c, k.Lock))
-	assert.Equal(t, luascripts.ReleaseReply{}, release(luascripts.ReleaseArgs{Owner: "u:1", Count: 1, Retry: true}), "a retry publishes nothing")
+	assert.Equal(t, luascripts.ReleaseReply{}, release(luascripts.ReleaseArgs{Owner: u + ":1", Count: 1, Retry: true}), "a retry publishes nothing")
 
 	// A handover: the heir holds at once, with a new token, and nobody is told.
-	assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: 3}, acquire("u:3"))
-	heir := luascripts.ReleaseArgs{Owner: "u:3", Count: 1, Heir: "u:4", HeirLease: lease}
+	assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: 3}, acquire(u+":3"))
+	heir := luascripts.ReleaseArgs{Owner: u + ":3", Count: 1, Heir: u + ":4", HeirLease: lease}
 	assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 4}, release(heir))
 	heir.Retry = true
 	assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 4}, release(heir), "a retry finds the handover done")
-	assert.Equal(t, map[string]string{"u:4": "1"}, hgetall(t, c, k.Lock))
+	assert.Equal(t, map[string]string{u + ":4": "1"}, hgetall(t, c, k.Lock))
 	// A heir whose lease may end first: the Java waiters are told to ask again.
-	short := luascripts.ReleaseArgs{Owner: "u:4", Count: 1, Heir: "u:5", HeirLease: lease / 2, HeirCheck: true}
+	short := luascripts.ReleaseArgs{Owner: u + ":4", Count: 1, Heir: u + ":5", HeirLease: lease / 2, HeirCheck: true}
 	assert.Equal(t, luascripts.ReleaseReply{Handed: true, Token: 5}, release(short))
 	expectMessages(t, msgs, "0")
-	assert.Equal(t, map[string]string{"u:5": "1"}, hgetall(t, c, k.Lock))
+	assert.Equal(t, map[string]string{u + ":5": "1"}, hgetall(t, c, k.Lock))
 
 	// Inspect's view: holders without records.
 	d := describe(t, c, k.Intro(), 10)
 	require.Len(t, d.Holds, 1)
-	assert.Equal(t, "u:5", d.Holds[0].Owner)
+	assert.Equal(t, u+":5", d.Holds[0].Owner)
 	assert.Equal(t, int64(1), d.Holds[0].Count)
 	assert.Empty(t, d.Queues)
 	assert.Empty(t, d.Damaged)

@@ -122,59 +122,59 @@ func TestRegressSemHeldTotal(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			f := semFor(t, m.sharded, 10)
-			require.True(t, f.acquire("A", "a", 3, false).Acquired)
-			require.True(t, f.acquire("B", "b", 2, false).Acquired)
+			require.True(t, f.acquire(oid("A"), "a", 3, false).Acquired)
+			require.True(t, f.acquire(oid("B"), "b", 2, false).Acquired)
 			heldIs(t, f, 5)
 
 			// A release subtracts the owner's permits once: a second one, and
 			// a retry, find the field gone and subtract nothing.
-			assert.Zero(t, f.release("A", false))
+			assert.Zero(t, f.release(oid("A"), false))
 			heldIs(t, f, 2)
-			assert.Equal(t, int64(-1), f.release("A", false))
-			assert.Zero(t, f.release("A", true))
+			assert.Equal(t, int64(-1), f.release(oid("A"), false))
+			assert.Zero(t, f.release(oid("A"), true))
 			heldIs(t, f, 2)
 
 			// Lapsed holders are dropped with their permits, by an acquire...
-			require.True(t, f.acquireLease("D1", "d", 4, false, shortLease).Acquired)
+			require.True(t, f.acquireLease(oid("D1"), "d", 4, false, shortLease).Acquired)
 			heldIs(t, f, 6)
-			lapse(t, f, "D1")
-			require.True(t, f.acquire("C", "c", 1, false).Acquired)
+			lapse(t, f, oid("D1"))
+			require.True(t, f.acquire(oid("C"), "c", 1, false).Acquired)
 			heldIs(t, f, 3)
 			// ... by Available, and by a release of another owner; a dead
 			// holder's own release then subtracts nothing.
-			require.True(t, f.acquireLease("D2", "d", 5, false, shortLease).Acquired)
-			require.True(t, f.acquireLease("D3", "d", 1, false, shortLease).Acquired)
-			lapse(t, f, "D2")
-			lapse(t, f, "D3")
+			require.True(t, f.acquireLease(oid("D2"), "d", 5, false, shortLease).Acquired)
+			require.True(t, f.acquireLease(oid("D3"), "d", 1, false, shortLease).Acquired)
+			lapse(t, f, oid("D2"))
+			lapse(t, f, oid("D3"))
 			assert.Equal(t, int64(7), f.available())
-			require.True(t, f.acquireLease("D4", "d", 2, false, shortLease).Acquired)
-			lapse(t, f, "D4")
-			assert.Zero(t, f.release("C", false))
-			assert.Equal(t, int64(-1), f.release("D4", false))
+			require.True(t, f.acquireLease(oid("D4"), "d", 2, false, shortLease).Acquired)
+			lapse(t, f, oid("D4"))
+			assert.Zero(t, f.release(oid("C"), false))
+			assert.Equal(t, int64(-1), f.release(oid("D4"), false))
 			heldIs(t, f, 2)
 
 			// A size mismatch changes nothing.
 			other := f
 			other.size = 4
-			assert.Equal(t, luascripts.AcquireReply{Size: 10}, other.acquire("Y", "y", 1, false))
+			assert.Equal(t, luascripts.AcquireReply{Size: 10}, other.acquire(oid("Y"), "y", 1, false))
 			heldIs(t, f, 2)
 
 			// Force-unlock takes the total with the holders.
-			require.True(t, f.acquire("E", "e", 1, false).Acquired)
+			require.True(t, f.acquire(oid("E"), "e", 1, false).Acquired)
 			ok, foreign, err := f.k.Intro().ForceUnlock(t.Context(), f.c, f.wake)
 			require.NoError(t, err)
 			require.Empty(t, foreign)
 			assert.True(t, ok)
 			heldIs(t, f, 0)
-			require.True(t, f.acquire("F", "f", 4, false).Acquired)
+			require.True(t, f.acquire(oid("F"), "f", 4, false).Acquired)
 			heldIs(t, f, 4)
-			assert.Zero(t, f.release("F", false))
+			assert.Zero(t, f.release(oid("F"), false))
 			heldIs(t, f, 0)
 
 			// Unused, the name takes a new size, counted from zero.
-			require.True(t, other.acquire("G", "g", 4, false).Acquired)
+			require.True(t, other.acquire(oid("G"), "g", 4, false).Acquired)
 			heldIs(t, other, 4)
-			assert.Zero(t, other.release("G", false))
+			assert.Zero(t, other.release(oid("G"), false))
 			f.gone()
 		})
 	}
@@ -199,10 +199,10 @@ func TestRegressSemStaleSize(t *testing.T) {
 			}
 
 			// Nobody waits: Inspect and ForceUnlock find nothing live.
-			require.True(t, f.acquire("A", "a", 1, false).Acquired)
-			require.True(t, f.acquireLease("D", "d", 1, false, shortLease).Acquired)
-			assert.Zero(t, f.release("A", false))
-			lapse(t, f, "D")
+			require.True(t, f.acquire(oid("A"), "a", 1, false).Acquired)
+			require.True(t, f.acquireLease(oid("D"), "d", 1, false, shortLease).Acquired)
+			assert.Zero(t, f.release(oid("A"), false))
+			lapse(t, f, oid("D"))
 			d := describe(t, f.c, f.k.Intro(), 10)
 			assert.Empty(t, d.Holds)
 			assert.Zero(t, d.Size, "a size with nobody holding or waiting")
@@ -211,14 +211,14 @@ func TestRegressSemStaleSize(t *testing.T) {
 
 			// A client waits (told, without a window): a refused acquire that
 			// drops the last holder, dead, deletes the holders hash.
-			require.True(t, f.acquire("A", "a", 1, false).Acquired)
-			require.True(t, f.acquireLease("D", "d", 1, false, shortLease).Acquired)
+			require.True(t, f.acquire(oid("A"), "a", 1, false).Acquired)
+			require.True(t, f.acquireLease(oid("D"), "d", 1, false, shortLease).Acquired)
 			w := f.listen("w")
 			require.True(t, refused(f.acquire("x", "w", 3, true)))
-			assert.Zero(t, f.release("A", false))
+			assert.Zero(t, f.release(oid("A"), false))
 			w.woken(t) // the probe: it does not fit beside D
-			lapse(t, f, "D")
-			require.True(t, refused(f.acquire("X", "x", 1, false)), "overtook the waiter")
+			lapse(t, f, oid("D"))
+			require.True(t, refused(f.acquire(oid("X"), "x", 1, false)), "overtook the waiter")
 			w.woken(t)
 			assert.False(t, exists(t, f.c, f.k.Holders), "the holders hash outlived its holders")
 			d = describe(t, f.c, f.k.Intro(), 10)

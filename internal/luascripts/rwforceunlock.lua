@@ -3,7 +3,7 @@
 -- KEYS[1..6]  rwqueue.lua's
 -- ARGV[1]  B, for the channels  ARGV[2]  wake spec
 -- Returns as forceunlock.lua does.
-local bad = foreign('hhzhzz')
+local bad = foreign('hherzz')
 if bad then
   return bad
 end

@@ -401,11 +401,11 @@ func TestRegressRWDeadWriterFirst(t *testing.T) {
 // force-unlock deleted them and reported true.
 func TestRegressRWForceUnlockOnlyLive(t *testing.T) {
 	f := newRW(t, standaloneClient(t))
-	require.True(t, f.acquire(false, "L", "cl", false, time.Hour).Acquired)
-	require.True(t, f.acquire(false, "D", "cd", false, 20*time.Millisecond).Acquired)
-	left, _ := f.unlock("L", false, 1, false)
+	require.True(t, f.acquire(false, oid("L"), "cl", false, time.Hour).Acquired)
+	require.True(t, f.acquire(false, oid("D"), "cd", false, 20*time.Millisecond).Acquired)
+	left, _ := f.unlock(oid("L"), false, 1, false)
 	require.Zero(t, left)
-	end := leaseEnd(t, f.c, f.k.ReadLeases, "D")
+	end := leaseEnd(t, f.c, f.k.ReadLeases, oid("D"))
 	require.Eventually(t, func() bool { return serverMillis(t, f.c) > end }, 5*time.Second, time.Millisecond, "D's lease to run out")
 	ok, foreign, err := f.k.Intro().ForceUnlock(t.Context(), f.c, f.wake)
 	require.NoError(t, err)
@@ -414,9 +414,9 @@ func TestRegressRWForceUnlockOnlyLive(t *testing.T) {
 	f.gone()
 
 	// A live reader beside a dead one is a force-unlock.
-	require.True(t, f.read("L", "cl", false).Acquired)
-	require.True(t, f.acquire(false, "D", "cd", false, 20*time.Millisecond).Acquired)
-	end = leaseEnd(t, f.c, f.k.ReadLeases, "D")
+	require.True(t, f.read(oid("L"), "cl", false).Acquired)
+	require.True(t, f.acquire(false, oid("D"), "cd", false, 20*time.Millisecond).Acquired)
+	end = leaseEnd(t, f.c, f.k.ReadLeases, oid("D"))
 	require.Eventually(t, func() bool { return serverMillis(t, f.c) > end }, 5*time.Second, time.Millisecond, "D's lease to run out")
 	ok, _, err = f.k.Intro().ForceUnlock(t.Context(), f.c, f.wake)
 	require.NoError(t, err)

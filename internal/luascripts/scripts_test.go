@@ -171,6 +171,14 @@ func acquire(t *testing.T, c rueidis.Client, k luascripts.Keys, a luascripts.Acq
 	return r
 }
 
+// oid is the owner id of the test's owner name in the form rlock writes,
+// "<UUID>:<n>", the UUID made from name: force-unlock refuses a lock hash
+// whose owners have another (force.lua), so tests that force-unlock use it.
+func oid(name string) string {
+	sum := sha1.Sum([]byte(name))
+	return fmt.Sprintf("%x-%x-%x-%x-%x:1", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16])
+}
+
 // take grants k to owner, who does not wait, and returns the grant's token.
 func take(t *testing.T, c rueidis.Client, k luascripts.Keys, owner string) int64 {
 	t.Helper()
@@ -1056,8 +1064,8 @@ func TestForceUnlock(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			c := standaloneClient(t)
 			k := newKeys(t, c)
-			take(t, c, k, "A")
-			reenter(t, c, k, "A")
+			take(t, c, k, oid("A"))
+			reenter(t, c, k, oid("A"))
 			for _, w := range []string{"w0", "w1", "w2"} {
 				enqueue(t, c, k, w)
 			}
@@ -1088,7 +1096,7 @@ func TestForceUnlock(t *testing.T) {
 
 			// A key of another type is not latchkey's: nothing is deleted.
 			do(t, c, c.B().Del().Key(k.Queue).Build())
-			take(t, c, k, "B")
+			take(t, c, k, oid("B"))
 			do(t, c, c.B().Rpush().Key(k.Queue).Element("app").Build())
 			lock := hgetall(t, c, k.Lock)
 			deleted, foreign, err := k.Intro().ForceUnlock(t.Context(), c, wake)
@@ -1119,21 +1127,21 @@ func TestFamilyForceUnlock(t *testing.T) {
 	}
 	t.Run("RWMutex", func(t *testing.T) {
 		f := newRW(t, c)
-		require.True(t, f.write("W", "cw", false).Acquired)
-		require.False(t, f.read("R", "cr", true).Acquired)
+		require.True(t, f.write(oid("W"), "cw", false).Acquired)
+		require.False(t, f.read(oid("R"), "cr", true).Acquired)
 		cr := f.listen("cr", false)
 		deleted, _ := force(f.k.Intro(), f.wake)
 		assert.True(t, deleted)
 		cr.woken(t)
 		assert.False(t, exists(t, c, f.k.Write))
-		require.True(t, f.read("R", "cr", true).Acquired)
+		require.True(t, f.read(oid("R"), "cr", true).Acquired)
 		deleted, _ = force(f.k.Intro(), f.wake)
 		assert.True(t, deleted, "the read hold")
 		f.gone()
 		deleted, _ = force(f.k.Intro(), f.wake)
 		assert.False(t, deleted, "nothing left")
 
-		require.True(t, f.read("R2", "cr", false).Acquired)
+		require.True(t, f.read(oid("R2"), "cr", false).Acquired)
 		do(t, c, c.B().Set().Key(f.k.QueueW).Value("app").Build())
 		deleted, foreign := force(f.k.Intro(), f.wake)
 		assert.False(t, deleted)
@@ -1142,15 +1150,15 @@ func TestFamilyForceUnlock(t *testing.T) {
 	})
 	t.Run("Semaphore", func(t *testing.T) {
 		f := newSem(t, c, []string{standaloneAddr}, false, 2)
-		require.True(t, f.acquire("A", "ca", 2, false).Acquired)
-		require.False(t, f.acquire("B", "cb", 2, true).Acquired)
+		require.True(t, f.acquire(oid("A"), "ca", 2, false).Acquired)
+		require.False(t, f.acquire(oid("B"), "cb", 2, true).Acquired)
 		cb := f.listen("cb")
 		deleted, _ := force(f.k.Intro(), f.wake)
 		assert.True(t, deleted)
 		cb.woken(t)
 		assert.False(t, exists(t, c, f.k.Holders))
 		assert.Equal(t, int64(2), f.available(), "the size is kept while clients wait")
-		require.True(t, f.acquire("B", "cb", 2, true).Acquired)
+		require.True(t, f.acquire(oid("B"), "cb", 2, true).Acquired)
 
 		do(t, c, c.B().Del().Key(f.k.Records).Build())
 		do(t, c, c.B().Set().Key(f.k.Records).Value("app").Build())
@@ -1159,6 +1167,66 @@ func TestFamilyForceUnlock(t *testing.T) {
 		assert.Equal(t, f.k.Records, foreign)
 		assert.True(t, exists(t, c, f.k.Holders), "deleted although refused")
 	})
+}
+
+// TestForceUnlockShape: the force-unlock scripts delete a key only when
+// it holds what latchkey writes there (force.lua's foreign): a hold hash
+// of owner ids ("<UUID>:<n>") with integer counts beside '#' fields, a
+// records hash of owner ids, a lease set of owner ids, a Semaphore's wants
+// of integers. Anything else, an application's key of the same type, is
+// named and nothing is deleted.
+func TestForceUnlockShape(t *testing.T) {
+	c := standaloneClient(t)
+	hset := func(key string, kv ...string) {
+		t.Helper()
+		do(t, c, c.B().Arbitrary("HSET").Keys(key).Args(kv...).Build())
+	}
+	refused := func(in luascripts.Intro, key string) {
+		t.Helper()
+		before, err := do(t, c, c.B().Dump().Key(key).Build()).ToString()
+		require.NoError(t, err)
+		deleted, foreign, err := in.ForceUnlock(t.Context(), c, luascripts.Wake{})
+		require.NoError(t, err)
+		assert.False(t, deleted)
+		assert.Equal(t, key, foreign)
+		after, err := do(t, c, c.B().Dump().Key(key).Build()).ToString()
+		require.NoError(t, err)
+		assert.Equal(t, before, after, "%s changed", key)
+		do(t, c, c.B().Del().Key(key).Build())
+	}
+
+	k := newKeys(t, c)
+	hset(k.Lock, oid("A"), "2", "#rec", "whatever", strings.ToUpper(oid("B")), "1")
+	assert.True(t, forceUnlock(t, c, k, luascripts.Wake{}), "owner ids, counts and '#' fields: a lock")
+	for _, kv := range [][]string{
+		{"name", "bob", "email", "b@x"},                  // an application's hash
+		{"views", "12"},                                  // of integers
+		{"mode", "read", oid("A"), "1"},                  // a Redisson RReadWriteLock
+		{oid("A"), "one"},                                // a count that is not an integer
+		{oid("A") + ":write", "1"},                       // Redisson's write owner
+		{"0b8e2f3c-1d4a-4b5c-8d6e-7f8091a2b3c4", "1"},    // no ":<n>"
+		{"u-1d4a-4b5c-8d6e-7f8091a2b3c4:1", "1"},         // no UUID
+		{"0b8e2f3c-1d4a-4b5c-8d6e-7f8091a2b3c4:1x", "1"}, // not a number
+	} {
+		hset(k.Lock, kv...)
+		refused(k.Intro(), k.Lock)
+	}
+
+	rw := newRW(t, c)
+	hset(rw.k.Readers, "someone", "1")
+	refused(rw.k.Intro(), rw.k.Readers)
+	hset(rw.k.ReadRecords, "someone", oid("A")+"|1|0|")
+	refused(rw.k.Intro(), rw.k.ReadRecords)
+	do(t, c, c.B().Zadd().Key(rw.k.ReadLeases).ScoreMember().ScoreMember(1, "alice").ScoreMember(2, oid("A")).Build())
+	refused(rw.k.Intro(), rw.k.ReadLeases)
+
+	sem := newSem(t, c, []string{standaloneAddr}, false, 2)
+	hset(sem.k.Wants, "#size", "2", "some client", "many")
+	refused(sem.k.Intro(), sem.k.Wants)
+	hset(sem.k.Records, oid("A"), "1", "someone", "1")
+	refused(sem.k.Intro(), sem.k.Records)
+	hset(sem.k.Holders, "#size", "2", "#held", "1", "slots", "1")
+	refused(sem.k.Intro(), sem.k.Holders)
 }
 
 // ---- inspect ----
@@ -1383,19 +1451,19 @@ func TestEveryScriptAfterFlush(t *testing.T) {
 		run func()
 	}{
 		{luascripts.Acquire, func() {
-			assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: 1}, acquire(t, c, k, luascripts.AcquireArgs{Owner: "A", Lease: lease, Client: "a"}))
+			assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: 1}, acquire(t, c, k, luascripts.AcquireArgs{Owner: oid("A"), Lease: lease, Client: "a"}))
 		}},
-		{luascripts.Reenter, func() { assert.Equal(t, int64(2), reenter(t, c, k, "A")) }},
+		{luascripts.Reenter, func() { assert.Equal(t, int64(2), reenter(t, c, k, oid("A"))) }},
 		{luascripts.Describe, func() {
 			assert.Equal(t, int64(2), describe(t, c, k.Intro(), 1).Holds[0].Count)
 		}},
 		{luascripts.Renew, func() {
-			v, err := luascripts.Renew.Exec(t.Context(), c, []string{k.Lock}, []string{luascripts.Millis(lease), "A"}).AsIntSlice()
+			v, err := luascripts.Renew.Exec(t.Context(), c, []string{k.Lock}, []string{luascripts.Millis(lease), oid("A")}).AsIntSlice()
 			require.NoError(t, err)
 			assert.Equal(t, []int64{1}, v)
 		}},
 		{luascripts.Release, func() {
-			assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2}))
+			assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: oid("A"), Count: 2}))
 		}},
 		{luascripts.Leave, func() { assert.False(t, leave(t, c, k, "a", luascripts.Wake{})) }},
 		{luascripts.ForceUnlock, func() { assert.True(t, forceUnlock(t, c, k, luascripts.Wake{})) }},
@@ -1509,16 +1577,16 @@ func TestClusterSharded(t *testing.T) {
 		lis := func(client string) listener {
 			return listen(t, c, clusterAddrs, true, k, client)
 		}
-		tok := take(t, c, k, "A")
-		require.Equal(t, int64(2), reenter(t, c, k, "A"))
+		tok := take(t, c, k, oid("A"))
+		require.Equal(t, int64(2), reenter(t, c, k, oid("A")))
 		enqueue(t, c, k, "w1")
 		enqueue(t, c, k, "w2")
 		enqueue(t, c, k, "w3")
 		w1, w2, w3 := lis("w1"), lis("w2"), lis("w3")
 
-		assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 2, Wake: wake}))
+		assert.Equal(t, luascripts.ReleaseReply{Left: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: oid("A"), Count: 2, Wake: wake}))
 		w1.quiet(t)
-		assert.Equal(t, luascripts.ReleaseReply{Woken: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: "A", Count: 1, Wake: wake}))
+		assert.Equal(t, luascripts.ReleaseReply{Woken: 1}, release(t, c, k, luascripts.ReleaseArgs{Owner: oid("A"), Count: 1, Wake: wake}))
 		w1.woken(t)
 		require.False(t, acquire(t, c, k, luascripts.AcquireArgs{Owner: "X", Lease: lease, Client: "x", Wake: wake}).Acquired, "kept for w1")
 
@@ -1526,7 +1594,7 @@ func TestClusterSharded(t *testing.T) {
 		assert.True(t, leave(t, c, k, "w1", wake))
 		w2.woken(t)
 		w3.quiet(t)
-		got := acquire(t, c, k, luascripts.AcquireArgs{Owner: "W2", Lease: lease, Client: "w2", Waiter: true, Wake: wake})
+		got := acquire(t, c, k, luascripts.AcquireArgs{Owner: oid("W2"), Lease: lease, Client: "w2", Waiter: true, Wake: wake})
 		assert.Equal(t, luascripts.AcquireReply{Acquired: true, Token: tok + 1}, got)
 
 		assert.True(t, forceUnlock(t, c, k, wake))

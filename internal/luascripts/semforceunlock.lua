@@ -3,7 +3,7 @@
 -- KEYS[1..5]  semqueue.lua's
 -- ARGV[1]  B, for the channels  ARGV[2]  wake spec
 -- Returns as forceunlock.lua does. B:qn keeps the size while clients wait.
-local bad = foreign('hzhzh')
+local bad = foreign('herzw')
 if bad then
   return bad
 end
