@@ -30,8 +30,10 @@ import (
 // tests run under MONITOR, which shows each EVALSHA (with its KEYS) and then
 // every command its script issues (the "[0 lua]" lines); the server itself
 // says which arguments of each command are keys (COMMAND GETKEYSANDFLAGS).
-// It also checks that every script of All() ran, so a new script cannot
-// escape it.
+// Channels are not keys: a script that publishes on one of its KEYS is
+// reported too, since Redis checks declared KEYS against an ACL user's key
+// patterns, which need not cover the channels. It also checks that every
+// script of All() ran, so a new script cannot escape it.
 func TestDeclaredKeys(t *testing.T) {
 	c := standaloneClient(t)
 	audit := startAudit(t, standaloneAddr)
@@ -73,6 +75,7 @@ func TestDeclaredKeys(t *testing.T) {
 		touched map[string]bool
 	}
 	found := make(map[string]*finding)
+	channels := make(map[string][]string) // script name -> the channels it was given as KEYS
 	for _, call := range calls {
 		name, ok := names[call.sha]
 		if !ok {
@@ -82,6 +85,13 @@ func TestDeclaredKeys(t *testing.T) {
 			ran[name] = true
 		}
 		for _, cmd := range call.cmds {
+			// Channels are not keys (docs/design.md): Redis checks the
+			// declared KEYS against a user's key patterns, so a channel
+			// declared as one needs a key grant too, which an ACL that
+			// grants it as a channel (&pattern) does not give.
+			if pub := strings.ToLower(cmd[0]); (pub == "publish" || pub == "spublish") && len(cmd) > 1 && slices.Contains(call.keys, cmd[1]) {
+				channels[name] = append(channels[name], untagged(cmd[1]))
+			}
 			for _, key := range commandKeys(t, c, cmd) {
 				if slices.Contains(call.keys, key) {
 					continue
@@ -108,6 +118,16 @@ func TestDeclaredKeys(t *testing.T) {
 			keys[i] = untagged(k)
 		}
 		bad = append(bad, fmt.Sprintf("%s touches %q%s, not among its KEYS %q", where, touched, more, keys))
+	}
+	for name, chs := range channels {
+		if name == "latchcountdown" {
+			// Declares its channel, which lives under latchkey's prefix,
+			// so the documented ACL (~latchkey:* &latchkey:*) grants it as
+			// a key too. Still to move to ARGV.
+			continue
+		}
+		slices.Sort(chs)
+		bad = append(bad, fmt.Sprintf("%s publishes on %q, which its caller declared among its KEYS: pass channels in ARGV", name, slices.Compact(chs)))
 	}
 	sort.Strings(bad)
 	for _, b := range bad {

@@ -50,15 +50,19 @@ func (k RedissonKeys) Release(ctx context.Context, c rueidis.Client, a ReleaseAr
 	if a.Wake.Sharded {
 		publish = "spublish"
 	}
-	args := []string{a.Owner, itoa(a.Count), publish, flag(a.Retry)}
+	// The channel goes in ARGV, not KEYS: Redis checks a script's declared
+	// keys against the user's key patterns, and the channel is granted as
+	// a channel only (docs/redisson.md's ACL).
+	args := []string{k.Channel, a.Owner, itoa(a.Count), publish, flag(a.Retry)}
 	if a.Heir != "" {
 		args = append(args, a.Heir, Millis(a.HeirLease), flag(a.HeirCheck))
 	}
-	return runRelease(ctx, c, RedissonRelease, []string{k.Lock, k.Channel, k.Token}, args, a.Sync)
+	return runRelease(ctx, c, RedissonRelease, []string{k.Lock, k.Token}, args, a.Sync)
 }
 
 // Intro is a Redisson lock's introspection (redissondescribe.lua,
-// redissonforceunlock.lua): holders without records, no queue.
+// redissonforceunlock.lua): holders without records, no queue. The only
+// key is the lock; the channel is ARGV (as in Release).
 func (k RedissonKeys) Intro() Intro {
-	return Intro{describe: RedissonDescribe, forceUnlock: RedissonForceUnlock, keys: []string{k.Lock, k.Channel}, base: k.Channel}
+	return Intro{describe: RedissonDescribe, forceUnlock: RedissonForceUnlock, keys: []string{k.Lock}, base: k.Channel}
 }
