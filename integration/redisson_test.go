@@ -336,3 +336,41 @@ func TestRedissonElectionRefused(t *testing.T) {
 		require.Zero(t, n, "a refused election wrote a key")
 	})
 }
+
+// TestRedissonUnpairedBraces: names whose Redisson channel would hash to
+// another Cluster slot than the lock ("a}b", "a{b", "a{}b") are refused
+// only on a Cluster, where Redisson cannot use them either; on standalone
+// Redis (and Sentinel) Redisson uses them without trouble, so latchkey
+// shares them: Lock, Inspect, exclusion of a Java holder and Unlock.
+func TestRedissonUnpairedBraces(t *testing.T) {
+	forEachTopology(t, func(t *testing.T, tp topology) {
+		ctx := context.Background()
+		rc := redisClient(t, tp)
+		locks := lockClient(t, tp, redissonOptions(rlock.Options{}))
+		for _, suffix := range []string{"}b", "{b", "{}b"} {
+			name := lockName(t) + suffix
+			t.Cleanup(func() {
+				_ = rc.Do(context.Background(), rc.B().Del().Key(name).Build()).Error()
+				_ = rc.Do(context.Background(), rc.B().Del().Key(javaTokenKey(name)).Build()).Error()
+			})
+			m := locks.Mutex(name)
+			if tp.cluster {
+				_, err := m.Lock(ctx)
+				require.ErrorIs(t, err, rlock.ErrInvalidName, "%q on a Cluster", name)
+				_, err = locks.Inspect(ctx, name)
+				require.ErrorIs(t, err, rlock.ErrInvalidName, "Inspect %q on a Cluster", name)
+				continue
+			}
+			lctx, err := m.Lock(ctx)
+			require.NoError(t, err, "%q off a Cluster", name)
+			info, err := locks.Inspect(ctx, name)
+			require.NoError(t, err)
+			require.Len(t, info.Holders, 1)
+			ok, err := newJavaClient(t, tp, 30*time.Second).lock(name, false).TryLock(ctx, 1, 0)
+			require.NoError(t, err)
+			require.False(t, ok, "Java got in while Go held %q", name)
+			require.NoError(t, m.Unlock(lctx))
+			require.False(t, exists(t, rc, name), "%q was not released", name)
+		}
+	})
+}

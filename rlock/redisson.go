@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/redis/rueidis"
+
 	"github.com/latchkey/latchkey/internal/luascripts"
 )
 
@@ -19,7 +21,9 @@ const (
 	ProtocolLatchkey Protocol = iota
 	// ProtocolRedisson speaks the lock protocol of Redisson 3.24+ and 4.x:
 	// Mutex and SpinMutex keep the hash at the name as given (braces
-	// allowed, no prefix), {"<client id>:<n>" -> hold count}; a release
+	// allowed, no prefix; on a Redis Cluster a name whose channel would
+	// hash to another slot, such as "a}b", is ErrInvalidName),
+	// {"<client id>:<n>" -> hold count}; a release
 	// that frees it publishes on "redisson_lock__channel:{name}", where Go
 	// and Java waiters alike wait. Tokens are RFencedLock's counter
 	// "redisson_lock_token:{name}"; Token returns a hold's grant's value.
@@ -41,14 +45,15 @@ func (c *Client) newRedissonMutex(name string, spin bool) *Mutex {
 }
 
 // redissonName checks a lock name for ProtocolRedisson: 1 to MaxNameLen
-// bytes, and, since Redisson derives its channel's and token's names from
-// it, a name that keeps them in its Redis Cluster slot.
+// bytes, and, on a Redis Cluster, since Redisson derives its channel's and
+// token's names from it, a name that keeps them in its slot. Off a Cluster
+// slots do not matter: Redisson uses such names there, and so may latchkey.
 func (c *Client) redissonName(name string) error {
 	keys := luascripts.NewRedissonKeys(name)
 	switch err := validateName(name, true); {
 	case err != nil:
 		return err
-	case hashTag(name) != hashTag(keys.Channel): // "a}b", "a{b", "a{}b"
+	case c.rc.Mode() == rueidis.ClientModeCluster && hashTag(name) != hashTag(keys.Channel): // "a}b", "a{b", "a{}b"
 		return fmt.Errorf("%w: %q: Redisson's channel %q would hash to another Redis Cluster slot (a brace without its pair, or an empty {})", ErrInvalidName, name, keys.Channel)
 	}
 	return nil
