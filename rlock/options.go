@@ -146,7 +146,11 @@ type Options struct {
 
 	// Protocol is the locks' format in Redis: ProtocolLatchkey (default) or
 	// ProtocolRedisson, to share Mutex locks with Redisson (docs/redisson.md).
-	// Prefix and HandoffWindow do not apply to ProtocolRedisson.
+	// Prefix and HandoffWindow do not apply to ProtocolRedisson. Make one
+	// ProtocolRedisson Client per rueidis client: two on one share
+	// Redisson's per-name channel on one connection and unsubscribe each
+	// other (false "subscription lost" warnings and needless wake-ups,
+	// though no lost ones).
 	Protocol Protocol
 
 	// OnAttempt, when set, is called after every run of an acquire script,
