@@ -282,6 +282,7 @@ send:
 	w.stats.Late += totals.late
 	w.stats.Errors += totals.errors
 	w.mu.Unlock()
+	w.meters.recordTick(totals.renewed, totals.errors)
 	select {
 	case w.tickEnded <- totals.failed:
 	case <-w.ctx.Done():
