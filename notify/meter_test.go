@@ -11,19 +11,19 @@ import (
 )
 
 // fakeMeter records what the hub's instruments measure, so a test can read
-// a counter or a gauge by name. It stands in for an SDK, which the notify
+// a counter or an observable by name. It stands in for an SDK, which the notify
 // module does not depend on; attributes are ignored (summed over).
 type fakeMeter struct {
 	noop.Meter
 
-	mu       sync.Mutex
-	counters map[string]int64
-	gauges   map[metric.Int64Observable]string
-	callback metric.Callback
+	mu          sync.Mutex
+	counters    map[string]int64
+	observables map[metric.Int64Observable]string
+	callback    metric.Callback
 }
 
 func newFakeMeter() *fakeMeter {
-	return &fakeMeter{counters: make(map[string]int64), gauges: make(map[metric.Int64Observable]string)}
+	return &fakeMeter{counters: make(map[string]int64), observables: make(map[metric.Int64Observable]string)}
 }
 
 type fakeCounter struct {
@@ -38,18 +38,20 @@ func (c fakeCounter) Add(_ context.Context, n int64, _ ...metric.AddOption) {
 	c.m.counters[c.name] += n
 }
 
-// fakeGauge is a pointer so that each gauge is a distinct map key.
-type fakeGauge struct{ noop.Int64ObservableGauge }
+// fakeObservable is a pointer so that each one is a distinct map key.
+type fakeObservable struct {
+	noop.Int64ObservableUpDownCounter
+}
 
 func (m *fakeMeter) Int64Counter(name string, _ ...metric.Int64CounterOption) (metric.Int64Counter, error) {
 	return fakeCounter{m: m, name: name}, nil
 }
 
-func (m *fakeMeter) Int64ObservableGauge(name string, _ ...metric.Int64ObservableGaugeOption) (metric.Int64ObservableGauge, error) {
-	g := &fakeGauge{}
+func (m *fakeMeter) Int64ObservableUpDownCounter(name string, _ ...metric.Int64ObservableUpDownCounterOption) (metric.Int64ObservableUpDownCounter, error) {
+	g := &fakeObservable{}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.gauges[g] = name
+	m.observables[g] = name
 	return g, nil
 }
 
@@ -67,7 +69,7 @@ func (m *fakeMeter) counter(name string) int64 {
 }
 
 // collect runs the registered callback, as a collection would, and returns
-// the gauges it observed by name.
+// the values it observed, by instrument name.
 func (m *fakeMeter) collect(t *testing.T) map[string]int64 {
 	t.Helper()
 	m.mu.Lock()
@@ -88,5 +90,5 @@ type fakeObserver struct {
 func (o *fakeObserver) ObserveInt64(g metric.Int64Observable, v int64, _ ...metric.ObserveOption) {
 	o.m.mu.Lock()
 	defer o.m.mu.Unlock()
-	o.values[o.m.gauges[g]] += v
+	o.values[o.m.observables[g]] += v
 }

@@ -23,11 +23,17 @@ func newMeters(h *Hub, m metric.Meter) *meters {
 		metric.WithDescription("Wake-up messages received, by latchkey.wakeup: one (wakes one waiter) or all (a broadcast)."))
 	unclaimed, err2 := m.Int64Counter("latchkey.notify.wakeups.unclaimed", metric.WithUnit("{message}"),
 		metric.WithDescription("Wake-up messages dropped because one was already pending for the channel's waiters, or because the channel had none (it was lingering)."))
-	subs, err3 := m.Int64ObservableGauge("latchkey.notify.subscriptions", metric.WithUnit("{channel}"),
+	// Up-down counters, not gauges: the Clients of a process share a
+	// MeterProvider and each observes its own hub's channels under the
+	// same attributes. The SDK sums the observations of an up-down counter
+	// and keeps only the last of a gauge's, which read one Client's
+	// channels as the process's.
+	subs, err3 := m.Int64ObservableUpDownCounter("latchkey.notify.subscriptions", metric.WithUnit("{channel}"),
 		metric.WithDescription("Channels this process is subscribed to (one per lock with local waiters, or waited for within the linger), lingering ones included."))
-	// A gauge of its own, not an attribute of the one above: the total stays
-	// one series, as dashboards already read it, and this one is a part of it.
-	lingering, err4 := m.Int64ObservableGauge("latchkey.notify.lingering", metric.WithUnit("{channel}"),
+	// An instrument of its own, not an attribute of the one above: the total
+	// stays one series, as dashboards already read it, and this one is a
+	// part of it.
+	lingering, err4 := m.Int64ObservableUpDownCounter("latchkey.notify.lingering", metric.WithUnit("{channel}"),
 		metric.WithDescription("Of latchkey.notify.subscriptions, the channels with no waiter left, kept for the linger so that the next waiter need not subscribe."))
 	if errors.Join(err1, err2, err3, err4) != nil {
 		return nil
