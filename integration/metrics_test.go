@@ -134,13 +134,15 @@ func TestMetricsAndTraces(t *testing.T) {
 		kind := attribute.String("latchkey.kind", "mutex")
 		outcome := func(o string) attribute.KeyValue { return attribute.String("latchkey.outcome", o) }
 
-		// Busy: a TryLock without wait times out at once, uncontended.
+		// Busy: a TryLock without wait times out at once; it found the lock
+		// busy, so it counts as contended, and makes no span.
 		held, err := other.Mutex(name).Lock(ctx)
 		require.NoError(t, err)
 		_, ok, err := c.Mutex(name).TryLock(ctx)
 		require.NoError(t, err)
 		require.False(t, ok)
 		assert.EqualValues(t, 1, r.value("latchkey.lock.wait.duration", kind, outcome("timeout")))
+		assert.EqualValues(t, 1, r.value("latchkey.lock.contended", kind))
 
 		// Contended: a Lock waits, on one subscription, for the release.
 		var wg sync.WaitGroup
@@ -155,7 +157,7 @@ func TestMetricsAndTraces(t *testing.T) {
 		wg.Wait()
 		require.NotNil(t, lctx)
 		assert.EqualValues(t, 1, r.value("latchkey.lock.wait.duration", kind, outcome("acquired")))
-		assert.EqualValues(t, 1, r.value("latchkey.lock.contended", kind))
+		assert.EqualValues(t, 2, r.value("latchkey.lock.contended", kind))
 		assert.EqualValues(t, 1, r.value("latchkey.lock.acquisitions", kind, attribute.Bool("latchkey.reentry", false)))
 		assert.GreaterOrEqual(t, r.value("latchkey.notify.wakeups.received", attribute.String("latchkey.wakeup", "one")), int64(1))
 		ended := spans.Ended()
@@ -195,7 +197,7 @@ func TestMetricsAndTraces(t *testing.T) {
 		stop()
 		wg.Wait()
 		assert.EqualValues(t, 1, r.value("latchkey.lock.wait.duration", kind, outcome("cancelled")))
-		assert.EqualValues(t, 2, r.value("latchkey.lock.contended", kind))
+		assert.EqualValues(t, 3, r.value("latchkey.lock.contended", kind))
 
 		// Timed out: a wait whose context's deadline passes, like a TryLock's.
 		dctx := newDeadlineCtx(ctx)
@@ -206,7 +208,7 @@ func TestMetricsAndTraces(t *testing.T) {
 		dctx.expire()
 		wg.Wait()
 		assert.EqualValues(t, 2, r.value("latchkey.lock.wait.duration", kind, outcome("timeout")))
-		assert.EqualValues(t, 3, r.value("latchkey.lock.contended", kind))
+		assert.EqualValues(t, 4, r.value("latchkey.lock.contended", kind))
 		ended = spans.Ended()
 		require.Len(t, ended, 3, "a span per wait")
 		assert.Contains(t, ended[1].Attributes(), outcome("cancelled"))

@@ -108,7 +108,7 @@ const (
 
 var counterSpecs = [numCounters]struct{ name, unit, desc string }{
 	acquisitions: {"latchkey.lock.acquisitions", "{acquisition}", "Locks acquired, re-entries (latchkey.reentry=true) included."},
-	contentions:  {"latchkey.lock.contended", "{acquisition}", "Lock and TryLock calls that had to wait (the lock was busy at their first try), and Awaits that did (the latch was set), whatever their outcome."},
+	contentions:  {"latchkey.lock.contended", "{acquisition}", "Lock and TryLock calls that found the lock busy, those that waited and tries refused without a wait, and Awaits that waited (the latch was set), whatever their outcome."},
 	losses:       {"latchkey.lock.lost", "{hold}", "Holds lost before their Unlock, by cause: gone (deleted or expired in Redis), renewal_failed, lease_ended, other."},
 	wakeups:      {"latchkey.lock.wakeups.sent", "{message}", "Releases that woke a queued client, and latch count-downs whose zero reached a subscribed client (one message each); local handovers send none."},
 	forceUnlocks: {"latchkey.lock.force_unlocks", "{lock}", "Locks this client deleted with ForceUnlock; their holders count them as lost (gone)."},
@@ -249,7 +249,8 @@ func (a *acquireObs) end(ctx context.Context, err error) {
 	a.endWait(ctx, err)
 }
 
-// endWait records the wait's outcome, its contention and its span only: an
+// endWait records the wait's outcome, its contention (it waited, or was
+// refused as busy) and its span only: an
 // Await ends with it, since it acquires nothing that a hold could follow.
 func (a *acquireObs) endWait(ctx context.Context, err error) {
 	if a == nil {
@@ -258,7 +259,10 @@ func (a *acquireObs) endWait(ctx context.Context, err error) {
 	out := outcome(ctx, err)
 	ob := a.ob
 	ob.wait.Record(context.Background(), time.Since(a.start).Seconds(), ob.attrs(a.kind, a.name, out))
-	if a.waited {
+	// A try refused without a wait (errBusy) found the lock busy as much as
+	// a call that waited: the contention ratio (contended over the waits
+	// recorded) would read a lock that refuses every TryLock as free.
+	if a.waited || errors.Is(err, errBusy) {
 		ob.add(contentions, a.kind, a.name, 1, plain)
 	}
 	if a.span != nil {
