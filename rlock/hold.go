@@ -279,7 +279,10 @@ func (h *hold) addLevel(parent context.Context) (context.Context, error) {
 }
 
 // leaked runs when lv's context became unreachable while still held: warn
-// and unlock it in a goroutine (a cleanup must not block) that Close awaits.
+// and unlock it in a goroutine that Close awaits. A cleanup must not block:
+// the runtime runs the process's cleanups on one goroutine (or a few), and
+// the Logger's handler may block (a full pipe, a synchronous sink), so the
+// Warn is logged on that goroutine too.
 func (lv *level) leaked() {
 	h := lv.h
 	c := h.sd.c
@@ -292,13 +295,13 @@ func (lv *level) leaked() {
 	if !live {
 		return
 	}
-	if l := c.opts.Logger; l != nil {
-		l.Warn("latchkey: a lock context was dropped without its Unlock; unlocking it (call Unlock with the context Lock returned)",
-			"lock", h.sd.name, "kind", h.sd.what, "locked_at", lv.lockedAt())
-	}
 	c.obs.add(leaks, h.sd.metric, h.sd.name, 1, plain)
 	go func() {
 		defer c.leaks.Done()
+		if l := c.opts.Logger; l != nil {
+			l.Warn("latchkey: a lock context was dropped without its Unlock; unlocking it (call Unlock with the context Lock returned)",
+				"lock", h.sd.name, "kind", h.sd.what, "locked_at", lv.lockedAt())
+		}
 		// Until lv is gone: an unlock that could not complete the owner's
 		// pending release leaves lv held, with nobody else to unlock it. A
 		// failed release of the last level expires within its lease.
