@@ -29,6 +29,10 @@ type hold struct {
 	ttl     time.Duration
 	granted time.Time       // for the hold-time metric
 	base    context.Context // the grant's parent: a writer's read hold derives from it
+	// leveled: a level was added, so the grant reached its caller (an
+	// acquisition). A grant given back before (after Close, or after its
+	// caller gave up) records no hold time.
+	leveled atomic.Bool
 
 	// io serialises the owner's calls to Redis, so that count equals the
 	// owner's count there and a lost reply can be retried or undone exactly.
@@ -263,6 +267,7 @@ func (h *hold) addLevel(parent context.Context) (context.Context, error) {
 	lost, closed := h.lost, c.closed
 	if lost == nil {
 		h.levels = append(h.levels, lv)
+		h.leveled.Store(true)
 	}
 	c.mu.Unlock()
 	switch {
@@ -498,7 +503,7 @@ func (h *hold) abandon() {
 	if lost != nil {
 		return
 	}
-	c.obs.ended(sd.metric, sd.name, h.granted, nil)
+	h.recordEnd(nil)
 	c.mu.Lock()
 	release := !c.closed
 	if release {
@@ -550,7 +555,7 @@ func (h *hold) releaseLast() error {
 		// Lost before this Unlock, though no watchdog or timer saw it.
 		lost = fmt.Errorf("%w: %w", ErrLockLost, h.foundGone("its release"))
 	}
-	c.obs.ended(sd.metric, sd.name, h.granted, lost) // a hold lost earlier was counted by lose
+	h.recordEnd(lost) // a hold lost earlier was counted by lose
 	switch {
 	case err != nil && !errors.Is(err, ErrNotReplicated):
 		return err
@@ -558,6 +563,17 @@ func (h *hold) releaseLast() error {
 		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
 	}
 	return err
+}
+
+// recordEnd records h's end, its hold time and its loss when cause is not
+// nil, if a caller had it: a grant given back before it reached one (a
+// handover after its waiter gave up, a grant after Close or after the
+// caller's ctx ended) was counted as no acquisition, so it has no hold
+// time either, and hold counts do not exceed acquisitions.
+func (h *hold) recordEnd(cause error) {
+	if h.leveled.Load() {
+		h.sd.c.obs.ended(h.sd.metric, h.sd.name, h.granted, cause)
+	}
 }
 
 // takeLevel marks lv released (false: it already was) and says why the
@@ -633,7 +649,7 @@ func (h *hold) lose(from int, cause error, release time.Duration) bool {
 		cause = fmt.Errorf("%w: %w", ErrLockLost, cause)
 	}
 	h.lost = cause
-	c.obs.ended(h.sd.metric, h.sd.name, h.granted, cause)
+	h.recordEnd(cause)
 	delete(c.holds, h)
 	baton, levels := h.baton, h.levels
 	h.baton, h.levels = false, nil
