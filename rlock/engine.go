@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -39,9 +38,6 @@ type side struct {
 	// keep lists the keys a hold keeps alive, in watchdog groups (the first
 	// key holds the owner's field, the rest follow it).
 	keep [][]string
-	// last is the last refusal, for a WaitError (a pointer, so that a
-	// primitive built on another's side may share it).
-	last *atomic.Pointer[refusal]
 }
 
 // reply is one acquire call's answer; fail refuses for good (a
@@ -92,9 +88,9 @@ func (sd *side) lock(ctx context.Context, lo lockOptions, deadline time.Time, no
 		lo.obs = sd.c.obs.begin(ctx, sd.metric, sd.name)
 	}
 	start := time.Now()
-	lctx, err := sd.acquireNew(ctx, lo, deadline, noWait)
+	lctx, blocker, err := sd.acquireNew(ctx, lo, deadline, noWait)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		err = sd.waitError(start, err)
+		err = sd.waitError(start, err, blocker)
 	}
 	if own {
 		lo.obs.end(ctx, err)
@@ -104,30 +100,32 @@ func (sd *side) lock(ctx context.Context, lo lockOptions, deadline time.Time, no
 
 // acquireNew takes the side for a new owner: it enters the turn and, unless
 // handed the lock, contends until ctx ends or deadline (zero: none) passes
-// (errBusy). noWait tries once.
-func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Time, noWait bool) (context.Context, error) {
+// (errBusy). noWait tries once. A wait that ended says what it waited
+// behind then (blocker, nil: nothing known), for its WaitError.
+func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Time, noWait bool) (_ context.Context, blocker *refusal, _ error) {
 	c := sd.c
 	if sd.shared {
 		// Requests that never block each other need not take turns to ask.
 		lctx, t, err := sd.tryAside(ctx, ctx, lo)
 		switch {
 		case t.Acquired:
-			return lctx, err
+			return lctx, nil, err
 		case err != nil && !transient(ctx, err):
-			return nil, ended(ctx, ctx, err)
+			return nil, nil, ended(ctx, ctx, err)
 		case noWait || expired(deadline):
-			return nil, busyOr(err)
+			return nil, nil, busyOr(err)
 		}
 	}
-	tn, b, err := c.enterTurn(ctx, sd, lo, deadline, noWait)
+	tn, b, blocker, err := c.enterTurn(ctx, sd, lo, deadline, noWait)
 	if err != nil {
-		return nil, err
+		return nil, blocker, err
 	}
 	if b.Acquired {
 		// Handed the lock: still counted until newHold has made it a hold,
 		// or given it back if Close came first (see granted).
 		defer c.contenders.Done()
-		return c.newHold(ctx, sd, tn, b, lo)
+		lctx, err := c.newHold(ctx, sd, tn, b, lo)
+		return lctx, nil, err
 	}
 	if b.owner != "" {
 		// A handover of unknown outcome: give it back before contending.
@@ -150,22 +148,24 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 			tn.sub = sub
 		case c.isClosed():
 			c.leaveTurn(tn, sd, true, true)
-			return nil, ErrClosed
+			return nil, nil, ErrClosed
 		}
 	}
 	var first try
 	var firstErr error
 	if sd.spin || tn.sub == nil {
-		first, firstErr = sd.attempt(ctx, lo, false)
+		first, firstErr = sd.attempt(ctx, lo, tn, false)
 		switch {
 		case firstErr == nil && first.Acquired:
-			return sd.granted(ctx, tn, first, lo)
+			lctx, err := sd.granted(ctx, tn, first, lo)
+			return lctx, nil, err
 		case firstErr != nil && !transient(ctx, firstErr):
+			blocker = c.lastRefusal(tn)
 			c.leaveTurn(tn, sd, true, true)
-			return nil, ended(ctx, ctx, firstErr)
+			return nil, blocker, ended(ctx, ctx, firstErr)
 		case noWait || expired(deadline):
 			c.leaveTurn(tn, sd, true, true)
-			return nil, busyOr(firstErr)
+			return nil, nil, busyOr(firstErr)
 		}
 	}
 	// Close cancels the contender's calls and waits for it to leave the queue.
@@ -173,10 +173,31 @@ func (sd *side) acquireNew(ctx context.Context, lo lockOptions, deadline time.Ti
 	defer release()
 	t, err := sd.contend(cctx, tn, lo, deadline, first, firstErr)
 	if err != nil {
+		blocker = c.lastRefusal(tn)
 		c.leaveTurn(tn, sd, true, true)
-		return nil, ended(ctx, cctx, err)
+		return nil, blocker, ended(ctx, cctx, err)
 	}
-	return sd.granted(ctx, tn, t, lo)
+	lctx, err := sd.granted(ctx, tn, t, lo)
+	return lctx, nil, err
+}
+
+// grantedBeside drops the last refusal of sd's turn, if any, at a grant
+// made outside it (a reader's first try): the refusal is older than the
+// grant, so its holder may be gone (see turn.last).
+func (c *Client) grantedBeside(sd *side) {
+	c.mu.Lock()
+	if t := c.turns[sd.turnKey()]; t != nil {
+		t.last = nil
+	}
+	c.mu.Unlock()
+}
+
+// lastRefusal is what the baton holder of t waits behind: its last
+// refusal, or the one its predecessor left (see turn.last).
+func (c *Client) lastRefusal(t *turn) *refusal {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return t.last
 }
 
 // afterSubscribedHint, set only by tests, runs between the Subscribed hint
@@ -214,11 +235,12 @@ func (sd *side) tryAside(ctx, parent context.Context, lo lockOptions) (lctx cont
 	}
 	defer c.contenders.Done()
 	cctx, release := c.cut(ctx)
-	t, err = sd.attempt(cctx, lo, false)
+	t, err = sd.attempt(cctx, lo, nil, false)
 	closed := errors.Is(context.Cause(cctx), ErrClosed) // read before release cancels cctx
 	release()
 	switch {
 	case err == nil && t.Acquired:
+		c.grantedBeside(sd)
 		lctx, err = c.newHold(parent, sd, nil, t, lo)
 		return lctx, t, err
 	case err != nil && closed && ctx.Err() == nil:
@@ -231,8 +253,9 @@ func (sd *side) tryAside(ctx, parent context.Context, lo lockOptions) (lctx cont
 // outcome is undone at once and returns a transient error; the next
 // attempt's owner id differs, so a grant landing after the undo is no one's
 // we count on. A call that ctx ends is still awaited (uncut), and a grant
-// it got is given back.
-func (sd *side) attempt(ctx context.Context, lo lockOptions, queued bool) (try, error) {
+// it got is given back. A refusal is recorded as tn's last, when the caller
+// holds the baton of a turn tn (nil: none).
+func (sd *side) attempt(ctx context.Context, lo lockOptions, tn *turn, queued bool) (try, error) {
 	if err := ctx.Err(); err != nil {
 		return try{}, err // send nothing: uncut would
 	}
@@ -255,8 +278,11 @@ func (sd *side) attempt(ctx context.Context, lo lockOptions, queued bool) (try, 
 	if hook := c.opts.OnAttempt; hook != nil {
 		hook(sd.name, t.Acquired && err == nil)
 	}
-	if err == nil && !t.Acquired {
-		sd.last.Store(&refusal{reply: t.reply, at: time.Now()})
+	if err == nil && !t.Acquired && tn != nil {
+		r := &refusal{reply: t.reply, at: time.Now()}
+		c.mu.Lock()
+		tn.last = r
+		c.mu.Unlock()
 	}
 	switch {
 	case err != nil && t.Acquired:
@@ -304,7 +330,7 @@ func (sd *side) contend(ctx context.Context, tn *turn, lo lockOptions, deadline 
 		return try{}, serr
 	}
 	if queued {
-		t, err = sd.attempt(ctx, lo, true)
+		t, err = sd.attempt(ctx, lo, tn, true)
 	}
 	var lastErr error
 	retry := retryBackoff()
@@ -331,7 +357,7 @@ func (sd *side) contend(ctx context.Context, tn *turn, lo lockOptions, deadline 
 		if err := ws.pause(ctx, wait); err != nil {
 			return t, withLast(err, lastErr)
 		}
-		t, err = sd.attempt(ctx, lo, queued)
+		t, err = sd.attempt(ctx, lo, tn, queued)
 	}
 }
 

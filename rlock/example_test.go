@@ -143,8 +143,9 @@ func ExampleMutex_TryLock() {
 }
 
 // A Lock whose context ends while it waits says who blocked it: a
-// *WaitError with the holder seen at its last refused try and this
-// client's place in line, wrapping the context's error.
+// *WaitError with the holder (the one Redis named at the client's last
+// refused try, or a hold of the client's own that the call waited behind)
+// and this client's place in line, wrapping the context's error.
 func ExampleWaitError() {
 	rc, _ := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
 	defer rc.Close()

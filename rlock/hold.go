@@ -84,14 +84,22 @@ func (c *Client) carried(ctx context.Context, key string) *level {
 	return lv
 }
 
-// adopt registers grant t as a hold of count one, with tn's baton if any.
+// adopt registers grant t as a hold of count one, with tn's baton if any:
+// then the hold is what the turn's waiters wait behind (turn.last).
 func (c *Client) adopt(sd *side, tn *turn, t try, lo lockOptions) *hold {
 	h := &hold{sd: sd, t: tn, owner: t.owner, token: t.Token, lease: lo.leaseSet, ttl: c.lease(lo), count: 1, baton: tn != nil}
 	if c.obs != nil {
 		h.granted = time.Now()
 	}
+	var own *refusal
+	if tn != nil {
+		own = c.ownHold(h, t)
+	}
 	c.mu.Lock()
 	c.holds[h] = struct{}{}
+	if tn != nil {
+		tn.last = own
+	}
 	c.mu.Unlock()
 	return h
 }
@@ -154,6 +162,30 @@ func (h *hold) setLease(sent time.Time, lease time.Duration) {
 	h.expiredCause.Store(&leaseEndError{name: h.sd.name, what: h.sd.what, lease: lease})
 	d := sent.Add(lease - watchdog.DriftMargin(lease))
 	h.deadline.Store(&d)
+}
+
+// leaseEnd is when h's lease runs out in Redis as this client counts it:
+// the last grant, renewal or Extend it saw plus that lease (the local
+// deadline is a drift margin earlier). ok is false before the keeper
+// started (newHold): then only the grant's lease is known.
+func (h *hold) leaseEnd() (end time.Time, ok bool) {
+	if h.lease {
+		d, cause := h.deadline.Load(), h.expiredCause.Load()
+		if d == nil || cause == nil {
+			return time.Time{}, false
+		}
+		return d.Add(watchdog.DriftMargin(cause.lease)), true
+	}
+	c := h.sd.c
+	c.mu.Lock()
+	entries := h.entries
+	c.mu.Unlock()
+	if len(entries) == 0 {
+		return time.Time{}, false
+	}
+	// Outside c.mu: Deadline takes the watchdog's lock.
+	timeout := c.wd.Options().Timeout
+	return entries[0].Deadline().Add(watchdog.DriftMargin(timeout)), true
 }
 
 // localDeadline is a leased hold's current local deadline; the zero time,

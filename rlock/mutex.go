@@ -2,7 +2,6 @@ package rlock
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
@@ -152,9 +151,9 @@ func (c *Client) tryLockCall(ctx context.Context, handleErr error, opts []LockOp
 	return tried(lock(ctx, lo, time.Now().Add(lo.wait), lo.wait == 0))
 }
 
-// newSide is a side with its refusal record; the caller adds the scripts.
+// newSide is a side; the caller adds the scripts.
 func (c *Client) newSide(name, key, inbox, what string, metric lockKind, spin bool) *side {
-	return &side{c: c, last: new(atomic.Pointer[refusal]), name: name, key: key, inbox: inbox, what: what, metric: metric, spin: spin}
+	return &side{c: c, name: name, key: key, inbox: inbox, what: what, metric: metric, spin: spin}
 }
 
 // bindExclusive makes sd an exclusive side that runs x's calls.

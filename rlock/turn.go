@@ -17,6 +17,14 @@ type turn struct {
 	busy    bool          // someone holds the baton
 	waiters []*turnWaiter // oldest first
 	streak  int           // handovers in a row since the lock last went back to Redis
+	// last is what the client's owners of the side wait behind, for a
+	// WaitError: the last refusal of the baton holder's tries, superseded
+	// at an exclusive side's grant by the record of the hold that keeps the
+	// baton (adopt), and dropped when a hold or a grant passes the baton on
+	// (leaveTurn, handedOver): a refusal older than a grant names a holder
+	// that may be long gone. A contender that gives up leaves its refusal
+	// for the next, whose first try replaces it. nil: nothing known.
+	last *refusal
 
 	// sub is the client's subscription to the side's wake-ups; the client
 	// is queued in Redis only while it is set.
@@ -46,12 +54,14 @@ func (c *Client) enlist() bool {
 
 // enterTurn gives the caller sd's baton, perhaps with the lock, waiting
 // behind the client's other owners until ctx ends, the client closes or
-// deadline passes (errBusy; zero: none). noWait does not wait.
-func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadline time.Time, noWait bool) (*turn, try, error) {
+// deadline passes (errBusy; zero: none). noWait does not wait. A caller
+// that gave up gets what it waited behind then (the turn's last), for its
+// WaitError.
+func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadline time.Time, noWait bool) (_ *turn, _ try, blocker *refusal, _ error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, try{}, ErrClosed
+		return nil, try{}, nil, ErrClosed
 	}
 	t := c.turns[sd.turnKey()]
 	if t == nil {
@@ -62,11 +72,11 @@ func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadli
 		t.busy = true
 		c.contenders.Add(1)
 		c.mu.Unlock()
-		return t, try{}, nil
+		return t, try{}, nil, nil
 	}
 	if noWait {
 		c.mu.Unlock()
-		return nil, try{}, errBusy
+		return nil, try{}, nil, errBusy
 	}
 	w := &turnWaiter{sd: sd, lo: lo, ch: make(chan try, 1)}
 	t.waiters = append(t.waiters, w)
@@ -82,7 +92,7 @@ func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadli
 	var err error
 	select {
 	case b := <-w.ch:
-		return t, b, nil
+		return t, b, nil, nil
 	case <-ctx.Done():
 		err = ctxErr(ctx)
 	case <-c.closing.Done():
@@ -91,10 +101,11 @@ func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadli
 		err = errBusy
 	}
 	c.mu.Lock()
+	blocker = t.last // the baton holder's hold, or what refused its tries
 	if i := slices.Index(t.waiters, w); i >= 0 {
 		t.waiters = slices.Delete(t.waiters, i, i+1)
 		c.mu.Unlock()
-		return nil, try{}, err
+		return nil, try{}, blocker, err
 	}
 	c.mu.Unlock()
 	// Chosen as we gave up: the baton, perhaps with the lock, is on its way
@@ -110,7 +121,7 @@ func (c *Client) enterTurn(ctx context.Context, sd *side, lo lockOptions, deadli
 		}
 		c.leaveTurn(t, sd, true, true)
 	}
-	return nil, try{}, err
+	return nil, try{}, blocker, err
 }
 
 // chooseHeir returns the waiter that the last release of a hold of side sd
@@ -148,6 +159,7 @@ func (c *Client) handedOver(t *turn, w *turnWaiter, b try) {
 	} else {
 		t.streak = 0
 	}
+	t.last = nil // the released hold's record; the heir's grant records its own
 	c.mu.Unlock()
 	w.ch <- b
 }
@@ -163,6 +175,11 @@ func (c *Client) leaveTurn(t *turn, sd *side, contending, queued bool) {
 	}
 	for {
 		c.mu.Lock()
+		if !contending {
+			// A grant passes the baton on, or a hold ends: the refusals
+			// before it, or the hold's record, no longer say who blocks.
+			t.last = nil
+		}
 		if len(t.waiters) > 0 && !c.closed {
 			w := t.waiters[0]
 			t.waiters = t.waiters[1:]
