@@ -26,11 +26,15 @@ local ahead, mine = sem_ahead(client)
 -- left is the named holder's lease left; the wait (pttl) may be shorter,
 -- a woken client's window.
 local pttl, left, holder = -2, -1, nil
+-- walked: the queue was walked up to the caller, dropping the woken
+-- clients whose window lapsed; granted, the caller walks on past itself.
+local walked = false
 if held + n > size then
   left, holder = first_end(holders, now)
   pttl = left
 elseif held + n + ahead > size then
   local _, first = sem_wake(spec, size - held, client)
+  walked = true
   ahead, mine = sem_ahead(client)
   if held + n + ahead > size then
     left, holder = first_end(holders, now)
@@ -50,9 +54,14 @@ redis.call('hset', h, owner, n, '#size', size, '#held', held + n)
 lease_start(holders, owner, now, lease, record_of(owner, 0, ARGV[9]))
 if queued and mine then
   dequeue(Q, client)
-  if prev and prev > n then
-    -- Its entry wanted more than it took: those behind it may fit now.
-    sem_wake(spec, size - held - n)
+  local free = size - held - n
+  if free > 0 and (walked or prev and prev > n) then
+    -- Those behind it may fit now: it took the place of clients its walk
+    -- dropped, whose permits no wake-up since has offered (nor told anyone
+    -- to watch the windows left), or it took less than its entry wanted.
+    -- A caller granted in its own window needs no walk: its permits were
+    -- set aside for it, and the next client was told then.
+    sem_wake(spec, free)
   end
 end
 return {1, 0}

@@ -370,3 +370,63 @@ func TestSemWokenCountsMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestSemGrantAfterLapse: a queued client granted once its walk dropped the
+// woken clients whose window lapsed walks on past itself, waking those
+// behind it that the permits left serve (D slept until the old holder's
+// lease end); a client granted in its own window tells nobody.
+func TestSemGrantAfterLapse(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			f := semFor(t, m.sharded, 2)
+			f.wake.Window = 20 * time.Millisecond
+			require.True(t, f.acquire("H", "h", 2, false).Acquired)
+			var ls []listener
+			for _, client := range []string{"fa", "fb", "c", "d"} {
+				ls = append(ls, f.listen(client))
+				require.True(t, refused(f.acquire("x", client, 1, true)))
+			}
+			fa, fb, c, d := ls[0], ls[1], ls[2], ls[3]
+			fa.quiet(t) // refused for H's permits, the newcomers prodded nobody
+			assert.Zero(t, f.release("H", false))
+			fa.woken(t)
+			fb.woken(t)
+			c.woken(t) // the probe: it watches fa's and fb's windows
+			d.quiet(t)
+			_, end := wokenEnd(t, f.c, f.k.Queue, "fb")
+			require.Eventually(t, func() bool { return serverMillis(t, f.c) > end }, waitFor, time.Millisecond)
+
+			f.wake.Window = time.Minute // d's, which must not lapse
+			require.True(t, f.acquire("C", "c", 1, true).Acquired)
+			fa.woken(t) // told its window lapsed
+			fb.woken(t)
+			d.woken(t) // the permit C left
+			woken, _ := wokenEnd(t, f.c, f.k.Queue, "d")
+			assert.True(t, woken, "d got a window")
+
+			// Granted in its window, D tells nobody: e, woken too, and g,
+			// told at C's release that it does not fit, know already.
+			e, g := f.listen("e"), f.listen("g")
+			require.True(t, refused(f.acquire("x", "e", 1, true)))
+			require.True(t, refused(f.acquire("x", "g", 1, true)))
+			e.woken(t) // g's prod: e does not fit beside d
+			assert.Zero(t, f.release("C", false))
+			e.woken(t)
+			g.woken(t) // the probe
+			require.True(t, f.acquire("D", "d", 1, true).Acquired)
+			e.quiet(t)
+			g.quiet(t)
+			require.True(t, f.acquire("E", "e", 1, true).Acquired)
+			for _, o := range []string{"D", "E"} {
+				assert.Zero(t, f.release(o, false))
+			}
+			g.woken(t)
+			assert.True(t, f.leave("g"))
+			ls = append(ls, e, g)
+			for _, l := range ls {
+				l.quiet(t)
+			}
+			f.gone()
+		})
+	}
+}
