@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/latchkey/latchkey/rlock"
@@ -15,6 +16,21 @@ import (
 
 // latchKey is the Redis key of the latch called name, with the default prefix.
 func latchKey(name string) string { return "latchkey:{" + name + "}:latch" }
+
+// requireLatchZero asserts that the latch called name is at zero: not set,
+// kept only for its setter's retries (a default ReleaseTimeout and a
+// second at most), then gone.
+func requireLatchZero(t *testing.T, rc rueidis.Client, name string) {
+	t.Helper()
+	key := latchKey(name)
+	count, err := rc.Do(context.Background(), rc.B().Hget().Key(key).Field("count").Build()).ToString()
+	require.NoError(t, err, "the latch's zero")
+	require.Equal(t, "0", count, "the latch's zero")
+	ttl, err := rc.Do(context.Background(), rc.B().Pttl().Key(key).Build()).AsInt64()
+	require.NoError(t, err)
+	require.Positive(t, ttl, "the latch's zero expires")
+	require.LessOrEqual(t, time.Duration(ttl)*time.Millisecond, rlock.DefaultReleaseTimeout+time.Second, "the latch's zero expires")
+}
 
 // awaitResult is what an awaiting goroutine reports: its error, and the
 // count the test had not yet counted down when Await returned.
@@ -128,12 +144,12 @@ func TestLatchWakesEveryWaiter(t *testing.T) {
 		}
 		require.Equal(t, sleeping, att.count(waitKey(name)), "an Await woke before zero: the count-downs before it must publish nothing")
 
-		require.False(t, exists(t, rc, latchKey(name)), "the latch outlived its zero")
+		requireLatchZero(t, rc, name)
 		n, err := l1.Count(ctx)
 		require.NoError(t, err)
 		require.Zero(t, n)
-		require.NoError(t, l2.CountDown(ctx), "a count-down of no latch is a no-op")
-		require.False(t, exists(t, rc, latchKey(name)), "a count-down created a latch")
+		require.NoError(t, l2.CountDown(ctx), "a count-down of a latch at zero is a no-op")
+		requireLatchZero(t, rc, name)
 
 		// Zero lets it be set again, for a new round.
 		setCount(t, ctx, l2, 1)
@@ -142,7 +158,7 @@ func TestLatchWakesEveryWaiter(t *testing.T) {
 		for _, r := range collect(t, results, 2, 20*time.Second, "the second round's zero") {
 			require.NoError(t, r.err)
 		}
-		require.False(t, exists(t, rc, latchKey(name)))
+		requireLatchZero(t, rc, name)
 	})
 }
 
@@ -236,7 +252,7 @@ func TestLatchResetRace(t *testing.T) {
 			}
 		}
 		require.NoError(t, l2.CountDown(ctx))
-		require.False(t, exists(t, redisClient(t, tp), latchKey(l1.Name())), "the latch outlived its zero")
+		requireLatchZero(t, redisClient(t, tp), l1.Name())
 	})
 }
 
@@ -284,6 +300,6 @@ func TestLatchSurvivesLostSubscription(t *testing.T) {
 		for _, r := range collect(t, results, 2*perClient, within, "after the zero that followed the kill") {
 			require.NoError(t, r.err)
 		}
-		require.False(t, exists(t, redisClient(t, tp), latchKey(name)))
+		requireLatchZero(t, redisClient(t, tp), name)
 	})
 }

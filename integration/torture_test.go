@@ -302,7 +302,7 @@ func leftovers(ctx context.Context, admins []rueidis.Client, prefix string) ([]s
 			return nil, err
 		}
 		for _, k := range keys {
-			if !isFenceCounter(k) {
+			if !isFenceCounter(k) && !isLatchZero(ctx, c, k) {
 				out = append(out, "key "+k)
 			}
 		}

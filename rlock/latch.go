@@ -11,6 +11,10 @@ import (
 	"github.com/latchkey/latchkey/notify"
 )
 
+// latchZeroMargin is how much longer than its setter's retries a latch's
+// zero is kept: for the last retry, sent before their end, to reach Redis.
+const latchZeroMargin = time.Second
+
 // LatchRecheck bounds how long an Await sleeps without reading its latch
 // again: not a poll, but a net for a broadcast Redis drops without ending
 // the subscription (a publish lost in a failover).
@@ -18,9 +22,11 @@ const LatchRecheck = time.Minute
 
 // CountDownLatch is a handle on one named, distributed count-down latch:
 // TrySetCount gives it a count, every CountDown takes one off, and every
-// Await, in any process, returns once the count reaches zero, which deletes
-// the latch so that it can be set again. Get it from Client.CountDownLatch;
-// handles are safe for concurrent use. A latch has no owner and no expiry.
+// Await, in any process, returns once the count reaches zero, which ends
+// the round so that the latch can be set again. Get it from
+// Client.CountDownLatch; handles are safe for concurrent use. A latch has
+// no owner and, while set, no expiry; its zero stays in Redis for the
+// setter's ReleaseTimeout and a second (see TrySetCount), then goes.
 type CountDownLatch struct {
 	c    *Client
 	name string
@@ -45,7 +51,10 @@ func (l *CountDownLatch) Name() string { return l.name }
 // and starts a new round, if the latch is not set (absent, or counted down
 // to zero). It reports false, changing nothing, when a count is set already.
 // A call whose reply is lost is sent again, as the same call, until
-// Options.ReleaseTimeout: an error then means the count may be set.
+// Options.ReleaseTimeout after it was first sent: an error then means the
+// count may be set. A retry finds its round even if the count reached zero
+// meanwhile (and reports true, setting nothing): the zero is kept that
+// long, and a second more.
 func (l *CountDownLatch) TrySetCount(ctx context.Context, n int64) (bool, error) {
 	if err := ready(ctx, l.err); err != nil {
 		return false, err
@@ -58,15 +67,19 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, n int64) (bool, error)
 	if err != nil {
 		return false, fmt.Errorf("latchkey: latch %q: generating the round id: %w", l.name, err)
 	}
-	ok, err := luascripts.RunLatchSet(ctx, l.c.rc, l.keys, n, round.String())
+	// The retries end ReleaseTimeout after the first call is sent; the
+	// round's zero, which comes after that call ran, is kept longer.
+	deadline, keep := time.Now().Add(l.c.opts.ReleaseTimeout), l.c.opts.ReleaseTimeout+latchZeroMargin
+	ok, err := luascripts.RunLatchSet(ctx, l.c.rc, l.keys, n, round.String(), keep)
 	if luascripts.Classify(err) == luascripts.Unknown {
 		// It may have run: the same round id makes a retry report its own
-		// count as set, where a new call would say false.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.c.opts.ReleaseTimeout)
+		// count as set, where a new call would say false, and its zero
+		// as its own, where a new call would set the count again.
+		rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 		defer cancel()
 		retry := retryBackoff()
 		for luascripts.Classify(err) == luascripts.Unknown && retry.Sleep(rctx) {
-			ok, err = luascripts.RunLatchSet(rctx, l.c.rc, l.keys, n, round.String())
+			ok, err = luascripts.RunLatchSet(rctx, l.c.rc, l.keys, n, round.String(), keep)
 		}
 	}
 	if err != nil {

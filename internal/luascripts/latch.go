@@ -3,6 +3,7 @@ package luascripts
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -10,7 +11,7 @@ import (
 // LatchKeys are the Redis key and channel of one count-down latch, in one
 // Cluster slot, as latchcountdown (which publishes) needs.
 type LatchKeys struct {
-	Latch   string // hash {count -> n, round -> id}, no expiry; absent at zero
+	Latch   string // hash {count -> n, round -> id, keep -> ms}, no expiry while set; at zero kept keep ms
 	Channel string // where reaching zero is broadcast, shared by every client
 }
 
@@ -22,10 +23,12 @@ func NewLatchKeys(base string) LatchKeys {
 
 // RunLatchSet runs the latchset script: it gives the latch count n (> 0)
 // and round id round unless it has a count already, and reports whether.
-// A count set under round already reports true, so a retry of a call of
-// unknown outcome with the same round is exact.
-func RunLatchSet(ctx context.Context, c rueidis.Client, k LatchKeys, n int64, round string) (bool, error) {
-	v, err := LatchSet.Exec(ctx, c, []string{k.Latch}, []string{itoa(n), round}).AsInt64()
+// A count set under round already reports true, even once counted down to
+// zero, so a retry of a call of unknown outcome with the same round is
+// exact while that zero is kept: keep (rounded up to a millisecond) after
+// it, which must outlast the caller's retries.
+func RunLatchSet(ctx context.Context, c rueidis.Client, k LatchKeys, n int64, round string, keep time.Duration) (bool, error) {
+	v, err := LatchSet.Exec(ctx, c, []string{k.Latch}, []string{itoa(n), round, Millis(keep)}).AsInt64()
 	switch {
 	case err != nil:
 		return false, err
@@ -40,8 +43,8 @@ type CountDownStatus int64
 
 // Count-down outcomes.
 const (
-	CountDownNoLatch  CountDownStatus = -1 // there was no latch: nothing changed
-	CountDownReleased CountDownStatus = 0  // this call reached zero: deleted, and published to nobody
+	CountDownNoLatch  CountDownStatus = -1 // the latch was not set (absent, or at zero): nothing changed
+	CountDownReleased CountDownStatus = 0  // this call reached zero, and published to nobody
 	CountDownCounting CountDownStatus = 1  // a count is left
 	CountDownWoke     CountDownStatus = 2  // as CountDownReleased, and the message reached a subscribed client
 )

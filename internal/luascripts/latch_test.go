@@ -31,11 +31,23 @@ func newLatchKeys(t *testing.T, c rueidis.Client) luascripts.LatchKeys {
 	return latchKeysFor(t, c, "latchkey:{"+uniqueTag(t)+"}")
 }
 
+// latchKeep is how long the tests' latchset calls have a zero kept.
+const latchKeep = 5 * time.Second
+
 func latchSet(t *testing.T, c rueidis.Client, k luascripts.LatchKeys, n int64, round string) bool {
 	t.Helper()
-	ok, err := luascripts.RunLatchSet(t.Context(), c, k, n, round)
+	ok, err := luascripts.RunLatchSet(t.Context(), c, k, n, round, latchKeep)
 	require.NoError(t, err)
 	return ok
+}
+
+// zeroKept asserts that the latch is at zero, its round's tombstone: the
+// count 0 under round, kept latchKeep at most.
+func zeroKept(t *testing.T, c rueidis.Client, k luascripts.LatchKeys, round string) {
+	t.Helper()
+	assert.Equal(t, map[string]string{"count": "0", "round": round, "keep": "5000"}, hgetall(t, c, k.Latch))
+	between(t, pttl(t, c, k.Latch), time.Millisecond, latchKeep, "the zero's expiry")
+	assert.Equal(t, luascripts.LatchState{Round: round}, readLatch(t, c, k), "not set")
 }
 
 func countDown(t *testing.T, c rueidis.Client, k luascripts.LatchKeys, sharded bool) luascripts.CountDownStatus {
@@ -64,19 +76,21 @@ func TestLatchSet(t *testing.T) {
 
 	assert.Equal(t, luascripts.LatchState{}, readLatch(t, c, k), "no latch")
 	assert.True(t, latchSet(t, c, k, 3, "r1"))
-	assert.Equal(t, map[string]string{"count": "3", "round": "r1"}, hgetall(t, c, k.Latch))
+	assert.Equal(t, map[string]string{"count": "3", "round": "r1", "keep": "5000"}, hgetall(t, c, k.Latch))
 	assert.Equal(t, time.Duration(-1)*time.Millisecond, pttl(t, c, k.Latch), "a latch has no expiry")
 	assert.Equal(t, luascripts.LatchState{Count: 3, Round: "r1"}, readLatch(t, c, k))
 
 	assert.False(t, latchSet(t, c, k, 5, "r2"), "a count is set already")
-	assert.Equal(t, map[string]string{"count": "3", "round": "r1"}, hgetall(t, c, k.Latch), "refused: nothing changed")
+	assert.Equal(t, map[string]string{"count": "3", "round": "r1", "keep": "5000"}, hgetall(t, c, k.Latch), "refused: nothing changed")
 
-	// A count of zero or less (not one the scripts leave) counts as unset,
-	// and whatever else the hash held goes.
+	// A count of zero or less (zero is what the scripts leave, expiring)
+	// counts as unset, and whatever else the hash held goes.
 	do(t, c, c.B().Hset().Key(k.Latch).FieldValue().FieldValue("count", "0").FieldValue("junk", "x").Build())
 	assert.Equal(t, luascripts.LatchState{Round: "r1"}, readLatch(t, c, k))
+	do(t, c, c.B().Pexpire().Key(k.Latch).Milliseconds(60000).Build())
 	assert.True(t, latchSet(t, c, k, 2, "r3"))
-	assert.Equal(t, map[string]string{"count": "2", "round": "r3"}, hgetall(t, c, k.Latch))
+	assert.Equal(t, map[string]string{"count": "2", "round": "r3", "keep": "5000"}, hgetall(t, c, k.Latch))
+	assert.Equal(t, time.Duration(-1)*time.Millisecond, pttl(t, c, k.Latch), "a latch set again has no expiry")
 
 	// The largest count survives the round trip exactly.
 	big := newLatchKeys(t, c)
@@ -106,18 +120,22 @@ func TestLatchCountDown(t *testing.T) {
 
 			assert.Equal(t, luascripts.CountDownWoke, countDown(t, c, k, mode.sharded))
 			l.expect(t, notify.WakeAllPayload)
-			assert.False(t, exists(t, c, k.Latch), "deleted at zero")
-			assert.Equal(t, luascripts.LatchState{}, readLatch(t, c, k))
+			zeroKept(t, c, k, "r1")
 
-			assert.Equal(t, luascripts.CountDownNoLatch, countDown(t, c, k, mode.sharded), "past zero: no latch")
+			assert.Equal(t, luascripts.CountDownNoLatch, countDown(t, c, k, mode.sharded), "past zero: not set")
+			zeroKept(t, c, k, "r1")
 			l.quiet(t)
 
 			// Zero lets the latch be set again.
 			require.True(t, latchSet(t, c, k, 1, "r2"))
+			assert.Equal(t, time.Duration(-1)*time.Millisecond, pttl(t, c, k.Latch), "set again: no expiry")
 			assert.Equal(t, luascripts.CountDownWoke, countDown(t, c, k, mode.sharded))
 			l.expect(t, notify.WakeAllPayload)
+			zeroKept(t, c, k, "r2")
+			do(t, c, c.B().Del().Key(k.Latch).Build())
 
-			// A hash without a count (not one latchset writes) ends at once.
+			// A hash without a count (not one latchset writes) ends at once,
+			// and goes: it has no keep.
 			do(t, c, c.B().Hset().Key(k.Latch).FieldValue().FieldValue("round", "x").Build())
 			assert.Equal(t, luascripts.CountDownWoke, countDown(t, c, k, mode.sharded))
 			l.expect(t, notify.WakeAllPayload)
@@ -127,7 +145,7 @@ func TestLatchCountDown(t *testing.T) {
 			quiet := newLatchKeys(t, c)
 			require.True(t, latchSet(t, c, quiet, 1, "r"))
 			assert.Equal(t, luascripts.CountDownReleased, countDown(t, c, quiet, mode.sharded))
-			assert.False(t, exists(t, c, quiet.Latch), "deleted at zero")
+			zeroKept(t, c, quiet, "r")
 		})
 	}
 }
@@ -187,7 +205,7 @@ func TestClusterLatch(t *testing.T) {
 		l.quiet(t)
 		assert.Equal(t, luascripts.CountDownWoke, countDown(t, c, k, true), "the listener on the slot's master counts")
 		l.expect(t, notify.WakeAllPayload)
-		assert.False(t, exists(t, c, k.Latch))
+		zeroKept(t, c, k, "r")
 	}
 }
 
@@ -215,4 +233,33 @@ func TestParseLatch(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, got)
 	}
+}
+
+// TestRegressLatchSetRetryAfterZero: a retry of a latchset whose round was
+// counted down to zero finds its round ended and sets nothing; another
+// round sets the count. Zero deleted the latch, so the retry set the count
+// again: a latch nobody counts down, without expiry.
+func TestRegressLatchSetRetryAfterZero(t *testing.T) {
+	c := standaloneClient(t)
+	k := newLatchKeys(t, c)
+	require.True(t, latchSet(t, c, k, 1, "r1"))
+	assert.Equal(t, luascripts.CountDownReleased, countDown(t, c, k, false))
+	assert.True(t, latchSet(t, c, k, 1, "r1"), "the retry: its own round")
+	assert.Equal(t, luascripts.LatchState{Round: "r1"}, readLatch(t, c, k), "the retry set the count again")
+	assert.Equal(t, luascripts.CountDownNoLatch, countDown(t, c, k, false), "past zero: not set")
+	zeroKept(t, c, k, "r1")
+
+	// The zero goes by itself.
+	short := newLatchKeys(t, c)
+	ok, err := luascripts.RunLatchSet(t.Context(), c, short, 1, "r", time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, luascripts.CountDownReleased, countDown(t, c, short, false))
+	require.Eventually(t, func() bool { return !exists(t, c, short.Latch) }, waitFor, time.Millisecond)
+
+	// Another round sets the count over the zero, without expiry.
+	require.True(t, latchSet(t, c, k, 2, "r2"))
+	assert.Equal(t, luascripts.LatchState{Count: 2, Round: "r2"}, readLatch(t, c, k))
+	assert.Equal(t, time.Duration(-1)*time.Millisecond, pttl(t, c, k.Latch), "a set latch has no expiry")
+	assert.False(t, latchSet(t, c, k, 1, "r1"), "a retry of an old round, past its zero's keep")
 }
