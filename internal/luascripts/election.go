@@ -14,7 +14,7 @@ import (
 // scripts wrap the Mutex's instead of copying them.
 func composed(name, inner string, preludes ...string) *Script {
 	var src strings.Builder
-	for _, f := range withClock(preludes) {
+	for _, f := range library(preludes) {
 		src.WriteString(source(f))
 	}
 	src.WriteString("local function " + inner + "(KEYS, ARGV)\n" + source(inner) + "\nend\n" + source(name))

@@ -13,6 +13,7 @@ local count = tonumber(st[1])
 if count == nil and redis.call('exists', latch) == 0 or count ~= nil and count <= 0 then
   return -1
 end
+write_first(latch)
 local left = redis.call('hincrby', latch, 'count', -1)
 if left > 0 then
   return 1

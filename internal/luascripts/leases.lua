@@ -60,6 +60,7 @@ local function drop_lapsed(side, now)
           gone = gone + (tonumber(n) or 0)
         end
         if gone ~= 0 then
+          write_first(side.counts)
           redis.call('hincrby', side.counts, side.total, -gone)
         end
       end

@@ -33,6 +33,7 @@ local function release_count(hash, owner, n, retry, keep)
     return -1, false
   end
   if n > 1 then
+    write_first(hash)
     return redis.call('hincrby', hash, owner, -1), false
   end
   if not keep then

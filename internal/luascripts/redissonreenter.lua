@@ -9,5 +9,6 @@ local lock, tokens, owner = KEYS[1], KEYS[2], ARGV[1]
 if redis.call('hexists', lock, owner) == 0 then
   return 0
 end
+write_first(lock) -- counts only: see reenter.lua
 redis.call('incr', tokens)
 return redis.call('hincrby', lock, owner, 1)

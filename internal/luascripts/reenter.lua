@@ -7,4 +7,6 @@ local lock, owner = KEYS[1], ARGV[1]
 if redis.call('hexists', lock, owner) == 0 then
   return 0
 end
+-- It grows nothing but a count: a full Redis does not refuse it (oom.lua).
+write_first(lock)
 return redis.call('hincrby', lock, owner, 1)

@@ -7,4 +7,5 @@ local readers, owner = {counts = KEYS[1], leases = KEYS[2]}, ARGV[1]
 if not lease_live(readers, owner, server_ms()) or redis.call('hexists', readers.counts, owner) == 0 then
   return 0
 end
+write_first(readers.counts) -- a count only: see reenter.lua
 return redis.call('hincrby', readers.counts, owner, 1)

@@ -21,10 +21,10 @@ import (
 var sources embed.FS
 
 // script is name.lua after the preludes (library .lua files) it needs, all
-// after clock.lua. It registers the script for All.
+// after clock.lua and oom.lua. It registers the script for All.
 func script(name string, preludes ...string) *Script {
 	var src strings.Builder
-	for _, f := range append(withClock(preludes), name) {
+	for _, f := range append(library(preludes), name) {
 		src.WriteString(source(f))
 	}
 	return register(New(name, src.String()))
@@ -41,7 +41,7 @@ var all []*Script // every script made by script, in declaration order
 // The scripts. They are safe for concurrent use.
 var (
 	Acquire     = script("acquire", "queue", "record")
-	Reenter     = script("reenter")
+	Reenter     = script("reenter", "oom")
 	Release     = script("release", "queue", "record")
 	Leave       = script("leave", "queue")
 	Renew       = script("renew", "leases")
@@ -65,7 +65,7 @@ var (
 
 	// The count-down latch's scripts (latch.go).
 	LatchSet       = script("latchset")
-	LatchCountDown = script("latchcountdown")
+	LatchCountDown = script("latchcountdown", "oom")
 	LatchRead      = script("latchread")
 
 	// The election's (election.go): the Mutex's acquire and release inside.
@@ -75,19 +75,26 @@ var (
 
 	// Redisson's RLock format (redisson.go).
 	RedissonAcquire     = script("redissonacquire")
-	RedissonReenter     = script("redissonreenter")
+	RedissonReenter     = script("redissonreenter", "oom")
 	RedissonRelease     = script("redissonrelease", "record")
 	RedissonForceUnlock = script("redissonforceunlock", "queue", "force")
 	RedissonDescribe    = script("redissondescribe", "queue", "inspect")
 )
 
-// withClock puts clock.lua before any other prelude: the library reads the
-// server's time.
-func withClock(preludes []string) []string {
+// library puts clock.lua and oom.lua before any other prelude, each once:
+// the library reads the server's time, and writes first where a count goes
+// down (oom.lua). A script without preludes gets neither.
+func library(preludes []string) []string {
 	if len(preludes) == 0 {
 		return nil
 	}
-	return append([]string{"clock"}, preludes...)
+	out := []string{"clock", "oom"}
+	for _, p := range preludes {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // All returns every script latchkey runs: the ACL test checks that the
