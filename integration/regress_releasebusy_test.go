@@ -19,6 +19,18 @@ import (
 // ReleaseTimeout: the refused call did not run. Unlock returned BUSY at
 // once, and the lock stayed held for its lease.
 func TestRegressReleaseRetriesBusy(t *testing.T) {
+	for _, lostFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "held", true: "lost before the Unlock"}[lostFirst], func(t *testing.T) {
+			releaseDuringBusy(t, lostFirst)
+		})
+	}
+}
+
+// releaseDuringBusy Unlocks a lock while Redis runs another client's
+// script; with lostFirst the hold is deleted first, and the Unlock must
+// say so (ErrNotHeld): the refused call did not run, so the retry is not
+// one that may read an owner found gone as its own doing.
+func releaseDuringBusy(t *testing.T, lostFirst bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv, err := redistest.StartProcess(ctx)
@@ -29,8 +41,11 @@ func TestRegressReleaseRetriesBusy(t *testing.T) {
 	require.NoError(t, rc.Do(ctx, rc.B().ConfigSet().ParameterValue().ParameterValue("busy-reply-threshold", "50").Build()).Error())
 	c := lockClient(t, tp, rlock.Options{})
 	m := c.Mutex(lockName(t))
-	lctx, err := m.Lock(ctx)
+	lctx, err := m.Lock(ctx, rlock.WithLease(20*time.Second))
 	require.NoError(t, err)
+	if lostFirst {
+		require.NoError(t, rc.Do(ctx, rc.B().Del().Key(m.Key()).Build()).Error())
+	}
 
 	// A read-only script that runs for a second and a half (bounded in
 	// iterations too, should TIME not move within a script).
@@ -50,7 +65,12 @@ return 0`
 		re, ok := rueidis.IsRedisErr(err)
 		return ok && strings.HasPrefix(re.Error(), "BUSY")
 	})
-	require.NoError(t, m.Unlock(lctx), "an Unlock while Redis runs another client's script")
+	err = m.Unlock(lctx)
 	require.NoError(t, <-busy)
+	if lostFirst {
+		require.ErrorIs(t, err, rlock.ErrNotHeld, "an Unlock of a hold lost before it, while Redis runs another client's script")
+		return
+	}
+	require.NoError(t, err, "an Unlock while Redis runs another client's script")
 	require.False(t, exists(t, rc, m.Key()), "the lock is still held")
 }

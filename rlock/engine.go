@@ -497,7 +497,9 @@ func (sd *side) runRelease(r luascripts.ReleaseArgs) (luascripts.ReleaseReply, e
 			// not run the call: retried too, else the lock stays its lease.
 			return out, fmt.Errorf("latchkey: release %q: %w (the hold expires within its lease)", sd.name, err)
 		}
-		r.Retry = true
+		// Only a call that may have run makes the next one a retry, which
+		// reads an owner found gone as its own doing.
+		r.Retry = r.Retry || luascripts.Classify(err) == luascripts.Unknown
 	}
 }
 
