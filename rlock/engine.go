@@ -256,8 +256,8 @@ func (sd *side) tryAside(ctx, parent context.Context, lo lockOptions) (lctx cont
 // it got is given back. A refusal is recorded as tn's last, when the caller
 // holds the baton of a turn tn (nil: none).
 func (sd *side) attempt(ctx context.Context, lo lockOptions, tn *turn, queued bool) (try, error) {
-	if err := ctx.Err(); err != nil {
-		return try{}, err // send nothing: uncut would
+	if ctx.Err() != nil {
+		return try{}, ctxErr(ctx) // send nothing: uncut would
 	}
 	c := sd.c
 	t := try{owner: c.newOwner(), sent: time.Now()}
@@ -289,7 +289,7 @@ func (sd *side) attempt(ctx context.Context, lo lockOptions, tn *turn, queued bo
 		return try{}, c.notReplicated(sd.name, err, sd.undo(t.owner, 1))
 	case err == nil && t.Acquired && ctx.Err() != nil:
 		_ = sd.undo(t.owner, 1) // a failure leaves it to expire within its lease
-		return try{}, ctx.Err()
+		return try{}, ctxErr(ctx)
 	case err == nil && t.fail != nil:
 		return try{}, t.fail
 	case err == nil:
