@@ -94,7 +94,13 @@ func Passing(err error) bool {
 	if !errors.As(err, &re) {
 		return false
 	}
-	word, _, _ := strings.Cut(re.Error(), " ")
+	msg := strings.TrimPrefix(re.Error(), "ERR ") // rueidis drops ERR
+	word, _, _ := strings.Cut(msg, " ")
+	// Redis 6.2 wraps a script's refusals: "ERR Error running script
+	// (call to f_...): @user_script:1: -READONLY You can't write ...".
+	if _, inner, ok := strings.Cut(msg, ": -"); ok && strings.HasPrefix(msg, "Error running script") {
+		word, _, _ = strings.Cut(inner, " ")
+	}
 	switch word {
 	case "LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS":
 		return true
