@@ -557,11 +557,18 @@ func (e *unknownOutcomeError) Error() string {
 
 func (e *unknownOutcomeError) Unwrap() error { return e.err }
 
-// transient reports whether err is worth retrying: an undone unknown
-// outcome, not caused by the caller's context or a closing rueidis client.
+// transient reports whether err is worth retrying while ctx lasts: an
+// undone unknown outcome (not a closing rueidis client's), or a refusal
+// Redis passes through.
 func transient(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	// A refusal Redis passes through (BUSY, LOADING, a failover's READONLY
+	// or CLUSTERDOWN) did not run the call: worth another try, as a call of
+	// unknown outcome (undone) is.
 	var u *unknownOutcomeError
-	return errors.As(err, &u) && ctx.Err() == nil && luascripts.Classify(u.err) == luascripts.Unknown
+	return errors.As(err, &u) && luascripts.Classify(u.err) == luascripts.Unknown || luascripts.Passing(err)
 }
 
 // notReplicated is the error of an acquire whose grant the replicas did

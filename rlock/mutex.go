@@ -45,7 +45,9 @@ func (m *Mutex) Key() string { return m.keys.Lock }
 // tells when; its Deadline stays ctx's, since Extend moves the end). A
 // re-entry shares the lease of the Lock it re-enters (a WithLease given to
 // it is checked, not applied). Transient Redis errors are retried until
-// ctx ends; errors Redis itself returns end the call.
+// ctx ends, and so are the refusals Redis passes through (BUSY, LOADING, a
+// failover's READONLY, MASTERDOWN, CLUSTERDOWN or NOREPLICAS); other errors
+// Redis returns end the call.
 //
 // Keep the returned context until its Unlock: if it becomes unreachable
 // while held, latchkey unlocks it after a garbage collection, logs a Warn
