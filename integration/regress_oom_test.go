@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
@@ -59,21 +60,24 @@ func TestRegressOOMNoEviction(t *testing.T) {
 	require.True(t, ok)
 	sem := c.Semaphore(name, 2)
 	keys := semKeysOf(name)
+	// Owner ids of latchkey's form, or ForceUnlock takes the hash for
+	// another's: a client id (a UUID), ':' and a number.
+	live, deadOwner, waiter := uuid.NewString()+":1", uuid.NewString()+":1", uuid.NewString()+":1"
 	// A live holder keeps the keys while the other's lease runs out.
 	for _, h := range []struct {
 		owner string
 		lease time.Duration
-	}{{"live:1", time.Minute}, {"dead:1", 20 * time.Millisecond}} {
+	}{{live, time.Minute}, {deadOwner, 20 * time.Millisecond}} {
 		r, err := luascripts.RunSemAcquire(ctx, rc, keys, luascripts.AcquireArgs{Owner: h.owner, Lease: h.lease, Client: "c"}, 1, 2)
 		require.NoError(t, err)
 		require.True(t, r.Acquired)
 	}
-	r, err := luascripts.RunSemAcquire(ctx, rc, keys, luascripts.AcquireArgs{Owner: "w:1", Lease: time.Minute, Client: "w", Waiter: true}, 2, 2)
+	r, err := luascripts.RunSemAcquire(ctx, rc, keys, luascripts.AcquireArgs{Owner: waiter, Lease: time.Minute, Client: "w", Waiter: true}, 2, 2)
 	require.NoError(t, err)
 	require.False(t, r.Acquired, "queued")
 	forced := lockClient(t, tp, rlock.Options{WatchdogTimeout: 3 * time.Second}).Mutex(name + "-forced")
 	fctx := mustLock(t, ctx, forced)
-	dead, err := rc.Do(ctx, rc.B().Zscore().Key(keys.Leases).Member("dead:1").Build()).AsInt64()
+	dead, err := rc.Do(ctx, rc.B().Zscore().Key(keys.Leases).Member(deadOwner).Build()).AsInt64()
 	require.NoError(t, err)
 	awaitCond(t, 5*time.Second, "the dead holder's lease to run out", func() bool {
 		now, err := redistest.ServerMillis(ctx, rc)
@@ -116,7 +120,7 @@ func TestRegressOOMNoEviction(t *testing.T) {
 	defer cancel()
 	require.NoError(t, latch.Await(actx))
 
-	held, err := luascripts.RunRenewHold(ctx, rc, [][]string{keys.Keep()}, "live:1", time.Minute, luascripts.Sync{})
+	held, err := luascripts.RunRenewHold(ctx, rc, [][]string{keys.Keep()}, live, time.Minute, luascripts.Sync{})
 	require.NoError(t, err, "a renewal of a lease set's owner")
 	require.True(t, held)
 	free, err := sem.Available(ctx)
