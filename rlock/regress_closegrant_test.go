@@ -74,89 +74,95 @@ func privateRedis(ctx context.Context, t *testing.T) rueidis.Client {
 // down, so that the window is wide open: for a contender's own grant, and
 // for a handover to a local heir.
 func TestRegressCloseAtGrantReleases(t *testing.T) {
-	const slowRelease = 300 * time.Millisecond
-	for _, tc := range []struct {
-		name string
-		heir bool // the grant is a handover from a hold of the same client
-	}{
-		{"contender", false},
-		{"heir", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			plain := privateRedis(ctx, t)
-
-			var c *Client
-			var armed atomic.Bool
-			granting := make(chan struct{}) // the held grant ran in Redis
-			hooked := newScriptHooks(plain)
-			holdGrant := func(call func() rueidis.RedisResult) rueidis.RedisResult {
-				if !armed.CompareAndSwap(true, false) {
-					time.Sleep(slowRelease)
-					return call()
-				}
-				r := call()
-				close(granting)
-				<-c.closing.Done()
-				return r
-			}
-			if tc.heir {
-				hooked.on(luascripts.Release, holdGrant) // the release hands the lock over
-			} else {
-				hooked.on(luascripts.Acquire, holdGrant)
-				hooked.on(luascripts.Release, func(call func() rueidis.RedisResult) rueidis.RedisResult {
-					time.Sleep(slowRelease)
-					return call()
-				})
-			}
-			waiting := make(chan string, 1)
-			var err error
-			c, err = NewClient(hooked, Options{OnWait: func(name string) {
-				select {
-				case waiting <- name:
-				default:
-				}
-			}})
-			require.NoError(t, err)
-			m := c.Mutex(t.Name())
-
-			var holder context.Context
-			unlocked := make(chan error, 1)
-			if tc.heir {
-				holder, err = m.Lock(ctx)
+	for _, heir := range []bool{false, true} {
+		t.Run(map[bool]string{false: "contender", true: "heir"}[heir], func(t *testing.T) {
+			grantCutByClose(t, heir, 300*time.Millisecond, Options{}, func(plain rueidis.Client, m *Mutex) {
+				n, err := plain.Do(context.Background(), plain.B().Exists().Key(m.keys.Lock).Build()).AsInt64()
 				require.NoError(t, err)
-			}
-			locked := make(chan error, 1)
-			armed.Store(!tc.heir)
-			go func() {
-				_, err := m.Lock(ctx)
-				locked <- err
-			}()
-			if tc.heir {
-				<-waiting // queued behind holder, in the turn
-				armed.Store(true)
-				go func() { unlocked <- m.Unlock(holder) }()
-			}
-			select {
-			case <-granting:
-			case <-time.After(10 * time.Second):
-				t.Fatal("no grant")
-			}
-			require.NoError(t, c.Close())
-			n, err := plain.Do(ctx, plain.B().Exists().Key(m.keys.Lock).Build()).AsInt64()
-			require.NoError(t, err)
-			require.Zero(t, n, "the lock is still held in Redis after Close returned, by a grant it cut short")
-
-			select {
-			case err := <-locked:
-				require.ErrorIs(t, err, ErrClosed)
-			case <-time.After(10 * time.Second):
-				t.Fatal("the Lock did not return after Close")
-			}
-			if tc.heir {
-				require.NoError(t, <-unlocked)
-			}
+				require.Zero(t, n, "the lock is still held in Redis after Close returned, by a grant it cut short")
+			})
 		})
+	}
+}
+
+// grantCutByClose stages a grant that a Close cuts short, on a Redis of the
+// test's own: the grant's reply (a contender's acquire, or with heir the
+// release that hands a hold of the same client over to a local waiter) is
+// held until Close is under way, and every other call of those scripts is
+// slowed by slow, so that any window after it is wide open. It calls
+// afterClose once Close has returned, then checks that the Lock returned
+// ErrClosed (and the holder's Unlock nil).
+func grantCutByClose(t *testing.T, heir bool, slow time.Duration, opts Options, afterClose func(plain rueidis.Client, m *Mutex)) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	plain := privateRedis(ctx, t)
+
+	var c *Client
+	var armed atomic.Bool
+	granting := make(chan struct{}) // the held grant ran in Redis
+	hooked := newScriptHooks(plain)
+	slowed := func(call func() rueidis.RedisResult) rueidis.RedisResult {
+		time.Sleep(slow)
+		return call()
+	}
+	holdGrant := func(call func() rueidis.RedisResult) rueidis.RedisResult {
+		if !armed.CompareAndSwap(true, false) {
+			return slowed(call)
+		}
+		r := call()
+		close(granting)
+		<-c.closing.Done()
+		return r
+	}
+	if heir {
+		hooked.on(luascripts.Release, holdGrant) // the release hands the lock over
+	} else {
+		hooked.on(luascripts.Acquire, holdGrant)
+		hooked.on(luascripts.Release, slowed)
+	}
+	waiting := make(chan string, 1)
+	opts.OnWait = func(name string) {
+		select {
+		case waiting <- name:
+		default:
+		}
+	}
+	var err error
+	c, err = NewClient(hooked, opts)
+	require.NoError(t, err)
+	m := c.Mutex(t.Name())
+
+	var holder context.Context
+	unlocked := make(chan error, 1)
+	if heir {
+		holder, err = m.Lock(ctx)
+		require.NoError(t, err)
+	}
+	locked := make(chan error, 1)
+	armed.Store(!heir)
+	go func() {
+		_, err := m.Lock(ctx)
+		locked <- err
+	}()
+	if heir {
+		<-waiting // queued behind holder, in the turn
+		armed.Store(true)
+		go func() { unlocked <- m.Unlock(holder) }()
+	}
+	select {
+	case <-granting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no grant")
+	}
+	require.NoError(t, c.Close())
+	afterClose(plain, m)
+	select {
+	case err := <-locked:
+		require.ErrorIs(t, err, ErrClosed)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Lock did not return after Close")
+	}
+	if heir {
+		require.NoError(t, <-unlocked)
 	}
 }
