@@ -52,6 +52,64 @@ func (c *scriptHooks) Do(ctx context.Context, cmd rueidis.Completed) rueidis.Red
 	return c.Client.Do(ctx, cmd)
 }
 
+// scriptHook is a hook of scriptHooks.
+type scriptHook = func(call func() rueidis.RedisResult) rueidis.RedisResult
+
+// slowedBy is a hook that sends its call d late: a window after it opens
+// wide.
+func slowedBy(d time.Duration) scriptHook {
+	return func(call func() rueidis.RedisResult) rueidis.RedisResult {
+		time.Sleep(d)
+		return call()
+	}
+}
+
+// grantGate holds the reply of the one call armed for it (a grant) until
+// Close is under way on c: the regression tests of grants Close cuts
+// short stage them with it.
+type grantGate struct {
+	c        *Client
+	armed    atomic.Bool
+	granting chan struct{} // the held grant ran in Redis
+}
+
+func newGrantGate() *grantGate { return &grantGate{granting: make(chan struct{})} }
+
+// hook holds the armed call's reply; any other call goes through otherwise.
+func (g *grantGate) hook(otherwise scriptHook) scriptHook {
+	return func(call func() rueidis.RedisResult) rueidis.RedisResult {
+		if !g.armed.CompareAndSwap(true, false) {
+			return otherwise(call)
+		}
+		r := call()
+		close(g.granting)
+		<-g.c.closing.Done()
+		return r
+	}
+}
+
+// closeAtGrant awaits the held grant and closes the client.
+func (g *grantGate) closeAtGrant(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.granting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no grant")
+	}
+	require.NoError(t, g.c.Close())
+}
+
+// requireClosedErr awaits the call cut short: it returns ErrClosed.
+func requireClosedErr(t *testing.T, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrClosed)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the %s did not return after Close", what)
+	}
+}
+
 // privateRedis starts a redis-server of the test's own and connects to it.
 func privateRedis(ctx context.Context, t *testing.T) rueidis.Client {
 	t.Helper()
@@ -97,28 +155,13 @@ func grantCutByClose(t *testing.T, heir bool, slow time.Duration, opts Options, 
 	defer cancel()
 	plain := privateRedis(ctx, t)
 
-	var c *Client
-	var armed atomic.Bool
-	granting := make(chan struct{}) // the held grant ran in Redis
+	g := newGrantGate()
 	hooked := newScriptHooks(plain)
-	slowed := func(call func() rueidis.RedisResult) rueidis.RedisResult {
-		time.Sleep(slow)
-		return call()
-	}
-	holdGrant := func(call func() rueidis.RedisResult) rueidis.RedisResult {
-		if !armed.CompareAndSwap(true, false) {
-			return slowed(call)
-		}
-		r := call()
-		close(granting)
-		<-c.closing.Done()
-		return r
-	}
 	if heir {
-		hooked.on(luascripts.Release, holdGrant) // the release hands the lock over
+		hooked.on(luascripts.Release, g.hook(slowedBy(slow))) // the release hands the lock over
 	} else {
-		hooked.on(luascripts.Acquire, holdGrant)
-		hooked.on(luascripts.Release, slowed)
+		hooked.on(luascripts.Acquire, g.hook(slowedBy(slow)))
+		hooked.on(luascripts.Release, slowedBy(slow))
 	}
 	waiting := make(chan string, 1)
 	opts.OnWait = func(name string) {
@@ -128,9 +171,9 @@ func grantCutByClose(t *testing.T, heir bool, slow time.Duration, opts Options, 
 		}
 	}
 	var err error
-	c, err = NewClient(hooked, opts)
+	g.c, err = NewClient(hooked, opts)
 	require.NoError(t, err)
-	m := c.Mutex(t.Name())
+	m := g.c.Mutex(t.Name())
 
 	var holder context.Context
 	unlocked := make(chan error, 1)
@@ -139,29 +182,19 @@ func grantCutByClose(t *testing.T, heir bool, slow time.Duration, opts Options, 
 		require.NoError(t, err)
 	}
 	locked := make(chan error, 1)
-	armed.Store(!heir)
+	g.armed.Store(!heir)
 	go func() {
 		_, err := m.Lock(ctx)
 		locked <- err
 	}()
 	if heir {
 		<-waiting // queued behind holder, in the turn
-		armed.Store(true)
+		g.armed.Store(true)
 		go func() { unlocked <- m.Unlock(holder) }()
 	}
-	select {
-	case <-granting:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no grant")
-	}
-	require.NoError(t, c.Close())
+	g.closeAtGrant(t)
 	afterClose(plain, m)
-	select {
-	case err := <-locked:
-		require.ErrorIs(t, err, ErrClosed)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the Lock did not return after Close")
-	}
+	requireClosedErr(t, locked, "Lock")
 	if heir {
 		require.NoError(t, <-unlocked)
 	}

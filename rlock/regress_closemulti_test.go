@@ -26,52 +26,40 @@ func TestRegressCloseAtMultiMutexReleases(t *testing.T) {
 	defer cancel()
 	plain := privateRedis(ctx, t)
 
-	var c *Client
+	g := newGrantGate()
 	var acquires atomic.Int32
-	granting := make(chan struct{}) // the held grant ran in Redis
 	hooked := newScriptHooks(plain)
+	held := g.hook(slowedBy(0))
 	hooked.on(luascripts.Acquire, func(call func() rueidis.RedisResult) rueidis.RedisResult {
-		r := call()
-		if err, ok := rueidis.IsRedisErr(r.Error()); ok && err.IsNoScript() {
-			return r // EVAL follows
+		// The second member's grant is held; a NOSCRIPT, which EVAL
+		// follows, does not count.
+		if acquires.Load() == 1 {
+			g.armed.Store(true)
 		}
-		if acquires.Add(1) != 2 { // the second member's
+		r := held(call)
+		if err, ok := rueidis.IsRedisErr(r.Error()); ok && err.IsNoScript() {
 			return r
 		}
-		close(granting)
-		<-c.closing.Done()
+		acquires.Add(1)
 		return r
 	})
-	hooked.on(luascripts.Release, func(call func() rueidis.RedisResult) rueidis.RedisResult {
-		time.Sleep(slowRelease)
-		return call()
-	})
+	hooked.on(luascripts.Release, slowedBy(slowRelease))
 	var err error
-	c, err = NewClient(hooked, Options{})
+	g.c, err = NewClient(hooked, Options{})
 	require.NoError(t, err)
-	mm := c.MultiMutex(t.Name()+"-a", t.Name()+"-b")
+	mm := g.c.MultiMutex(t.Name()+"-a", t.Name()+"-b")
 
 	locked := make(chan error, 1)
 	go func() {
 		_, err := mm.Lock(ctx)
 		locked <- err
 	}()
-	select {
-	case <-granting:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no grant")
-	}
-	require.NoError(t, c.Close())
+	g.closeAtGrant(t)
 	for _, m := range mm.members {
 		n, err := plain.Do(ctx, plain.B().Exists().Key(m.keys.Lock).Build()).AsInt64()
 		require.NoError(t, err)
 		require.Zero(t, n, "member %q is still held in Redis after Close returned, by a multi-lock it cut short", m.name)
 	}
 
-	select {
-	case err := <-locked:
-		require.ErrorIs(t, err, ErrClosed)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the Lock did not return after Close")
-	}
+	requireClosedErr(t, locked, "Lock")
 }

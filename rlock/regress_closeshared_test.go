@@ -2,11 +2,9 @@ package rlock
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
 
 	"github.com/latchkey/latchkey/internal/luascripts"
@@ -35,27 +33,14 @@ func TestRegressCloseAtSharedGrantReleases(t *testing.T) {
 			defer cancel()
 			plain := privateRedis(ctx, t)
 
-			var c *Client
-			var armed atomic.Bool
-			granting := make(chan struct{}) // the held grant ran in Redis
+			g := newGrantGate()
 			hooked := newScriptHooks(plain)
-			hooked.on(luascripts.RWRead, func(call func() rueidis.RedisResult) rueidis.RedisResult {
-				if !armed.CompareAndSwap(true, false) {
-					return call()
-				}
-				r := call()
-				close(granting)
-				<-c.closing.Done()
-				return r
-			})
-			hooked.on(luascripts.RWUnlock, func(call func() rueidis.RedisResult) rueidis.RedisResult {
-				time.Sleep(slowRelease)
-				return call()
-			})
+			hooked.on(luascripts.RWRead, g.hook(slowedBy(0)))
+			hooked.on(luascripts.RWUnlock, slowedBy(slowRelease))
 			var err error
-			c, err = NewClient(hooked, Options{})
+			g.c, err = NewClient(hooked, Options{})
 			require.NoError(t, err)
-			rw := c.RWMutex(t.Name())
+			rw := g.c.RWMutex(t.Name())
 
 			lctx := ctx
 			if tc.downgrade {
@@ -63,27 +48,17 @@ func TestRegressCloseAtSharedGrantReleases(t *testing.T) {
 				require.NoError(t, err)
 			}
 			locked := make(chan error, 1)
-			armed.Store(true)
+			g.armed.Store(true)
 			go func() {
 				_, err := rw.RLock(lctx)
 				locked <- err
 			}()
-			select {
-			case <-granting:
-			case <-time.After(10 * time.Second):
-				t.Fatal("no grant")
-			}
-			require.NoError(t, c.Close())
+			g.closeAtGrant(t)
 			n, err := plain.Do(ctx, plain.B().Exists().Key(rw.keys.Readers, rw.keys.ReadLeases).Build()).AsInt64()
 			require.NoError(t, err)
 			require.Zero(t, n, "the read lock is still held in Redis after Close returned, by a grant it cut short")
 
-			select {
-			case err := <-locked:
-				require.ErrorIs(t, err, ErrClosed)
-			case <-time.After(10 * time.Second):
-				t.Fatal("the RLock did not return after Close")
-			}
+			requireClosedErr(t, locked, "RLock")
 		})
 	}
 }
