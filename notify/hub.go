@@ -67,7 +67,12 @@ const (
 	// broadcast to every node, so prefer Sharded there.
 	Classic Mode = iota
 	// Sharded uses SSUBSCRIBE/SUNSUBSCRIBE (Redis 7+): a channel lives on the
-	// shard that owns its slot. The publisher must use SPUBLISH.
+	// shard that owns its slot. The publisher must use SPUBLISH. After the
+	// server ends a subscription (a slot moved, a failover), the hub
+	// subscribes again only once a keyed read (EXISTS) of the channel's
+	// name is no longer redirected, so that the subscription lands on the
+	// slot's master, whose SPUBLISH counts it: a client whose ACL refuses
+	// that read subscribes at once, wherever rueidis routes it.
 	Sharded
 )
 
@@ -322,7 +327,9 @@ func (h *Hub) run(ch *channel) {
 			// This is also how a sharded channel follows its slot to
 			// another master: the old one ends the subscription with a
 			// sunsubscribe push, rueidis returns from Receive with no
-			// error, and the next round subscribes on the new owner.
+			// error, and the next round subscribes on the new owner,
+			// once awaitSlotMaster below finds rueidis routing the
+			// slot to a master (after a failover it would not yet).
 			ch.bumpLocked()
 		}
 		h.mu.Unlock()
@@ -336,7 +343,70 @@ func (h *Hub) run(ch *channel) {
 			case <-h.done:
 			}
 		}
+		if wanted && !stopped && h.opts.Mode == Sharded {
+			h.awaitSlotMaster(ch)
+		}
 	}
+}
+
+// awaitSlotMaster waits, after a sharded subscription the server ended,
+// until rueidis routes the channel's slot to a master again. A master that
+// lost the slot to a failover (CLUSTER FAILOVER, or a promoted replica it
+// rejoined as) ends the subscription with a sunsubscribe push and becomes
+// a replica; Receive returns nil, which does not make rueidis refresh its
+// slot map, so the next SSUBSCRIBE would go to the same node, which as a
+// replica accepts it. Messages would still reach us (the master forwards
+// them), but SPUBLISH on the master counts only its own subscribers: it
+// would answer 0, and a publisher that takes 0 for "nobody listens" (as
+// latchkey's wake does, dropping the waiter from its queue) would pass us
+// over at every release. A keyed read on a connection pinned to the slot
+// map's node answers -MOVED from such a replica, which also makes rueidis
+// refresh the map; we ask again each RetryBackoff until the node answers.
+// A slot that moved between masters needs none of this (the old master
+// refuses the SSUBSCRIBE with -MOVED, and rueidis follows it), but the
+// check cannot tell the two apart and costs one round trip.
+//
+// Any other reply ends the wait: the key's value is irrelevant, and an
+// error (a connection lost, an ACL that does not let the client read the
+// channel's name as a key) is the next round's to meet or, at worst, the
+// old behaviour.
+func (h *Hub) awaitSlotMaster(ch *channel) {
+	for {
+		if !h.slotMapStale(ch.name) {
+			return
+		}
+		select {
+		case <-time.After(h.opts.RetryBackoff):
+		case <-h.done:
+			return
+		}
+		h.mu.Lock()
+		wanted := ch.refs > 0 && !h.closed
+		h.mu.Unlock()
+		if !wanted {
+			return
+		}
+	}
+}
+
+// slotMapStale reports whether the node rueidis' slot map names for the
+// channel's slot redirects a keyed read of it with -MOVED. A sharded
+// channel hashes to a slot as a key of the same name does.
+func (h *Hub) slotMapStale(name string) bool {
+	ctx, cancel := context.WithTimeout(h.ctx, h.opts.UnsubscribeTimeout)
+	defer cancel()
+	var err error
+	// Dedicated: a plain Do would follow the redirect and hide it.
+	_ = h.client.Dedicated(func(d rueidis.DedicatedClient) error {
+		err = d.Do(ctx, d.B().Exists().Key(name).Build()).Error()
+		return nil
+	})
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return false
+	}
+	_, moved := re.IsMoved()
+	return moved
 }
 
 func (h *Hub) receive(ctx context.Context, ch *channel, r *round) error {
