@@ -232,7 +232,9 @@ func (s *Store) Audit(ctx context.Context) (accepted, stale int, err error) {
 	return len(log), stale, nil
 }
 
-// Delete removes the value and its log.
+// Delete removes the value and its log, and with them the highest token
+// seen: a write with any token is accepted after it, a stale one too.
+// Delete only when no holder of an earlier token can still write.
 func (s *Store) Delete(ctx context.Context) error {
 	if err := s.ready(ctx); err != nil {
 		return err
