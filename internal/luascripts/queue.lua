@@ -79,17 +79,18 @@ end
 -- its window counts, untold; one past it is told and dropped; any other is
 -- told (dropped if nobody listens) and given a window. With tell, the first
 -- that does not fit is told too, windowless, as a probe. It returns how
--- many it admitted, the first end of their windows (server ms; nil: none)
--- and how many messages reached a client (what a release reports).
+-- many it admitted, the first end of their windows (server ms; nil: none),
+-- how many messages reached a client (what a release reports) and how many
+-- clients it dropped (a caller granted past them may owe a walk behind it).
 local function wake(Q, spec, room, weigh, stop, tell)
   -- The first page before the set-up: a release that nobody waits for
   -- (the uncontended path) stops here.
   local e = redis.call('zrange', Q.key, 0, 0, 'WITHSCORES')
   if #e == 0 then
-    return 0, nil, 0
+    return 0, nil, 0, 0
   end
   local publish, window = publisher(spec), tonumber(string.sub(spec, 2))
-  local used, n, first, windows, told = 0, 0, nil, {}, 0
+  local used, n, first, windows, told, dropped = 0, 0, nil, {}, 0, 0
   -- visit: false ends the walk; gone, the client was dropped.
   local function visit(c, s)
     if c == stop then
@@ -102,6 +103,7 @@ local function wake(Q, spec, room, weigh, stop, tell)
         told = told + 1
       end
       dequeue(Q, c)
+      dropped = dropped + 1
       return true, true
     end
     local w = weigh(c, s)
@@ -118,6 +120,7 @@ local function wake(Q, spec, room, weigh, stop, tell)
     end
     if redis.call(publish, Q.ch .. id_of(c), 'unlock') == 0 then
       dequeue(Q, c)
+      dropped = dropped + 1
       return true, true
     end
     told = told + 1
@@ -156,7 +159,7 @@ local function wake(Q, spec, room, weigh, stop, tell)
   for i = 1, #windows, 1000 do
     redis.call('zadd', Q.key, 'XX', unpack(windows, i, math.min(i + 999, #windows)))
   end
-  return n, first, told
+  return n, first, told, dropped
 end
 
 -- one is the weight of a client that takes the whole lock.

@@ -2,6 +2,7 @@ package luascripts_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -319,6 +320,79 @@ func TestRegressRWWakeStopsOnlyInTheCallersQueue(t *testing.T) {
 		require.False(t, f.read("AR", "ca", false).Acquired, "a reader overtook a queued writer")
 		aw.woken(t)
 		f.writeOnce("AW", "ca")
+	})
+}
+
+// TestRWReadGrantAfterLapse: a reader granted once its walks dropped
+// writers queued before it wakes the readers behind it, which share with it:
+// nobody told them, as the dropped writers stood before them when the write
+// side was freed. Before the fix they slept out the bound of their refusal,
+// the old writer's lease. A grant that dropped nobody tells nobody.
+func TestRWReadGrantAfterLapse(t *testing.T) {
+	// The write release wakes the writer queued first; its window lapses,
+	// and C's walk drops it.
+	t.Run("lapse", func(t *testing.T) {
+		f := newRW(t, standaloneClient(t))
+		f.wake = minuteWindows
+		require.True(t, f.write("X", "cx", false).Acquired)
+		fw := f.listen("fw", true)
+		require.False(t, f.write("FW", "fw", true).Acquired)
+		var ls []listener
+		for _, client := range []string{"d", "c", "e"} {
+			ls = append(ls, f.listen(client, false))
+			require.False(t, f.read(strings.ToUpper(client), client, true).Acquired)
+		}
+		d, c, e := ls[0], ls[1], ls[2]
+		_, woken := f.unlock("X", true, 1, false)
+		assert.Equal(t, int64(1), woken, "the writer queued first")
+		fw.woken(t)
+		for _, l := range ls {
+			l.quiet(t) // they wait for the writer
+		}
+		// Its window passed.
+		do(t, f.c, f.c.B().Zadd().Key(f.k.QueueW).Xx().ScoreMember().ScoreMember(-float64(serverMillis(t, f.c)-1000), "fw").Build())
+		require.True(t, f.read("C", "c", true).Acquired)
+		fw.woken(t) // told it lost its place
+		d.woken(t)
+		e.woken(t)
+		c.quiet(t)
+		inWindow, _ := wokenEnd(t, f.c, f.k.QueueR, "d")
+		assert.True(t, inWindow, "d got a window")
+		// Granted in its window, D drops nobody and tells nobody.
+		require.True(t, f.read("D", "d", true).Acquired)
+		e.quiet(t)
+		require.True(t, f.read("E", "e", true).Acquired)
+		for _, o := range []string{"C", "D", "E"} {
+			left, _ := f.unlock(o, false, 1, false)
+			assert.Zero(t, left)
+		}
+		for _, l := range append(ls, fw) {
+			l.quiet(t)
+		}
+		f.gone()
+	})
+	// The write lease runs out untold; C's walk drops the writer before it,
+	// which nobody listens for, and E behind C is the next to share.
+	t.Run("dead writer", func(t *testing.T) {
+		f := newRW(t, standaloneClient(t))
+		f.wake = minuteWindows
+		require.True(t, f.write("X", "cx", false).Acquired)
+		require.False(t, f.write("DW", "cd", true).Acquired) // cd never listens
+		c, e := f.listen("c", false), f.listen("e", false)
+		require.False(t, f.read("C", "c", true).Acquired)
+		require.False(t, f.read("E", "e", true).Acquired)
+		do(t, f.c, f.c.B().Del().Key(f.k.Write).Build())
+		require.True(t, f.read("C", "c", true).Acquired)
+		e.woken(t)
+		c.quiet(t)
+		assert.Empty(t, zmembers(t, f.c, f.k.QueueW), "the dead writer was dropped")
+		require.True(t, f.read("E", "e", true).Acquired)
+		for _, o := range []string{"C", "E"} {
+			left, _ := f.unlock(o, false, 1, false)
+			assert.Zero(t, left)
+		}
+		e.quiet(t)
+		f.gone()
 	})
 }
 

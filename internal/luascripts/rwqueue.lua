@@ -35,26 +35,27 @@ end
 
 -- first_writer is the score of the first queued writer that may still
 -- come (a woken one past its window is dropped, told with spec), or nil,
--- and how many were told so.
+-- how many were told so and how many were dropped.
 local function first_writer(spec)
   local before
-  local _, _, told = wake(W, spec, 0, function(_, s) before = s end)
-  return before, told
+  local _, _, told, dropped = wake(W, spec, 0, function(_, s) before = s end)
+  return before, told, dropped
 end
 
 -- rw_wake wakes whom a free write side admits, nreaders being the read
 -- holds, up to the caller's entry in its own queue (rstop in R, wstop in W):
 -- a client has one entry string in both queues, and its entry in the other
 -- queue is another waiter of its. before is first_writer's, if the caller
--- has it. It returns wake's count, first end and messages, and the first
--- queued writer's score when it admitted nobody (nil: none).
+-- has it. It returns wake's count, first end and messages, the first
+-- queued writer's score when it admitted nobody (nil: none), and how many
+-- writers it dropped.
 local function rw_wake(spec, nreaders, rstop, wstop, before)
-  local told = 0
+  local told, dropped = 0, 0
   while true do
     if not before then
-      local t
-      before, t = first_writer(spec)
-      told = told + t
+      local t, d
+      before, t, d = first_writer(spec)
+      told, dropped = told + t, dropped + d
     end
     -- rfirst is the first reader left queued: writers after it wait for it.
     local rfirst
@@ -66,21 +67,21 @@ local function rw_wake(spec, nreaders, rstop, wstop, before)
     end, rstop)
     told = told + t
     if n > 0 or nreaders > 0 then
-      return n, first, told, before
+      return n, first, told, before, dropped
     end
     if not rfirst and rstop then
       rfirst = tonumber(redis.call('zscore', R.key, rstop))
     end
     local tried = 0
-    local m, ends, u = wake(W, spec, 1, function(_, s)
+    local m, ends, u, d = wake(W, spec, 1, function(_, s)
       if rfirst == nil or s <= rfirst then
         tried = tried + 1
         return 1
       end
     end, wstop)
-    told = told + u
+    told, dropped = told + u, dropped + d
     if m > 0 or tried == 0 then
-      return m, ends, told, before
+      return m, ends, told, before, dropped
     end
     -- The writers before rfirst were dropped (none listened): the readers'
     -- turn may have come, which the first walk refused them.
