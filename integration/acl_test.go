@@ -94,13 +94,16 @@ func TestACLCoversScripts(t *testing.T) {
 // count-down latch. Nothing may be refused, and the server's ACL log
 // must stay empty. Then the user must be refused a key, a channel and a
 // command outside the grant.
-func TestMinimalACL(t *testing.T) {
+func TestMinimalACL(t *testing.T) { forEachACLTopology(t, testMinimalACL) }
+
+// forEachACLTopology runs f on a standalone server of the test's own (f
+// changes its ACL) and on the Cluster.
+func forEachACLTopology(t *testing.T, f func(t *testing.T, tp topology)) {
 	t.Run("standalone", func(t *testing.T) {
-		// A server of its own: this test changes its ACL.
-		testMinimalACL(t, topology{name: "standalone", addrs: []string{ownServer(t).Addr}})
+		f(t, topology{name: "standalone", addrs: []string{ownServer(t).Addr}})
 	})
 	t.Run("cluster", func(t *testing.T) {
-		testMinimalACL(t, topologies()[1])
+		f(t, topologies()[1])
 	})
 }
 

@@ -50,15 +50,7 @@ func TestRedissonACLDocLine(t *testing.T) {
 // declare Redisson's channel as a key, which Redis checks against the
 // user's key patterns, so Inspect, Unlock and ForceUnlock were refused
 // (NOPERM) and a lock stayed held for its lease.
-func TestRedissonMinimalACL(t *testing.T) {
-	t.Run("standalone", func(t *testing.T) {
-		// A server of its own: this test changes its ACL.
-		testRedissonMinimalACL(t, topology{name: "standalone", addrs: []string{ownServer(t).Addr}})
-	})
-	t.Run("cluster", func(t *testing.T) {
-		testRedissonMinimalACL(t, topologies()[1])
-	})
-}
+func TestRedissonMinimalACL(t *testing.T) { forEachACLTopology(t, testRedissonMinimalACL) }
 
 func testRedissonMinimalACL(t *testing.T, tp topology) {
 	ctx := context.Background()

@@ -42,27 +42,9 @@ func TestRegressElectionNotHandedByMutex(t *testing.T) {
 		mctx, err := m.Lock(ctx)
 		require.NoError(t, err)
 
-		type result struct {
-			lctx context.Context
-			err  error
-		}
-		won := make(chan result, 1)
-		go func() {
-			lctx, err := e.Campaign(ctx, "v")
-			won <- result{lctx, err}
-		}()
-		await(t, waited, 10*time.Second, "the campaigner to wait in the turn")
-		require.NoError(t, m.Unlock(mctx))
-
-		var r result
-		select {
-		case r = <-won:
-		case <-time.After(10 * time.Second):
-			t.Fatal("Campaign did not return within 10s of the Mutex's Unlock")
-		}
-		require.NoError(t, r.err)
-		defer func() { require.NoError(t, e.Resign(r.lctx)) }()
-		token, err := e.Token(r.lctx)
+		won := takeWhileWaiting(t, waited, "the campaigner", func() (context.Context, error) { return e.Campaign(ctx, "v") }, func() error { return m.Unlock(mctx) })
+		defer func() { require.NoError(t, e.Resign(won)) }()
+		token, err := e.Token(won)
 		require.NoError(t, err)
 
 		l, err := e.Leader(ctx)
@@ -91,32 +73,39 @@ func TestRegressMutexAfterLocalResign(t *testing.T) {
 		require.NoError(t, err)
 		obs.await(t, 10*time.Second, `the leader "v"`, func(l rlock.Leadership) bool { return l.Value == "v" })
 
-		type result struct {
-			lctx context.Context
-			err  error
-		}
-		locked := make(chan result, 1)
-		go func() {
-			lctx, err := m.Lock(ctx)
-			locked <- result{lctx, err}
-		}()
-		await(t, waited, 10*time.Second, "the Mutex Lock to wait in the turn")
-		require.NoError(t, e.Resign(lead))
-
-		var r result
-		select {
-		case r = <-locked:
-		case <-time.After(10 * time.Second):
-			t.Fatal("Lock did not return within 10s of the leader's Resign")
-		}
-		require.NoError(t, r.err)
-		token, err := m.Token(r.lctx)
+		locked := takeWhileWaiting(t, waited, "the Mutex Lock", func() (context.Context, error) { return m.Lock(ctx) }, func() error { return e.Resign(lead) })
+		token, err := m.Token(locked)
 		require.NoError(t, err)
 		l, err := e.Leader(ctx)
 		require.NoError(t, err)
 		require.Equal(t, rlock.Leadership{Token: token, Since: l.Since, Client: l.Client}, l, "the Mutex holder leads, with no value")
-		require.NoError(t, m.Unlock(r.lctx))
+		require.NoError(t, m.Unlock(locked))
 		_, err = e.Leader(ctx)
 		require.ErrorIs(t, err, rlock.ErrNoLeader)
 	})
+}
+
+// takeWhileWaiting runs take in a goroutine, awaits its wait in the turn
+// (waited), then runs release, and returns take's context once it has it.
+func takeWhileWaiting(t *testing.T, waited <-chan struct{}, who string, take func() (context.Context, error), release func() error) context.Context {
+	t.Helper()
+	type result struct {
+		lctx context.Context
+		err  error
+	}
+	took := make(chan result, 1)
+	go func() {
+		lctx, err := take()
+		took <- result{lctx, err}
+	}()
+	await(t, waited, 10*time.Second, who+" to wait in the turn")
+	require.NoError(t, release())
+	select {
+	case r := <-took:
+		require.NoError(t, r.err)
+		return r.lctx
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not return within 10s of the release", who)
+		return nil
+	}
 }
